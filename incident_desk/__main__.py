@@ -1,0 +1,3 @@
+from incident_desk.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,226 @@
+"""The desk's settings: CLI flags over ``INCIDENT_DESK_*`` variables over a TOML config file over defaults.
+
+Secrets (provider API key, HTTP bearer token, sealing key) are accepted from the environment only; the
+config file may not hold them, and the CLI reads them from the OS keychain (see ``core.credentials``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tomllib
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+ENV_PREFIX = "INCIDENT_DESK_"
+APP_NAME = "incident-desk"
+SECRET_FIELDS = frozenset({"provider_api_key", "http_token", "sealing_key"})
+
+
+class SettingsError(Exception):
+    """A setting is missing, malformed or in the wrong place; the message names it."""
+
+
+def user_data_dir() -> Path:
+    """Where the desk keeps its own state (the audit journal), per platform convention."""
+    if sys.platform == "win32":
+        base = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
+    elif sys.platform == "darwin":
+        base = Path.home() / "Library" / "Application Support"
+    else:
+        base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return base / APP_NAME
+
+
+class CommandAction(BaseModel):
+    """Restart by running a command: an argv list, never a shell."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["command"] = "command"
+    argv: Annotated[list[str], Field(min_length=1)]
+    timeout_seconds: Annotated[float, Field(gt=0)] = 120.0
+    cwd: Path | None = None
+
+    @field_validator("argv")
+    @classmethod
+    def _no_empty_program(cls, argv: list[str]) -> list[str]:
+        if not argv[0].strip():
+            raise ValueError("the first argv entry (the program) is empty")
+        return argv
+
+
+class SimulateAction(BaseModel):
+    """Restart nothing and say so: the sample desk's default."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    kind: Literal["simulate"] = "simulate"
+
+
+RestartAction = Annotated[CommandAction | SimulateAction, Field(discriminator="kind")]
+
+_config_file_data: ContextVar[Mapping[str, Any]] = ContextVar("_config_file_data", default={})
+
+
+class _ConfigFileSource(PydanticBaseSettingsSource):
+    """Feeds the already-parsed config file into pydantic-settings at its place in the priority order."""
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return _config_file_data.get().get(field_name), field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        return dict(_config_file_data.get())
+
+
+class Settings(BaseSettings):
+    """Every knob of the desk. Field descriptions double as the README's settings table."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, frozen=True, extra="forbid", env_nested_delimiter="__", validate_default=True
+    )
+
+    data_dir: Path | None = Field(
+        default=None, description="Directory with incidents/ and runbooks/; unset serves the bundled sample desk."
+    )
+    redact_secrets: bool = Field(default=True, description="Mask tokens, keys and URL passwords in log lines.")
+    log_window_lines: int = Field(
+        default=200, ge=1, le=100_000, description="Lines in the tail window of an incident-log resource."
+    )
+    log_window_bytes: int = Field(
+        default=256 * 1024, ge=1024, le=64 * 1024 * 1024, description="Byte cap of that tail window."
+    )
+    page_lines: int = Field(default=100, ge=1, le=5_000, description="Default lines per read_incident_log page.")
+    log_level: Literal["debug", "info", "warning", "error"] = Field(
+        default="info", description="Threshold of the desk's own log on stderr."
+    )
+    log_format: Literal["auto", "console", "json"] = Field(
+        default="auto", description="stderr log format; auto is console on a terminal, JSON otherwise."
+    )
+
+    transport: Literal["stdio", "http"] = Field(default="stdio", description="How clients reach the desk.")
+    host: str = Field(default="127.0.0.1", description="HTTP bind address; beyond loopback needs a token.")
+    port: int = Field(default=8765, ge=1, le=65535, description="HTTP port.")
+    stateless: bool = Field(default=False, description="Stateless HTTP for load-balanced replicas.")
+    allowed_hosts: list[str] = Field(
+        default_factory=list, description="Extra Host header values accepted over HTTP (e.g. desk.example:443)."
+    )
+    allowed_origins: list[str] = Field(
+        default_factory=list, description="Origin header values accepted over HTTP (e.g. https://app.example)."
+    )
+    http_token: SecretStr | None = Field(
+        default=None, description="Bearer token for HTTP clients (environment or keychain only)."
+    )
+    sealing_key: SecretStr | None = Field(
+        default=None, description="Shared key sealing multi-round-trip state across replicas (env or keychain)."
+    )
+
+    sampling_timeout_seconds: float = Field(
+        default=30.0, gt=0, le=3600, description="How long summarize_incident waits for the client's model."
+    )
+    approval_timeout_seconds: float = Field(
+        default=300.0, gt=0, le=86_400, description="How long restart_service waits for a human answer."
+    )
+
+    provider: Literal["none", "openai", "anthropic"] = Field(
+        default="none", description="Direct model provider used when the client cannot sample."
+    )
+    provider_base_url: str | None = Field(
+        default=None, description="Provider endpoint; defaults to the vendor's (set it for Ollama, vLLM...)."
+    )
+    provider_model: str | None = Field(default=None, description="Model name sent to the provider.")
+    provider_api_key: SecretStr | None = Field(
+        default=None, description="Provider API key (environment only; prefer `incident-desk key set`)."
+    )
+    provider_timeout_seconds: float = Field(default=30.0, gt=0, le=600, description="Provider request timeout.")
+
+    audit_db: Path | None = Field(
+        default=None, description="SQLite audit journal; defaults to the user data dir's audit.sqlite3."
+    )
+    keyring_service: str = Field(default=APP_NAME, min_length=1, description="Keychain service name.")
+    services: dict[str, RestartAction] = Field(
+        default_factory=dict, description="Per-service restart action (command argv or simulate)."
+    )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return init_settings, env_settings, _ConfigFileSource(settings_cls)
+
+    @field_validator("data_dir", "audit_db")
+    @classmethod
+    def _expand_user(cls, value: Path | None) -> Path | None:
+        return value.expanduser() if value is not None else None
+
+    @model_validator(mode="after")
+    def _provider_needs_a_model(self) -> Settings:
+        if self.provider != "none" and not self.provider_model:
+            raise ValueError(f"provider_model is required when provider is {self.provider!r}")
+        return self
+
+    @property
+    def audit_path(self) -> Path:
+        return self.audit_db or user_data_dir() / "audit.sqlite3"
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """Parse the TOML config, refusing secrets in it: a config file gets copied, pasted and committed."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SettingsError(f"config file {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SettingsError(f"config file {path} cannot be read: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise SettingsError(f"config file {path} is not valid TOML: {exc}") from None
+    leaked = sorted(SECRET_FIELDS & data.keys())
+    if leaked:
+        raise SettingsError(
+            f"config file {path} holds {', '.join(leaked)}: secrets belong in the OS keychain "
+            f"(`incident-desk key set` / `incident-desk token create`) or {ENV_PREFIX}* environment variables"
+        )
+    return data
+
+
+@contextmanager
+def _config_data(data: Mapping[str, Any]) -> Iterator[None]:
+    token = _config_file_data.set(data)
+    try:
+        yield
+    finally:
+        _config_file_data.reset(token)
+
+
+def load_settings(overrides: Mapping[str, Any] | None = None, config_file: Path | None = None) -> Settings:
+    """Build settings from every source, turning validation failures into one message per bad setting."""
+    if config_file is None and os.environ.get(f"{ENV_PREFIX}CONFIG"):
+        config_file = Path(os.environ[f"{ENV_PREFIX}CONFIG"]).expanduser()
+    file_data = read_config_file(config_file) if config_file else {}
+    cli_values = {k: v for k, v in (overrides or {}).items() if v is not None}
+    try:
+        with _config_data(file_data):
+            return Settings(**cli_values)
+    except ValidationError as exc:
+        raise SettingsError(describe_validation_error(exc)) from None
+
+
+def describe_validation_error(exc: ValidationError) -> str:
+    lines = []
+    for error in exc.errors(include_url=False, include_input=False):
+        location = ".".join(str(part) for part in error["loc"]) or "settings"
+        env_name = ENV_PREFIX + str(error["loc"][0]).upper() if error["loc"] else ""
+        hint = f" (flag, {env_name} or config file)" if env_name else ""
+        lines.append(f"invalid setting {location}{hint}: {error['msg']}")
+    return "\n".join(lines)
