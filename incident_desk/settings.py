@@ -13,9 +13,18 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
+from types import MappingProxyType
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 ENV_PREFIX = "INCIDENT_DESK_"
@@ -66,7 +75,7 @@ class SimulateAction(BaseModel):
 
 RestartAction = Annotated[CommandAction | SimulateAction, Field(discriminator="kind")]
 
-_config_file_data: ContextVar[Mapping[str, Any]] = ContextVar("_config_file_data", default={})
+_config_file_data: ContextVar[Mapping[str, Any]] = ContextVar("_config_file_data", default=MappingProxyType({}))
 
 
 class _ConfigFileSource(PydanticBaseSettingsSource):
@@ -87,7 +96,8 @@ class Settings(BaseSettings):
     )
 
     data_dir: Path | None = Field(
-        default=None, description="Directory with incidents/ and runbooks/; unset serves the bundled sample desk."
+        default=None,
+        description="Directory with incidents/ and runbooks/; unset serves the bundled sample desk.",
     )
     redact_secrets: bool = Field(default=True, description="Mask tokens, keys and URL passwords in log lines.")
     log_window_lines: int = Field(
@@ -109,16 +119,19 @@ class Settings(BaseSettings):
     port: int = Field(default=8765, ge=1, le=65535, description="HTTP port.")
     stateless: bool = Field(default=False, description="Stateless HTTP for load-balanced replicas.")
     allowed_hosts: list[str] = Field(
-        default_factory=list, description="Extra Host header values accepted over HTTP (e.g. desk.example:443)."
+        default_factory=list,
+        description="Extra Host header values accepted over HTTP (e.g. desk.example:443).",
     )
     allowed_origins: list[str] = Field(
-        default_factory=list, description="Origin header values accepted over HTTP (e.g. https://app.example)."
+        default_factory=list,
+        description="Origin header values accepted over HTTP (e.g. https://app.example).",
     )
     http_token: SecretStr | None = Field(
         default=None, description="Bearer token for HTTP clients (environment or keychain only)."
     )
     sealing_key: SecretStr | None = Field(
-        default=None, description="Shared key sealing multi-round-trip state across replicas (env or keychain)."
+        default=None,
+        description="Shared key sealing multi-round-trip state across replicas (env or keychain).",
     )
 
     sampling_timeout_seconds: float = Field(

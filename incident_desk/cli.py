@@ -1,0 +1,218 @@
+"""Command line: ``incident-desk`` serves (stdio by default); subcommands manage keys, the journal and clients.
+
+Every human-facing line goes to stderr except the output a subcommand exists to print (``audit``, ``config``,
+``key show``...). Serving never writes to stdout: in stdio mode it belongs to the protocol.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from incident_desk import __version__
+from incident_desk.settings import Settings, SettingsError, load_settings
+
+SUBCOMMANDS = ("serve", "audit", "key", "token", "config", "doctor")
+
+
+def _out(text: str) -> None:
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")
+
+
+def _err(text: str) -> None:
+    sys.stderr.write(f"incident-desk: {text}\n")
+
+
+def _add_settings_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", type=Path, help="TOML config file (also INCIDENT_DESK_CONFIG)")
+    parser.add_argument("--data-dir", type=Path, help="data directory; default: the bundled sample desk")
+    parser.add_argument("--audit-db", type=Path, help="SQLite audit journal path")
+    parser.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
+    parser.add_argument("--log-format", choices=["auto", "console", "json"])
+
+
+def _add_serve_flags(parser: argparse.ArgumentParser) -> None:
+    _add_settings_flags(parser)
+    parser.add_argument("--transport", choices=["stdio", "http"], help="default: stdio")
+    parser.add_argument("--host", help="HTTP bind address (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="HTTP port (default 8765)")
+    parser.add_argument(
+        "--stateless", action="store_true", default=None, help="stateless HTTP for load-balanced replicas"
+    )
+    parser.add_argument(
+        "--no-redact",
+        dest="redact_secrets",
+        action="store_false",
+        default=None,
+        help="show log lines unredacted",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="incident-desk",
+        description="An on-call incident desk for desktop AI clients, served over MCP. "
+        "With no subcommand it serves over stdio.",
+    )
+    parser.add_argument("--version", action="version", version=f"incident-desk {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="{" + ",".join(SUBCOMMANDS) + "}")
+
+    _add_serve_flags(commands.add_parser("serve", help="serve the desk (the default)"))
+
+    audit = commands.add_parser("audit", help="print the most recent restart decisions")
+    _add_settings_flags(audit)
+    audit.add_argument("--limit", type=int, default=50, help="how many decisions (default 50)")
+
+    key = commands.add_parser("key", help="store, show (masked) or delete the model provider's API key")
+    _add_settings_flags(key)
+    key.add_argument("action", choices=["set", "show", "delete"])
+
+    token = commands.add_parser("token", help="create or show the HTTP bearer token / sealing key")
+    _add_settings_flags(token)
+    token.add_argument("action", choices=["create", "show", "delete"])
+    token.add_argument("--kind", choices=["http", "sealing"], default="http", help="which secret (default http)")
+
+    from incident_desk.client_configs import CLIENT_NAMES
+
+    config = commands.add_parser("config", help="print or install the config snippet for a desktop client")
+    config.add_argument("client", choices=CLIENT_NAMES)
+    config.add_argument("--write", action="store_true", help="merge into the client's config file (backup first)")
+    config.add_argument("--path", type=Path, help="config file to write instead of the client's default")
+    config.add_argument("--uvx", metavar="SOURCE", help="launch with `uvx --from SOURCE incident-desk`")
+    config.add_argument("--http-url", help="point the client at a running HTTP desk instead of stdio")
+
+    doctor = commands.add_parser("doctor", help="check this installation end to end")
+    _add_settings_flags(doctor)
+    return parser
+
+
+def _settings_from(args: argparse.Namespace) -> Settings:
+    overrides: dict[str, Any] = {
+        name: getattr(args, name, None)
+        for name in (
+            "data_dir",
+            "audit_db",
+            "log_level",
+            "log_format",
+            "transport",
+            "host",
+            "port",
+            "stateless",
+            "redact_secrets",
+        )
+    }
+    return load_settings(overrides, getattr(args, "config", None))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if not arguments or (arguments[0].startswith("-") and arguments[0] not in ("-h", "--help", "--version")):
+        arguments.insert(0, "serve")
+    args = build_parser().parse_args(arguments)
+    try:
+        if args.command == "config":
+            return _config(args)
+        settings = _settings_from(args)
+        if args.command == "serve":
+            from incident_desk.transport import serve
+
+            return serve(settings)
+        if args.command == "audit":
+            return _audit(settings, args.limit)
+        if args.command == "key":
+            return _key(settings, args.action)
+        if args.command == "token":
+            return _token(settings, args.action, args.kind)
+        if args.command == "doctor":
+            from incident_desk.doctor import run_doctor
+
+            return run_doctor(settings)
+    except SettingsError as exc:
+        _err(str(exc))
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return 2
+
+
+def _audit(settings: Settings, limit: int) -> int:
+    from incident_desk.core.audit import AuditError, AuditJournal, format_decisions
+
+    if not settings.audit_path.exists():
+        _out(f"no decisions recorded yet ({settings.audit_path} does not exist)")
+        return 0
+    try:
+        _out(format_decisions(AuditJournal(settings.audit_path).recent(limit)))
+    except AuditError as exc:
+        _err(str(exc))
+        return 1
+    return 0
+
+
+def _secret_command(settings: Settings, name: str, action: str, *, value_source: str) -> int:
+    from incident_desk.core import credentials
+
+    service = settings.keyring_service
+    try:
+        if action in ("set", "create"):
+            if value_source == "generate":
+                value = credentials.generate_token()
+            else:
+                value = getpass.getpass(f"{name} (input hidden): ").strip()
+                if not value:
+                    _err("no value entered; nothing stored")
+                    return 1
+            credentials.store_secret(service, name, value)
+            _err(f"stored {name} in {credentials.backend_description()} (service {service!r})")
+            if value_source == "generate":
+                # Shown once, so it can be given to clients; it is never logged.
+                _out(value)
+            return 0
+        if action == "show":
+            stored = credentials.read_secret(service, name)
+            if stored is None:
+                _err(f"no {name} stored in the keychain (service {service!r})")
+                return 1
+            _out(credentials.mask(stored))
+            return 0
+        removed = credentials.delete_secret(service, name)
+        _err(f"deleted {name}" if removed else f"no {name} was stored")
+        return 0
+    except credentials.CredentialStoreError as exc:
+        _err(str(exc))
+        return 1
+
+
+def _key(settings: Settings, action: str) -> int:
+    from incident_desk.core.credentials import PROVIDER_API_KEY
+
+    return _secret_command(settings, PROVIDER_API_KEY, action, value_source="prompt")
+
+
+def _token(settings: Settings, action: str, kind: str) -> int:
+    from incident_desk.core.credentials import HTTP_TOKEN, SEALING_KEY
+
+    name = HTTP_TOKEN if kind == "http" else SEALING_KEY
+    return _secret_command(settings, name, action, value_source="generate")
+
+
+def _config(args: argparse.Namespace) -> int:
+    from incident_desk import client_configs
+
+    launcher = client_configs.uvx_launcher(args.uvx) if args.uvx else client_configs.detect_launcher()
+    try:
+        if args.write:
+            report = client_configs.write_config(args.client, launcher, path=args.path, http_url=args.http_url)
+            backup = f" (backup: {report.backup})" if report.backup else ""
+            verb = "updated" if report.replaced else "added to"
+            _err(f"incident-desk {verb} {report.path}{backup}")
+            return 0
+        _out(client_configs.render_snippet(args.client, launcher, http_url=args.http_url))
+        return 0
+    except client_configs.ClientConfigError as exc:
+        _err(str(exc))
+        return 1

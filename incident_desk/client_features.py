@@ -1,0 +1,333 @@
+"""The one module that talks to the SDK about what the client can do: capabilities, sampling, elicitation.
+
+Two protocol eras reach the same tools:
+
+* 2025-11-25 (handshake, sessions): the server sends ``sampling/createMessage`` or ``elicitation/create`` on the
+  open call and waits, bounded by a timeout, for the answer.
+* 2026-07-28 (no sessions): the server ends the call with an ``input_required`` result holding the question and
+  a sealed ``requestState``; the client asks its model or human and retries the call with the answer.
+
+Tools never see the difference. They call :func:`sample` or :func:`ask_approval` and get back either an answer,
+a plain reason why there is none, or an :class:`Ask` to return as the tool's result (the 2026 round trip). The
+question is bound to the exact call it was asked for: a retry whose ``binding`` differs is refused. The next
+protocol change should touch this file only.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import anyio
+from mcp.server.mcpserver import Context
+from mcp.shared.exceptions import MCPError
+from mcp.shared.message import ServerMessageMetadata
+from mcp_types import (
+    REQUEST_TIMEOUT,
+    CreateMessageRequest,
+    CreateMessageRequestParams,
+    CreateMessageResult,
+    ElicitRequest,
+    ElicitRequestFormParams,
+    ElicitResult,
+    InputRequiredResult,
+    SamplingMessage,
+    TextContent,
+)
+
+ERA_2025 = "2025-11-25"
+ERA_2026 = "2026-07-28"
+_ROUND_TRIP_ERAS = frozenset({ERA_2026})
+_STATE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class ClientView:
+    """What this request's client can do, as far as the desk cares."""
+
+    era: str
+    can_sample: bool
+    can_elicit_form: bool
+    round_trip: bool
+    back_channel: bool
+
+    @property
+    def sampling_route(self) -> str | None:
+        """Why sampling is impossible here, or None when it can be tried."""
+        if not self.can_sample:
+            return "the client did not declare the sampling capability"
+        if not (self.round_trip or self.back_channel):
+            return "this connection has no back-channel (stateless HTTP) for a sampling request"
+        return None
+
+    @property
+    def elicitation_route(self) -> str | None:
+        """Why asking the human is impossible here, or None when it can be tried."""
+        if not self.can_elicit_form:
+            return "the client did not declare the form elicitation capability"
+        if not (self.round_trip or self.back_channel):
+            return "this connection has no back-channel (stateless HTTP) for an approval question"
+        return None
+
+
+def view(ctx: Context) -> ClientView:
+    caps = ctx.client_capabilities
+    era = ctx.protocol_version or ERA_2025
+    elicitation = caps.elicitation if caps else None
+    round_trip = era in _ROUND_TRIP_ERAS
+    return ClientView(
+        era=era,
+        can_sample=bool(caps and caps.sampling is not None),
+        # An empty elicitation object means form mode (spec 2025-11-25).
+        can_elicit_form=elicitation is not None and (elicitation.form is not None or elicitation.url is None),
+        round_trip=round_trip,
+        back_channel=not round_trip and ctx.session.can_send_request,
+    )
+
+
+@dataclass(frozen=True)
+class Ask:
+    """Return ``result`` from the tool: the 2026 client answers and retries the call."""
+
+    result: InputRequiredResult
+
+
+@dataclass(frozen=True)
+class StaleRound:
+    """A retry that does not belong to this call, or came back too late to be trusted."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class _Round:
+    """The sealed state of one outstanding question (the SDK encrypts and authenticates it)."""
+
+    key: str
+    binding: dict[str, str]
+    nonce: str
+    asked_at: float
+
+    def encode(self) -> str:
+        return json.dumps(
+            {
+                "v": _STATE_VERSION,
+                "key": self.key,
+                "binding": self.binding,
+                "nonce": self.nonce,
+                "at": self.asked_at,
+            },
+            sort_keys=True,
+        )
+
+    @classmethod
+    def decode(cls, text: str | None) -> _Round | None:
+        if not text:
+            return None
+        try:
+            data = json.loads(text)
+            if data.get("v") != _STATE_VERSION:
+                return None
+            return cls(key=data["key"], binding=dict(data["binding"]), nonce=data["nonce"], asked_at=data["at"])
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return None
+
+
+def _answer_for(
+    ctx: Context, key: str, binding: Mapping[str, str], timeout: float
+) -> tuple[_Round | None, Any, StaleRound | None]:
+    """On a 2026 retry, the round's state and the client's answer; (None, None, None) on a first call."""
+    state = _Round.decode(ctx.request_state)
+    responses = ctx.input_responses or {}
+    if state is None or state.key != key or key not in responses:
+        return None, None, None
+    if state.binding != dict(binding):
+        asked = ", ".join(f"{k}={v}" for k, v in sorted(state.binding.items()))
+        return state, None, StaleRound(f"the answer was given for {asked}, not for this call")
+    waited = time.time() - state.asked_at
+    if waited > timeout:
+        return state, None, StaleRound(f"no answer within {timeout:g}s (the retry came after {waited:.0f}s)")
+    return state, responses[key], None
+
+
+def _new_round(key: str, binding: Mapping[str, str]) -> _Round:
+    return _Round(key=key, binding=dict(binding), nonce=secrets.token_hex(16), asked_at=time.time())
+
+
+# Sampling -------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SamplingQuestion:
+    system_prompt: str
+    user_text: str
+    max_tokens: int
+    temperature: float
+
+    def request(self) -> CreateMessageRequest:
+        # includeContext is left out on purpose: it defaults to none, and the other values are deprecated.
+        return CreateMessageRequest(
+            params=CreateMessageRequestParams(
+                messages=[SamplingMessage(role="user", content=TextContent(type="text", text=self.user_text))],
+                system_prompt=self.system_prompt,
+                max_tokens=self.max_tokens,
+                temperature=self.temperature,
+            )
+        )
+
+
+@dataclass(frozen=True)
+class Sampled:
+    text: str
+    model: str
+
+
+@dataclass(frozen=True)
+class NotSampled:
+    """Sampling was skipped or failed; ``reason`` says which, for the result and the log."""
+
+    reason: str
+
+
+def _sampled_text(result: Any) -> Sampled | NotSampled:
+    if not isinstance(result, CreateMessageResult):
+        return NotSampled("the client answered the sampling request with something other than a message")
+    content = result.content
+    if not isinstance(content, TextContent) or not content.text.strip():
+        return NotSampled("the client's model answered without text")
+    return Sampled(text=content.text.strip(), model=result.model)
+
+
+async def sample(
+    ctx: Context, question: SamplingQuestion, *, timeout: float, binding: Mapping[str, str]
+) -> Sampled | NotSampled | Ask:
+    """Borrow the client's model, never probing a capability the client did not declare."""
+    client = view(ctx)
+    if (why_not := client.sampling_route) is not None:
+        return NotSampled(why_not)
+    key = "summary"
+    if client.round_trip:
+        _, answer, stale = _answer_for(ctx, key, binding, timeout)
+        if stale is not None:
+            return NotSampled(stale.reason)
+        if answer is None:
+            state = _new_round(key, binding)
+            return Ask(InputRequiredResult(input_requests={key: question.request()}, request_state=state.encode()))
+        return _sampled_text(answer)
+    try:
+        result = await ctx.session.send_request(
+            question.request(),
+            CreateMessageResult,
+            request_read_timeout_seconds=timeout,
+            metadata=ServerMessageMetadata(related_request_id=ctx.request_id),
+        )
+    except MCPError as exc:
+        if exc.code == REQUEST_TIMEOUT:
+            return NotSampled(f"the client's model gave no answer within {timeout:g}s")
+        return NotSampled(f"the client refused or failed the sampling request ({exc.code}: {exc.message})")
+    except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
+        return NotSampled("the client disconnected during the sampling request")
+    except ValueError as exc:
+        return NotSampled(f"the client's sampling answer was malformed: {exc.__class__.__name__}")
+    return _sampled_text(result)
+
+
+# Elicitation ----------------------------------------------------------------------------------------------
+
+ApprovalAction = Literal["accept", "decline", "cancel"]
+
+
+@dataclass(frozen=True)
+class ApprovalForm:
+    message: str
+    requested_schema: dict[str, Any]
+
+    def request(self) -> ElicitRequest:
+        return ElicitRequest(
+            params=ElicitRequestFormParams(message=self.message, requested_schema=self.requested_schema)
+        )
+
+
+@dataclass(frozen=True)
+class Answered:
+    """The human's answer. ``nonce`` identifies the question, so one answer can act only once."""
+
+    action: ApprovalAction
+    content: dict[str, Any]
+    nonce: str
+
+
+@dataclass(frozen=True)
+class NoChannel:
+    reason: str
+
+
+@dataclass(frozen=True)
+class NoAnswer:
+    kind: Literal["timed_out", "disconnected", "client_error"]
+    reason: str
+
+
+async def ask_approval(
+    ctx: Context, form: ApprovalForm, *, timeout: float, binding: Mapping[str, str]
+) -> Answered | NoChannel | NoAnswer | StaleRound | Ask:
+    """Put ``form`` to the human and return their answer, or why there is none."""
+    client = view(ctx)
+    if (why_not := client.elicitation_route) is not None:
+        return NoChannel(why_not)
+    key = "approval"
+    if client.round_trip:
+        state, answer, stale = _answer_for(ctx, key, binding, timeout)
+        if stale is not None:
+            if stale.reason.startswith("no answer within"):
+                return NoAnswer("timed_out", stale.reason)
+            return stale
+        if answer is None or state is None:
+            new_state = _new_round(key, binding)
+            return Ask(InputRequiredResult(input_requests={key: form.request()}, request_state=new_state.encode()))
+        if not isinstance(answer, ElicitResult):
+            return NoAnswer("client_error", "the client answered the approval question with something else")
+        return Answered(action=answer.action, content=dict(answer.content or {}), nonce=state.nonce)
+    nonce = secrets.token_hex(16)
+    try:
+        result = await ctx.session.send_request(
+            form.request(),
+            ElicitResult,
+            request_read_timeout_seconds=timeout,
+            metadata=ServerMessageMetadata(related_request_id=ctx.request_id),
+        )
+    except MCPError as exc:
+        if exc.code == REQUEST_TIMEOUT:
+            return NoAnswer("timed_out", f"no answer within {timeout:g}s")
+        return NoAnswer("client_error", f"the client failed the approval question ({exc.code}: {exc.message})")
+    except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
+        return NoAnswer("disconnected", "the client disconnected while the question was open")
+    except ValueError as exc:
+        return NoAnswer("client_error", f"the client's answer was malformed: {exc.__class__.__name__}")
+    return Answered(action=result.action, content=dict(result.content or {}), nonce=nonce)
+
+
+def approver(ctx: Context) -> str:
+    """Who is answering: the authenticated HTTP principal, else the OS user running the desk.
+
+    Never a form field: the spec forbids trusting an identity typed into an elicitation form.
+    """
+    from mcp.server.auth.middleware.auth_context import get_access_token
+
+    token = get_access_token()
+    if token is not None:
+        return f"token:{token.subject or token.client_id}"
+    return f"os:{_os_user()}"
+
+
+def _os_user() -> str:
+    import getpass
+
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"

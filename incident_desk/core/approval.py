@@ -1,0 +1,77 @@
+"""The restart decision, era-agnostic: given what the human answered, may the desk restart, and what does it say?
+
+No MCP imports. The texts are the product contract (DESIGN §4); nothing restarts without an explicit accept with
+the box ticked and a change ticket.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+TICKET = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:#/-]{0,63}")
+
+FORM_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "confirm": {"type": "boolean", "description": "Tick to approve the restart"},
+        "ticket": {"type": "string", "description": "Change ticket number, e.g. CHG-2291"},
+    },
+    # Only the box is required: a person who unticks it must not have to invent a ticket (the seed's flaw).
+    "required": ["confirm"],
+}
+
+Outcome = Literal[
+    "approved",
+    "unticked",
+    "declined",
+    "cancelled",
+    "no_ticket",
+    "timed_out",
+    "refused_no_channel",
+    "disconnected",
+]
+
+
+def question(service: str) -> str:
+    return f"Restart {service}? This drops in-flight requests."
+
+
+def no_channel_text(service: str) -> str:
+    return f"ELICITATION_UNAVAILABLE -- refusing to restart {service} without an approval channel"
+
+
+def restarted_text(service: str, ticket: str) -> str:
+    return f"RESTARTED {service} under {ticket}"
+
+
+def timed_out_text(seconds: float) -> str:
+    return f"NOT RESTARTED -- no answer within {seconds:g}s"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    outcome: Outcome
+    text: str
+    ticket: str | None = None
+
+    @property
+    def approved(self) -> bool:
+        return self.outcome == "approved"
+
+
+def decide(service: str, action: str, content: dict[str, Any]) -> Verdict:
+    """Turn the human's answer into a verdict. Anything but an explicit, ticketed accept is a no."""
+    if action == "decline":
+        return Verdict("declined", "NOT RESTARTED -- operator declined")
+    if action != "accept":
+        return Verdict("cancelled", "NOT RESTARTED -- operator dismissed the dialog")
+    raw_ticket = content.get("ticket")
+    ticket = raw_ticket.strip() if isinstance(raw_ticket, str) and raw_ticket.strip() else None
+    # `is True`, not truthiness: a client sending "false" or 1 has not ticked a boolean box.
+    if content.get("confirm") is not True:
+        return Verdict("unticked", "NOT RESTARTED -- form submitted with the box unticked", ticket)
+    if ticket is None or not TICKET.fullmatch(ticket):
+        return Verdict("no_ticket", "NOT RESTARTED -- a change ticket is required", ticket)
+    return Verdict("approved", restarted_text(service, ticket), ticket)

@@ -1,0 +1,277 @@
+"""The durable audit journal of restart decisions.
+
+Every decision is committed (one SQLite transaction, ``synchronous=FULL``) before the tool result that reports
+it is returned, so a crash right after a restart cannot lose the record of who approved it. Connections are
+short-lived and opened per call: the journal is safe to use from worker threads and from several processes.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import sys
+import unicodedata
+from collections.abc import Iterator, Sequence
+from contextlib import closing, contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = 1
+BUSY_TIMEOUT_SECONDS = 10.0
+
+_SCHEMA = """
+CREATE TABLE decisions (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    time TEXT NOT NULL,
+    service TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    ticket TEXT,
+    approver TEXT NOT NULL,
+    protocol_era TEXT NOT NULL,
+    exit_status INTEGER,
+    detail TEXT NOT NULL DEFAULT '',
+    nonce TEXT UNIQUE
+)
+"""
+_SELECT_RECENT = (
+    "SELECT id, time, service, outcome, ticket, approver, protocol_era, exit_status, detail, nonce "
+    "FROM decisions ORDER BY id DESC LIMIT ?"
+)
+
+
+class AuditError(Exception):
+    """The journal cannot be opened, read or written; the message names the file."""
+
+
+class DuplicateApproval(AuditError):
+    """An approval whose nonce is already in the journal: a replayed answer, which must not act twice."""
+
+
+class Outcome(StrEnum):
+    """What became of one restart request."""
+
+    APPROVED = "approved"
+    EXECUTED = "executed"
+    SIMULATED = "simulated"
+    FAILED = "failed"
+    DECLINED = "declined"
+    CANCELLED = "cancelled"
+    UNTICKED = "unticked"
+    NO_TICKET = "no_ticket"
+    TIMED_OUT = "timed_out"
+    REFUSED_NO_CHANNEL = "refused_no_channel"
+    REFUSED_UNKNOWN_SERVICE = "refused_unknown_service"
+    DISCONNECTED = "disconnected"
+    CLIENT_ERROR = "client_error"
+    REFUSED_STALE = "refused_stale"
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One journal row. ``id`` is set only on decisions read back from the journal."""
+
+    service: str
+    outcome: str
+    ticket: str | None
+    approver: str
+    protocol_era: str
+    exit_status: int | None = None
+    detail: str = ""
+    time: datetime = field(default_factory=_now)
+    nonce: str | None = None
+    id: int | None = None
+
+    def __post_init__(self) -> None:
+        # Validate here so a typo in an outcome fails at the call site, not as an unreadable journal row.
+        try:
+            object.__setattr__(self, "outcome", Outcome(self.outcome))
+        except ValueError:
+            known = ", ".join(o.value for o in Outcome)
+            raise ValueError(f"unknown audit outcome {self.outcome!r} (known: {known})") from None
+        if self.time.tzinfo is None or self.time.utcoffset() is None:
+            raise ValueError("decision time must be timezone-aware; a naive time is ambiguous in an audit trail")
+        object.__setattr__(self, "time", self.time.astimezone(UTC))
+
+
+class AuditJournal:
+    """An append-only SQLite journal of decisions at ``path``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        try:
+            _make_private_dirs(self.path.parent)
+            _create_private_file(self.path)
+        except OSError as exc:
+            raise AuditError(f"audit journal {self.path} cannot be created: {exc}") from None
+        with self._connect() as conn:
+            self._initialise(conn)
+
+    def record(self, decision: Decision) -> int:
+        """Append ``decision`` in its own transaction; the returned row id means it is on disk."""
+        row = (
+            decision.time.isoformat(),
+            decision.service,
+            str(decision.outcome),
+            decision.ticket,
+            decision.approver,
+            decision.protocol_era,
+            decision.exit_status,
+            decision.detail,
+            decision.nonce,
+        )
+        with self._connect() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                cursor = conn.execute(
+                    "INSERT INTO decisions (time, service, outcome, ticket, approver, protocol_era, "
+                    "exit_status, detail, nonce) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    row,
+                )
+                conn.execute("COMMIT")
+            except sqlite3.IntegrityError:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise DuplicateApproval(f"approval {decision.nonce} is already recorded in {self.path}") from None
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+            row_id = cursor.lastrowid
+        if row_id is None:
+            raise AuditError(f"audit journal {self.path} did not return a row id for the recorded decision")
+        return row_id
+
+    def recent(self, limit: int = 50) -> list[Decision]:
+        """The last ``limit`` decisions, newest first."""
+        if limit < 1:
+            raise ValueError(f"limit must be at least 1, got {limit}")
+        with self._connect() as conn:
+            rows = conn.execute(_SELECT_RECENT, (limit,)).fetchall()
+        return [_row_to_decision(row) for row in rows]
+
+    def count(self) -> int:
+        """How many decisions the journal holds."""
+        with self._connect() as conn:
+            (total,) = conn.execute("SELECT COUNT(*) FROM decisions").fetchone()
+        return int(total)
+
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        """A fresh, closed-on-exit connection; sqlite3 errors become ``AuditError`` naming the file."""
+        try:
+            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise AuditError(f"audit journal {self.path} cannot be opened: {exc}") from None
+        try:
+            with closing(conn):
+                conn.execute("PRAGMA synchronous=FULL")
+                yield conn
+        except sqlite3.DatabaseError as exc:
+            if "not a database" in str(exc) or "malformed" in str(exc):
+                raise AuditError(
+                    f"audit journal {self.path} is not an SQLite database (or is corrupt): {exc}; "
+                    "move it aside or point audit_db elsewhere"
+                ) from None
+            raise AuditError(f"audit journal {self.path}: {exc}") from None
+
+    def _initialise(self, conn: sqlite3.Connection) -> None:
+        # WAL lets readers (the audit resource, the CLI) run while the server writes. Where a filesystem
+        # refuses it (some network shares) SQLite keeps the rollback journal, which is just as durable.
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+            if version > SCHEMA_VERSION:
+                raise AuditError(
+                    f"audit journal {self.path} has schema version {version}, newer than this incident-desk "
+                    f"understands ({SCHEMA_VERSION}); upgrade incident-desk or use another audit_db"
+                )
+            if version == 0:
+                tables = conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()
+                if tables:
+                    raise AuditError(
+                        f"{self.path} is an SQLite database but not an incident-desk audit journal "
+                        f"(it holds tables {', '.join(sorted(t[0] for t in tables))})"
+                    )
+                conn.execute(_SCHEMA)
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+
+
+def _make_private_dirs(directory: Path) -> None:
+    """Create missing directories one by one so each (not just the last) is owner-only."""
+    missing: list[Path] = []
+    current = directory
+    while not current.exists():
+        missing.append(current)
+        if current.parent == current:
+            break
+        current = current.parent
+    for path in reversed(missing):
+        path.mkdir(mode=0o700, exist_ok=True)
+
+
+def _create_private_file(path: Path) -> None:
+    """Create the journal owner-only; SQLite gives its -wal and -shm files the same mode."""
+    if sys.platform == "win32" or path.exists():
+        return
+    fd = os.open(path, os.O_CREAT | os.O_WRONLY, 0o600)
+    os.close(fd)
+
+
+def _row_to_decision(row: tuple[Any, ...]) -> Decision:
+    row_id, time, service, outcome, ticket, approver, era, exit_status, detail, nonce = row
+    return Decision(
+        service=service,
+        outcome=outcome,
+        ticket=ticket,
+        approver=approver,
+        protocol_era=era,
+        exit_status=exit_status,
+        detail=detail,
+        time=datetime.fromisoformat(time),
+        nonce=nonce,
+        id=row_id,
+    )
+
+
+_HEADERS = ("time", "service", "outcome", "ticket", "approver", "era", "exit")
+_MAX_CELL = 40
+
+
+def _cell(value: str) -> str:
+    """One printable line: tickets come from a form, so control characters must not reach a terminal."""
+    clean = "".join("?" if unicodedata.category(ch)[0] == "C" else ch for ch in value)
+    return clean if len(clean) <= _MAX_CELL else clean[: _MAX_CELL - 3] + "..."
+
+
+def format_decisions(decisions: Sequence[Decision]) -> str:
+    """A fixed-width table for the ``audit://recent`` resource and the ``incident-desk audit`` command."""
+    if not decisions:
+        return "no decisions recorded yet"
+    rows = [
+        (
+            d.time.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ"),
+            _cell(d.service),
+            _cell(str(d.outcome)),
+            _cell(d.ticket) if d.ticket else "-",
+            _cell(d.approver),
+            _cell(d.protocol_era),
+            "-" if d.exit_status is None else str(d.exit_status),
+        )
+        for d in decisions
+    ]
+    widths = [max(len(header), *(len(row[i]) for row in rows)) for i, header in enumerate(_HEADERS)]
+    lines = [_HEADERS, tuple("-" * w for w in widths), *rows]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(line, widths, strict=True)).rstrip() for line in lines)

@@ -1,0 +1,221 @@
+"""The incident desk's data: incidents, their raw logs, and per-service runbooks, read from a directory.
+
+Layout (documented in the README)::
+
+    <data_dir>/incidents/<INCIDENT-ID>/incident.toml   title, service, severity, status, opened
+    <data_dir>/incidents/<INCIDENT-ID>/log.txt         the raw log, any size
+    <data_dir>/runbooks/<service>.md                   one Markdown runbook per service
+
+Entries are re-read when their files change, so incidents filed while the desk runs show up without a
+restart. A malformed entry is reported (``problems``) and skipped; it never takes the rest of the desk down.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import tomllib
+from dataclasses import dataclass
+from datetime import datetime
+from importlib import resources
+from pathlib import Path
+
+import structlog
+
+log = structlog.get_logger(__name__)
+
+INCIDENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+SERVICE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+CLOSED_STATUSES = frozenset({"resolved", "closed"})
+METADATA_FILE = "incident.toml"
+LOG_FILE = "log.txt"
+
+
+class DeskError(Exception):
+    """Base of the desk's domain errors; messages are safe to show a client."""
+
+
+class UnknownIncident(DeskError):
+    def __init__(self, incident_id: str) -> None:
+        super().__init__(f"No such incident: {incident_id}")
+        self.incident_id = incident_id
+
+
+class UnknownService(DeskError):
+    def __init__(self, service: str) -> None:
+        super().__init__(f"No such service: {service}")
+        self.service = service
+
+
+@dataclass(frozen=True)
+class Incident:
+    id: str
+    title: str
+    service: str
+    severity: str
+    status: str
+    opened: datetime
+    log_path: Path
+
+    @property
+    def is_open(self) -> bool:
+        return self.status.lower() not in CLOSED_STATUSES
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A data-directory entry that was skipped, and why."""
+
+    entry: str
+    reason: str
+
+
+def bundled_sample_desk() -> Path:
+    """The sample desk shipped inside the package (and inside frozen executables)."""
+    return Path(str(resources.files("incident_desk") / "data" / "sample_desk"))
+
+
+def _is_safe_name(name: str, pattern: re.Pattern[str]) -> bool:
+    return bool(pattern.fullmatch(name)) and ".." not in name
+
+
+def _inside(root: Path, candidate: Path) -> bool:
+    """True when ``candidate`` (symlinks resolved) stays under ``root``."""
+    try:
+        return candidate.resolve().is_relative_to(root.resolve())
+    except OSError:
+        return False
+
+
+def _parse_incident(entry: Path) -> Incident:
+    meta_path = entry / METADATA_FILE
+    try:
+        meta = tomllib.loads(meta_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ValueError(f"missing {METADATA_FILE}") from None
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ValueError(f"{METADATA_FILE} is unreadable: {exc}") from None
+    missing = [key for key in ("title", "service", "severity", "status", "opened") if key not in meta]
+    if missing:
+        raise ValueError(f"{METADATA_FILE} lacks {', '.join(missing)}")
+    service = meta["service"]
+    if not isinstance(service, str) or not _is_safe_name(service, SERVICE_NAME):
+        raise ValueError(f"service {service!r} is not a valid service name")
+    opened = meta["opened"]
+    if isinstance(opened, str):
+        try:
+            opened = datetime.fromisoformat(opened)
+        except ValueError:
+            raise ValueError(f"opened {opened!r} is not an ISO 8601 time") from None
+    if not isinstance(opened, datetime):
+        raise ValueError("opened must be a date-time, e.g. 2026-11-29T10:58:00Z")
+    for key in ("title", "severity", "status"):
+        if not isinstance(meta[key], str) or not meta[key].strip():
+            raise ValueError(f"{key} must be a non-empty string")
+    log_path = entry / LOG_FILE
+    if not log_path.is_file():
+        raise ValueError(f"missing {LOG_FILE}")
+    return Incident(
+        id=entry.name,
+        title=meta["title"].strip(),
+        service=service,
+        severity=meta["severity"].strip(),
+        status=meta["status"].strip(),
+        opened=opened,
+        log_path=log_path,
+    )
+
+
+class Desk:
+    """Read access to one data directory. Thread-safe; cheap to call on every request."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._incidents_dir = root / "incidents"
+        self._runbooks_dir = root / "runbooks"
+        self._lock = threading.Lock()
+        self._signature: tuple[tuple[str, int, int], ...] | None = None
+        self._incidents: dict[str, Incident] = {}
+        self._problems: list[Problem] = []
+
+    def _current_signature(self) -> tuple[tuple[str, int, int], ...]:
+        entries: list[tuple[str, int, int]] = []
+        if not self._incidents_dir.is_dir():
+            return ()
+        for entry in self._incidents_dir.iterdir():
+            try:
+                meta = (entry / METADATA_FILE).stat()
+                entries.append((entry.name, meta.st_mtime_ns, meta.st_size))
+            except OSError:
+                entries.append((entry.name, -1, -1))
+        return tuple(sorted(entries))
+
+    def _refresh(self) -> None:
+        signature = self._current_signature()
+        with self._lock:
+            if signature == self._signature:
+                return
+            incidents: dict[str, Incident] = {}
+            problems: list[Problem] = []
+            for name, _, _ in signature:
+                entry = self._incidents_dir / name
+                if not entry.is_dir():
+                    problems.append(Problem(f"incidents/{name}", "not a directory"))
+                elif not _is_safe_name(name, INCIDENT_ID) or not _inside(self._incidents_dir, entry):
+                    problems.append(Problem(f"incidents/{name}", "not a valid incident id"))
+                else:
+                    try:
+                        incidents[name] = _parse_incident(entry)
+                    except ValueError as exc:
+                        problems.append(Problem(f"incidents/{name}", str(exc)))
+            for problem in problems:
+                if problem not in self._problems:
+                    log.warning("skipped data entry", entry=problem.entry, reason=problem.reason, root=str(self.root))
+            self._incidents, self._problems, self._signature = incidents, problems, signature
+
+    def incidents(self) -> list[Incident]:
+        """All incidents, sorted by id."""
+        self._refresh()
+        return [self._incidents[key] for key in sorted(self._incidents)]
+
+    def open_incident_ids(self) -> list[str]:
+        return [incident.id for incident in self.incidents() if incident.is_open]
+
+    def incident(self, incident_id: str) -> Incident:
+        if not _is_safe_name(incident_id, INCIDENT_ID):
+            raise UnknownIncident(incident_id)
+        self._refresh()
+        try:
+            return self._incidents[incident_id]
+        except KeyError:
+            raise UnknownIncident(incident_id) from None
+
+    def problems(self) -> list[Problem]:
+        self._refresh()
+        return list(self._problems)
+
+    def runbook_services(self) -> list[str]:
+        if not self._runbooks_dir.is_dir():
+            return []
+        return sorted(
+            path.stem
+            for path in self._runbooks_dir.glob("*.md")
+            if _is_safe_name(path.stem, SERVICE_NAME) and path.is_file()
+        )
+
+    def runbook(self, service: str) -> str:
+        if not _is_safe_name(service, SERVICE_NAME):
+            raise UnknownService(service)
+        path = self._runbooks_dir / f"{service}.md"
+        if not _inside(self._runbooks_dir, path) or not path.is_file():
+            raise UnknownService(service)
+        try:
+            return path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            raise UnknownService(service) from None
+
+    def services(self, extra: list[str] | None = None) -> list[str]:
+        """Every service the desk knows: from runbooks, incidents and ``extra`` (configured actions)."""
+        names = set(self.runbook_services()) | {incident.service for incident in self.incidents()}
+        names |= {name for name in extra or [] if _is_safe_name(name, SERVICE_NAME)}
+        return sorted(names)

@@ -1,0 +1,39 @@
+"""The ``postmortem`` prompt: a template the user picks by name, filled with the incident's log."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from mcp.shared.exceptions import MCPError
+from mcp_types import INVALID_PARAMS
+from pydantic import Field
+
+from incident_desk.core.desk import UnknownIncident
+from incident_desk.features.resources_ import bounded_log
+from incident_desk.server import DeskApp
+
+DEFAULT_AUDIENCE = "the engineering team"
+
+
+def postmortem_text(audience: str | None, log: str) -> str:
+    who = audience if audience and audience.strip() else DEFAULT_AUDIENCE
+    return (
+        f"Write a blameless postmortem for {who}. Sections: impact, timeline, root cause, follow-ups. "
+        f"Use only the log below.\n\n{log}"
+    )
+
+
+def register(server: MCPServer, app: DeskApp) -> None:
+    @server.prompt(name="postmortem", description="Draft a blameless postmortem for an incident")
+    async def postmortem(
+        incidentId: Annotated[str, Field(description="e.g. INC-1042")],
+        audience: Annotated[str | None, Field(description="who will read it")] = None,
+    ) -> str:
+        try:
+            log = await anyio.to_thread.run_sync(bounded_log, app, incidentId)
+        except UnknownIncident as exc:
+            # An MCPError keeps its message in both protocol eras; anything else is masked in 2026-07-28.
+            raise MCPError(INVALID_PARAMS, str(exc)) from None
+        return postmortem_text(audience, log)

@@ -1,0 +1,184 @@
+"""Read-side tool twins of the resources: many clients show tools only, so every capability is also a tool."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Annotated, Literal
+
+import anyio
+from mcp.server.mcpserver import MCPServer
+from mcp_types import CallToolResult, ToolAnnotations
+from pydantic import BaseModel, Field
+
+from incident_desk.core import logfile
+from incident_desk.core.desk import DeskError, UnknownService
+from incident_desk.features import results
+from incident_desk.server import DeskApp
+
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+MAX_PAGE_LINES = 5_000
+MAX_MATCHES = 1_000
+IncidentId = Annotated[str, Field(description="Incident id, e.g. INC-1042")]
+CursorArg = Annotated[
+    str | None, Field(description="next_cursor from the previous call; omit to start at the first line")
+]
+
+
+class IncidentEntry(BaseModel):
+    id: str
+    title: str
+    service: str
+    severity: str
+    status: str
+    opened: datetime
+
+
+class SkippedEntry(BaseModel):
+    entry: str
+    reason: str
+
+
+class IncidentList(BaseModel):
+    incidents: list[IncidentEntry]
+    skipped: list[SkippedEntry] = Field(description="Data-directory entries that could not be read")
+
+
+class LogLine(BaseModel):
+    number: int
+    text: str
+
+
+class LogPage(BaseModel):
+    incident_id: str
+    lines: list[LogLine]
+    next_cursor: str | None = Field(description="Pass back as cursor for the next page; null at end of log")
+    total_bytes: int
+
+
+class LogSearch(BaseModel):
+    incident_id: str
+    pattern: str
+    matches: list[LogLine]
+    next_cursor: str | None = Field(description="Where to resume the search; null when the log is exhausted")
+    scanned_bytes: int
+    total_bytes: int
+
+
+class Runbook(BaseModel):
+    service: str
+    markdown: str
+
+
+def _render_lines(lines: list[logfile.Line]) -> str:
+    return "\n".join(f"{line.number}: {line.text}" for line in lines)
+
+
+def _continuation(next_cursor: logfile.Cursor | None, what: str) -> str:
+    if next_cursor is None:
+        return f"({what}: end of log)"
+    return f"({what}: more follows; call again with cursor={next_cursor.encode()})"
+
+
+def register(server: MCPServer, app: DeskApp) -> None:
+    @server.tool(annotations=READ_ONLY)
+    def list_incidents(
+        status: Annotated[Literal["open", "all"], Field(description="open (default) or all incidents")] = "open",
+    ) -> Annotated[CallToolResult, IncidentList]:
+        """List incidents with their service, severity and status, sorted by id."""
+        incidents = [i for i in app.desk.incidents() if status == "all" or i.is_open]
+        listing = IncidentList(
+            incidents=[
+                IncidentEntry(
+                    id=i.id,
+                    title=i.title,
+                    service=i.service,
+                    severity=i.severity,
+                    status=i.status,
+                    opened=i.opened,
+                )
+                for i in incidents
+            ],
+            skipped=[SkippedEntry(entry=p.entry, reason=p.reason) for p in app.desk.problems()],
+        )
+        text = "\n".join(f"{i.id} [{i.severity}, {i.status}] {i.service}: {i.title}" for i in incidents)
+        if not incidents:
+            text = f"No {status} incidents."
+        if listing.skipped:
+            text += "\n" + "\n".join(f"skipped {p.entry}: {p.reason}" for p in listing.skipped)
+        return results.ok(text, listing)
+
+    @server.tool(annotations=READ_ONLY)
+    async def read_incident_log(
+        incidentId: IncidentId,
+        cursor: CursorArg = None,
+        limit: Annotated[int | None, Field(ge=1, le=MAX_PAGE_LINES, description="Lines per page")] = None,
+    ) -> Annotated[CallToolResult, LogPage]:
+        """Read one page of an incident's raw log, oldest line first; page on with next_cursor."""
+        try:
+            incident = app.desk.incident(incidentId)
+            start = logfile.Cursor.decode(cursor) if cursor else logfile.START
+            page = await anyio.to_thread.run_sync(
+                lambda: logfile.read_page(
+                    incident.log_path,
+                    cursor=start,
+                    limit=limit or app.settings.page_lines,
+                    redactor=app.redactor,
+                )
+            )
+        except (DeskError, logfile.CursorError) as exc:
+            return results.error(str(exc))
+        next_cursor = page.next_cursor.encode() if page.next_cursor else None
+        structured = LogPage(
+            incident_id=incidentId,
+            lines=[LogLine(number=line.number, text=line.text) for line in page.lines],
+            next_cursor=next_cursor,
+            total_bytes=page.total_bytes,
+        )
+        text = _render_lines(page.lines) + "\n" + _continuation(page.next_cursor, f"{len(page.lines)} lines")
+        return results.ok(text.lstrip("\n"), structured)
+
+    @server.tool(annotations=READ_ONLY)
+    async def search_incident_log(
+        incidentId: IncidentId,
+        pattern: Annotated[str, Field(min_length=1, max_length=500, description="Python regular expression")],
+        cursor: CursorArg = None,
+        limit: Annotated[int, Field(ge=1, le=MAX_MATCHES, description="Most matches to return")] = 50,
+        ignoreCase: Annotated[bool, Field(description="Match without regard to case")] = False,
+    ) -> Annotated[CallToolResult, LogSearch]:
+        """Find the log lines matching a regular expression, with their line numbers; resume with next_cursor."""
+        try:
+            regex = re.compile(pattern, re.IGNORECASE if ignoreCase else 0)
+        except re.error as exc:
+            return results.error(f"Invalid regular expression {pattern!r}: {exc}")
+        try:
+            incident = app.desk.incident(incidentId)
+            start = logfile.Cursor.decode(cursor) if cursor else logfile.START
+            found = await anyio.to_thread.run_sync(
+                lambda: logfile.search(incident.log_path, regex, cursor=start, limit=limit, redactor=app.redactor)
+            )
+        except (DeskError, logfile.CursorError) as exc:
+            return results.error(str(exc))
+        next_cursor = found.next_cursor.encode() if found.next_cursor else None
+        structured = LogSearch(
+            incident_id=incidentId,
+            pattern=pattern,
+            matches=[LogLine(number=line.number, text=line.text) for line in found.matches],
+            next_cursor=next_cursor,
+            scanned_bytes=found.scanned_bytes,
+            total_bytes=found.total_bytes,
+        )
+        summary = _continuation(found.next_cursor, f"{len(found.matches)} matches in {found.scanned_bytes} bytes")
+        body = _render_lines(found.matches) if found.matches else f"No line matches {pattern!r}."
+        return results.ok(f"{body}\n{summary}", structured)
+
+    @server.tool(annotations=READ_ONLY)
+    def get_runbook(
+        service: Annotated[str, Field(description="Service name, e.g. payments-api")],
+    ) -> Annotated[CallToolResult, Runbook]:
+        """Return a service's runbook (Markdown)."""
+        try:
+            markdown = app.desk.runbook(service)
+        except UnknownService as exc:
+            return results.error(str(exc))
+        return results.ok(markdown, Runbook(service=service, markdown=markdown))

@@ -1,0 +1,181 @@
+"""``restart_service``: restarts nothing until a human approves, and journals every decision before answering."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import anyio
+import structlog
+from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
+from pydantic import BaseModel, Field
+
+from incident_desk import client_features
+from incident_desk.core import approval, executor
+from incident_desk.core.audit import AuditJournal, Decision, DuplicateApproval
+from incident_desk.features import results
+from incident_desk.server import DeskApp
+from incident_desk.settings import SimulateAction
+
+log = structlog.get_logger(__name__)
+
+
+class RestartReport(BaseModel):
+    service: str
+    outcome: str = Field(description="Journal outcome: executed, simulated, failed, declined, cancelled, ...")
+    restarted: bool = Field(description="True only when a restart command ran and succeeded")
+    executed: bool = Field(description="Whether anything was executed at all")
+    ticket: str | None
+    approver: str | None
+    exit_status: int | None
+    output: str | None = Field(description="Tail of the restart command's output")
+    reason: str | None = Field(description="Why the desk did not restart, when it did not")
+
+
+class _Recorder:
+    """Writes one decision per call, off the event loop, and shielded from cancellation so none is lost."""
+
+    def __init__(self, journal: AuditJournal, service: str, approver: str, era: str) -> None:
+        self._journal, self._service, self._approver, self._era = journal, service, approver, era
+
+    async def __call__(
+        self,
+        outcome: str,
+        *,
+        ticket: str | None = None,
+        exit_status: int | None = None,
+        detail: str = "",
+        nonce: str | None = None,
+    ) -> None:
+        decision = Decision(
+            service=self._service,
+            outcome=outcome,
+            ticket=ticket,
+            approver=self._approver,
+            protocol_era=self._era,
+            exit_status=exit_status,
+            detail=detail,
+            nonce=nonce,
+        )
+        with anyio.CancelScope(shield=True):
+            await anyio.to_thread.run_sync(self._journal.record, decision)
+        log.info("restart decision", service=self._service, outcome=outcome, ticket=ticket, era=self._era)
+
+
+def _report(service: str, outcome: str, **fields: object) -> RestartReport:
+    values: dict[str, object] = {
+        "restarted": False,
+        "executed": False,
+        "ticket": None,
+        "approver": None,
+        "exit_status": None,
+        "output": None,
+        "reason": None,
+    }
+    values.update(fields)
+    return RestartReport.model_validate({"service": service, "outcome": outcome, **values})
+
+
+def register(server: MCPServer, app: DeskApp) -> None:
+    journal = app.journal
+
+    @server.tool(
+        annotations=ToolAnnotations(
+            read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True
+        )
+    )
+    async def restart_service(
+        service: Annotated[str, Field(description="Service name, e.g. payments-api")],
+        ctx: Context,
+    ) -> Annotated[CallToolResult, RestartReport] | InputRequiredResult:
+        """Restart a service after a human approves in a form with a change ticket; refuses without approval."""
+        client = client_features.view(ctx)
+        approver = client_features.approver(ctx)
+        record = _Recorder(journal, service, approver, client.era)
+
+        if service not in app.services():
+            await record("refused_unknown_service", detail="not a service of this desk")
+            return results.error(f"No such service: {service}. Known services: {', '.join(app.services())}")
+
+        form = client_features.ApprovalForm(approval.question(service), approval.FORM_SCHEMA)
+        timeout = app.settings.approval_timeout_seconds
+        try:
+            answer = await client_features.ask_approval(
+                ctx, form, timeout=timeout, binding={"tool": "restart_service", "service": service}
+            )
+        except anyio.get_cancelled_exc_class():
+            await record("disconnected", detail="the call was cancelled while the question was open")
+            raise
+
+        if isinstance(answer, client_features.Ask):
+            return answer.result
+        if isinstance(answer, client_features.NoChannel):
+            await record("refused_no_channel", detail=answer.reason)
+            text = approval.no_channel_text(service)
+            return results.ok(text, _report(service, "refused_no_channel", approver=approver, reason=answer.reason))
+        if isinstance(answer, client_features.StaleRound):
+            await record("refused_stale", detail=answer.reason)
+            text = f"NOT RESTARTED -- {answer.reason}"
+            return results.error(text)
+        if isinstance(answer, client_features.NoAnswer):
+            await record(answer.kind, detail=answer.reason)
+            text = (
+                approval.timed_out_text(timeout) if answer.kind == "timed_out" else f"NOT RESTARTED -- {answer.reason}"
+            )
+            return results.ok(text, _report(service, answer.kind, approver=approver, reason=answer.reason))
+
+        verdict = approval.decide(service, answer.action, answer.content)
+        if not verdict.approved:
+            await record(verdict.outcome, ticket=verdict.ticket)
+            report = _report(service, verdict.outcome, ticket=verdict.ticket, approver=approver, reason=verdict.text)
+            return results.ok(verdict.text, report)
+
+        try:
+            # The approval is journalled before anything runs, and its nonce makes it single-use.
+            await record("approved", ticket=verdict.ticket, nonce=answer.nonce)
+        except DuplicateApproval:
+            return results.error("NOT RESTARTED -- this approval was already used")
+
+        action = app.settings.services.get(service, SimulateAction())
+
+        async def progress(elapsed: float, message: str) -> None:
+            await ctx.report_progress(elapsed, None, message)
+
+        run = await executor.run_restart(service, action, on_progress=progress)
+        ticket = verdict.ticket
+        if isinstance(action, SimulateAction):
+            await record("simulated", ticket=ticket, detail=run.output)
+            text = f"{verdict.text}\nsimulated: no restart command is configured for {service}, so nothing was executed"
+            report = _report(service, "simulated", ticket=ticket, approver=approver, output=run.output)
+            return results.ok(text, report)
+        if run.succeeded:
+            await record("executed", ticket=ticket, exit_status=run.exit_status, detail=run.output[-2000:])
+            text = f"{verdict.text}\ncommand exited 0 after {run.duration_seconds:.1f}s"
+            report = _report(
+                service,
+                "executed",
+                restarted=True,
+                executed=True,
+                ticket=ticket,
+                approver=approver,
+                exit_status=run.exit_status,
+                output=run.output,
+            )
+            return results.ok(text, report)
+        why = run.error or (
+            f"timed out after {run.duration_seconds:.0f}s" if run.timed_out else f"exited with status {run.exit_status}"
+        )
+        await record("failed", ticket=ticket, exit_status=run.exit_status, detail=f"{why}\n{run.output[-2000:]}")
+        text = f"RESTART FAILED {service} under {ticket} -- the restart command {why}\n{run.output[-4000:]}".rstrip()
+        failed = results.error(text)
+        failed.structured_content = _report(
+            service,
+            "failed",
+            executed=run.executed,
+            ticket=ticket,
+            approver=approver,
+            exit_status=run.exit_status,
+            output=run.output,
+            reason=why,
+        ).model_dump(mode="json")
+        return failed

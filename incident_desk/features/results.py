@@ -1,0 +1,18 @@
+"""Tool results: the text a model reads plus structured content an application can use."""
+
+from __future__ import annotations
+
+from mcp_types import CallToolResult, TextContent
+from pydantic import BaseModel
+
+
+def ok(text: str, structured: BaseModel) -> CallToolResult:
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)],
+        structured_content=structured.model_dump(mode="json", by_alias=True),
+    )
+
+
+def error(text: str) -> CallToolResult:
+    """A tool failure the model can read and act on; never an empty result that looks like success."""
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)

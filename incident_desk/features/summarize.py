@@ -1,0 +1,115 @@
+"""``summarize_incident``: the client's model, else the desk's own provider, else the raw log, saying which."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import anyio
+import structlog
+from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
+from pydantic import BaseModel, Field
+
+from incident_desk import client_features
+from incident_desk.core import credentials, provider
+from incident_desk.core.desk import UnknownIncident
+from incident_desk.features import results
+from incident_desk.features.resources_ import bounded_log
+from incident_desk.server import DeskApp
+
+log = structlog.get_logger(__name__)
+
+SYSTEM_PROMPT = "You are an SRE. Answer in two sentences, no preamble."
+USER_PREFIX = "Summarize this incident log:\n"
+MAX_TOKENS = 120
+TEMPERATURE = 0.2
+RAW_PREFIX = "SAMPLING_UNAVAILABLE -- client has no model to lend. Raw log:\n"
+
+
+class Summary(BaseModel):
+    incident_id: str
+    mode: Literal["sampled", "provider", "raw"] = Field(description="Which step of the degrade chain answered")
+    text: str
+    model: str | None = Field(description="The model that wrote the summary; null for the raw log")
+    skipped: list[str] = Field(description="Why each earlier step did not answer")
+
+
+async def _from_provider(app: DeskApp, log_text: str) -> provider.ProviderAnswer | str:
+    """The provider's answer, or why there is none (never raises: a provider failure is a normal outcome)."""
+    settings = app.settings
+    if settings.provider == "none" or settings.provider_model is None:
+        return "no model provider is configured"
+    key = await anyio.to_thread.run_sync(
+        credentials.resolve_secret,
+        settings.provider_api_key,
+        settings.keyring_service,
+        credentials.PROVIDER_API_KEY,
+    )
+    config = provider.ProviderConfig(
+        kind=settings.provider,
+        model=settings.provider_model,
+        base_url=settings.provider_base_url,
+        timeout_seconds=settings.provider_timeout_seconds,
+    )
+    try:
+        return await provider.complete(
+            config,
+            key.value,
+            system=SYSTEM_PROMPT,
+            user=USER_PREFIX + log_text,
+            max_tokens=MAX_TOKENS,
+            temperature=TEMPERATURE,
+        )
+    except provider.ProviderError as exc:
+        return f"{exc}" + (f" ({key.problem})" if key.problem and key.value is None else "")
+
+
+def register(server: MCPServer, app: DeskApp) -> None:
+    @server.tool(
+        annotations=ToolAnnotations(
+            read_only_hint=True, destructive_hint=False, idempotent_hint=False, open_world_hint=True
+        )
+    )
+    async def summarize_incident(
+        incidentId: Annotated[str, Field(description="Incident id, e.g. INC-1042")],
+        ctx: Context,
+    ) -> Annotated[CallToolResult, Summary] | InputRequiredResult:
+        """Summarize an incident log in two sentences (raw log when no model is available, and it says so)."""
+        try:
+            log_text = await anyio.to_thread.run_sync(bounded_log, app, incidentId)
+        except UnknownIncident as exc:
+            return results.error(str(exc))
+        skipped: list[str] = []
+
+        question = client_features.SamplingQuestion(SYSTEM_PROMPT, USER_PREFIX + log_text, MAX_TOKENS, TEMPERATURE)
+        sampled = await client_features.sample(
+            ctx,
+            question,
+            timeout=app.settings.sampling_timeout_seconds,
+            binding={"tool": "summarize_incident", "incidentId": incidentId},
+        )
+        if isinstance(sampled, client_features.Ask):
+            return sampled.result
+        if isinstance(sampled, client_features.Sampled):
+            summary = Summary(
+                incident_id=incidentId,
+                mode="sampled",
+                text=sampled.text,
+                model=sampled.model,
+                skipped=skipped,
+            )
+            return results.ok(sampled.text, summary)
+        skipped.append(f"sampling: {sampled.reason}")
+        log.info("summary step skipped", step="sampling", incident=incidentId, reason=sampled.reason)
+
+        answer = await _from_provider(app, log_text)
+        if isinstance(answer, provider.ProviderAnswer):
+            summary = Summary(
+                incident_id=incidentId, mode="provider", text=answer.text, model=answer.model, skipped=skipped
+            )
+            return results.ok(answer.text, summary)
+        skipped.append(f"provider: {answer}")
+        log.info("summary step skipped", step="provider", incident=incidentId, reason=answer)
+
+        text = RAW_PREFIX + log_text
+        return results.ok(text, Summary(incident_id=incidentId, mode="raw", text=text, model=None, skipped=skipped))

@@ -1,0 +1,263 @@
+"""The direct provider client against a real loopback HTTP server: request shapes, answers, and failures."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import httpx2
+import pytest
+
+from incident_desk.core.provider import ProviderAnswer, ProviderConfig, ProviderError, complete
+
+pytestmark = pytest.mark.anyio
+
+KEY = "sk-test-0123456789abcdefSECRET"
+SYSTEM = "You are an SRE. Answer in two sentences, no preamble."
+USER = "Summarize this incident log:\nERROR db down"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@dataclass
+class Recorded:
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+
+
+@dataclass
+class FakeProvider:
+    """What the loopback server answers next, and every request it saw."""
+
+    url: str = ""
+    status: int = 200
+    body: bytes = b"{}"
+    delay: float = 0.0
+    requests: list[Recorded] = field(default_factory=list)
+    release: threading.Event = field(default_factory=threading.Event)
+
+    def answer(self, status: int, body: Any, *, delay: float = 0.0) -> None:
+        self.status = status
+        self.body = body if isinstance(body, bytes) else json.dumps(body).encode()
+        self.delay = delay
+
+
+def _handler(state: FakeProvider) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            raw = self.rfile.read(int(self.headers.get("content-length", "0")))
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            state.requests.append(Recorded("POST", self.path, headers, json.loads(raw)))
+            if state.delay:
+                state.release.wait(state.delay)
+            try:
+                self.send_response(state.status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(state.body)))
+                self.end_headers()
+                self.wfile.write(state.body)
+            except OSError:
+                pass  # the client gave up (timeout test); nothing to answer
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return
+
+    return Handler
+
+
+@pytest.fixture
+def server() -> Iterator[FakeProvider]:
+    state = FakeProvider()
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
+    httpd.daemon_threads = True
+    state.url = f"http://127.0.0.1:{httpd.server_address[1]}"
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield state
+    finally:
+        state.release.set()
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=5)
+
+
+def _openai(base: str, timeout: float = 5.0) -> ProviderConfig:
+    return ProviderConfig(kind="openai", model="gpt-test", base_url=base + "/v1/", timeout_seconds=timeout)
+
+
+def _anthropic(base: str, timeout: float = 5.0) -> ProviderConfig:
+    return ProviderConfig(kind="anthropic", model="claude-test", base_url=base, timeout_seconds=timeout)
+
+
+async def _ask(config: ProviderConfig, key: str | None = KEY) -> ProviderAnswer:
+    return await complete(config, key, system=SYSTEM, user=USER, max_tokens=120, temperature=0.2)
+
+
+def test_endpoints_default_and_trailing_slashes() -> None:
+    assert ProviderConfig("openai", "m", None, 1).endpoint == "https://api.openai.com/v1/chat/completions"
+    assert ProviderConfig("anthropic", "m", None, 1).endpoint == "https://api.anthropic.com/v1/messages"
+    local = ProviderConfig("openai", "m", "http://localhost:11434/v1//", 1)
+    assert local.endpoint == "http://localhost:11434/v1/chat/completions"
+    proxied = ProviderConfig("anthropic", "m", "https://gw.example/anthropic/", 1)
+    assert proxied.endpoint == "https://gw.example/anthropic/v1/messages"
+
+
+async def test_openai_request_shape_and_answer(server: FakeProvider) -> None:
+    server.answer(200, {"model": "gpt-test-2025", "choices": [{"message": {"content": "  DB is down.  "}}]})
+    answer = await _ask(_openai(server.url))
+    assert answer == ProviderAnswer(text="DB is down.", model="gpt-test-2025")
+    [request] = server.requests
+    assert request.path == "/v1/chat/completions"
+    assert request.headers["authorization"] == f"Bearer {KEY}"
+    assert request.headers["content-type"] == "application/json"
+    assert "x-api-key" not in request.headers
+    assert request.body == {
+        "model": "gpt-test",
+        "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": USER}],
+        "max_tokens": 120,
+        "temperature": 0.2,
+    }
+
+
+async def test_openai_without_key_sends_no_authorization(server: FakeProvider) -> None:
+    server.answer(200, {"choices": [{"message": {"content": [{"type": "text", "text": "local answer"}]}}]})
+    answer = await _ask(_openai(server.url), key=None)
+    assert answer == ProviderAnswer(text="local answer", model="gpt-test")
+    assert "authorization" not in server.requests[0].headers
+
+
+async def test_anthropic_request_shape_and_answer(server: FakeProvider) -> None:
+    server.answer(
+        200,
+        {
+            "model": "claude-test-1",
+            "content": [
+                {"type": "thinking", "thinking": "hmm"},
+                {"type": "text", "text": "Disk full. "},
+                {"type": "text", "text": "Restart db."},
+            ],
+        },
+    )
+    answer = await _ask(_anthropic(server.url))
+    assert answer == ProviderAnswer(text="Disk full. Restart db.", model="claude-test-1")
+    [request] = server.requests
+    assert request.path == "/v1/messages"
+    assert request.headers["x-api-key"] == KEY
+    assert request.headers["anthropic-version"] == "2023-06-01"
+    assert "authorization" not in request.headers
+    assert request.body == {
+        "model": "claude-test",
+        "system": SYSTEM,
+        "messages": [{"role": "user", "content": USER}],
+        "max_tokens": 120,
+        "temperature": 0.2,
+    }
+
+
+async def test_anthropic_without_key_fails_before_any_request(server: FakeProvider) -> None:
+    with pytest.raises(ProviderError, match="needs an API key"):
+        await _ask(_anthropic(server.url), key=None)
+    assert server.requests == []
+
+
+async def test_injected_client_is_used_and_left_open(server: FakeProvider) -> None:
+    server.answer(200, {"choices": [{"message": {"content": "ok"}}]})
+    async with httpx2.AsyncClient() as client:
+        answer = await complete(
+            _openai(server.url), KEY, system="s", user="u", max_tokens=5, temperature=0, client=client
+        )
+        assert not client.is_closed
+    assert answer.text == "ok"
+
+
+@pytest.mark.parametrize(
+    ("kind", "status", "body", "expected"),
+    [
+        (
+            "openai",
+            401,
+            {"error": {"message": f"Incorrect API key provided: {KEY}.", "type": "invalid_request_error"}},
+            "HTTP 401 Unauthorized: Incorrect API key provided: [redacted].",
+        ),
+        (
+            "anthropic",
+            400,
+            {"type": "error", "error": {"type": "invalid_request_error", "message": "max_tokens: too big"}},
+            "HTTP 400 Bad Request: max_tokens: too big",
+        ),
+        (
+            "openai",
+            404,
+            {"error": "model 'gpt-test' not found"},
+            "HTTP 404 Not Found: model 'gpt-test' not found",
+        ),
+        ("openai", 500, b"<html>upstream exploded</html>", "HTTP 500 Internal Server Error"),
+        ("anthropic", 200, b"not json{", "answer was not valid JSON"),
+        ("openai", 200, {"choices": []}, "answer had no text"),
+        ("openai", 200, {"choices": [{"message": {"content": None, "refusal": "no"}}]}, "answer had no text"),
+        ("anthropic", 200, {"content": [{"type": "tool_use", "id": "x"}]}, "answer had no text"),
+        ("anthropic", 200, {"content": [{"type": "text", "text": "   "}]}, "answer had no text"),
+    ],
+)
+async def test_failures_are_provider_errors_without_the_key(
+    server: FakeProvider, kind: str, status: int, body: Any, expected: str
+) -> None:
+    server.answer(status, body)
+    config = _openai(server.url) if kind == "openai" else _anthropic(server.url)
+    with pytest.raises(ProviderError) as caught:
+        await _ask(config)
+    message = str(caught.value)
+    assert message == f"{kind} provider at {server.url}{config.endpoint.removeprefix(server.url)}: {expected}"
+    assert KEY not in message
+    assert "SECRET" not in message
+    assert caught.value.__cause__ is None
+
+
+async def test_long_error_message_is_truncated_and_keylike_strings_redacted(server: FakeProvider) -> None:
+    server.answer(429, {"error": {"message": "slow down sk-otherkey123456789 " + "x" * 500}})
+    with pytest.raises(ProviderError) as caught:
+        await _ask(_openai(server.url))
+    message = str(caught.value)
+    assert "HTTP 429 Too Many Requests: slow down [redacted] xxx" in message
+    assert "sk-otherkey" not in message
+    assert message.endswith("…")
+    assert len(message) < 300
+
+
+async def test_connection_refused() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with pytest.raises(ProviderError) as caught:
+        await _ask(_openai(f"http://127.0.0.1:{port}"))
+    assert str(caught.value) == f"openai provider at http://127.0.0.1:{port}/v1/chat/completions: connection refused"
+    assert KEY not in str(caught.value)
+
+
+async def test_slow_server_times_out(server: FakeProvider) -> None:
+    server.answer(200, {"choices": [{"message": {"content": "too late"}}]}, delay=3)
+    with pytest.raises(ProviderError) as caught:
+        await _ask(_anthropic(server.url, timeout=0.2))
+    assert str(caught.value).endswith(": timed out after 0.2s")
+    assert KEY not in str(caught.value)
+
+
+async def test_credentials_in_base_url_stay_out_of_messages(server: FakeProvider) -> None:
+    server.answer(503, b"")
+    port = server.url.rsplit(":", 1)[1]
+    config = ProviderConfig("openai", "m", f"http://user:hunter2@127.0.0.1:{port}/v1", 5)
+    with pytest.raises(ProviderError) as caught:
+        await _ask(config)
+    assert "hunter2" not in str(caught.value)
+    assert "HTTP 503" in str(caught.value)

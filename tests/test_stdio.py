@@ -1,0 +1,173 @@
+"""The desk as a real subprocess over stdio: what a desktop client launches."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.shared.exceptions import MCPError
+
+from tests.conftest import ROOT, SAMPLE_1043_LOG, text_of
+
+pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
+
+
+def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INCIDENT_DESK_")}
+    env.update(
+        INCIDENT_DESK_AUDIT_DB=str(tmp_path / "audit.sqlite3"),
+        PYTHON_KEYRING_BACKEND="keyring.backends.null.Keyring",
+        **extra,
+    )
+    return env
+
+
+def server_params(tmp_path: Path, *args: str, **env: str) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=sys.executable, args=["-m", "incident_desk", *args], cwd=str(ROOT), env=_env(tmp_path, **env)
+    )
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_transcripts_over_stdio(tmp_path: Path, mode: str) -> None:
+    async with Client(server_params(tmp_path), mode=mode) as client:
+        index = text_of(await client.read_resource("incident://index"))
+        log = text_of(await client.read_resource("incident://INC-1043/log"))
+        prompt = await client.get_prompt("postmortem", {"incidentId": "INC-1043", "audience": "the on-call manager"})
+        tools = sorted(tool.name for tool in (await client.list_tools()).tools)
+        summary = await client.call_tool("summarize_incident", {"incidentId": "INC-1043"})
+        restart = await client.call_tool("restart_service", {"service": "payments-api"})
+        with pytest.raises(MCPError) as missing:
+            await client.read_resource("incident://INC-9999/log")
+        with pytest.raises(MCPError) as missing_prompt:
+            await client.get_prompt("postmortem", {"incidentId": "INC-9999"})
+    assert index == "INC-1042\nINC-1043"
+    assert log == SAMPLE_1043_LOG
+    assert prompt.messages[0].content.text.endswith("Use only the log below.\n\n" + SAMPLE_1043_LOG)
+    assert "summarize_incident" in tools and "restart_service" in tools
+    # A client with neither capability gets transcript 06.
+    assert text_of(summary) == "SAMPLING_UNAVAILABLE -- client has no model to lend. Raw log:\n" + SAMPLE_1043_LOG
+    assert text_of(restart) == (
+        "ELICITATION_UNAVAILABLE -- refusing to restart payments-api without an approval channel"
+    )
+    assert (missing.value.code, missing.value.message) == (-32602, "No such incident: INC-9999")
+    assert missing_prompt.value.message == "No such incident: INC-9999"
+
+
+def _rpc(message_id: int, method: str, params: dict[str, object] | None = None) -> str:
+    payload: dict[str, object] = {"jsonrpc": "2.0", "id": message_id, "method": method}
+    if params is not None:
+        payload["params"] = params
+    return json.dumps(payload)
+
+
+def test_every_byte_on_stdout_is_json_rpc(tmp_path: Path) -> None:
+    """Drive the server by hand and read all of stdout: each line must be one JSON-RPC message, nothing else."""
+    initialize = _rpc(
+        1,
+        "initialize",
+        {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "purity", "version": "1"}},
+    )
+    lines = [
+        initialize,
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        _rpc(2, "tools/list"),
+        _rpc(3, "resources/read", {"uri": "incident://INC-1042/log"}),
+        _rpc(4, "resources/read", {"uri": "incident://INC-9999/log"}),
+        _rpc(5, "tools/call", {"name": "summarize_incident", "arguments": {"incidentId": "INC-1042"}}),
+        _rpc(6, "tools/call", {"name": "restart_service", "arguments": {"service": "payments-api"}}),
+        _rpc(7, "tools/call", {"name": "list_incidents", "arguments": {}}),
+        _rpc(8, "prompts/get", {"name": "postmortem", "arguments": {"incidentId": "INC-9999"}}),
+    ]
+    stderr_path = tmp_path / "stderr.log"
+    stderr_file = stderr_path.open("w")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "incident_desk", "--log-level", "debug"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=stderr_file,
+        text=True,
+        cwd=ROOT,
+        env=_env(tmp_path),
+    )
+    assert process.stdin is not None and process.stdout is not None
+    process.stdin.write("\n".join(lines) + "\n")
+    process.stdin.flush()
+    out_lines: list[str] = []
+    answered: set[int] = set()
+    deadline = time.monotonic() + 60
+    while answered != {1, 2, 3, 4, 5, 6, 7, 8} and time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            break
+        out_lines.append(line)
+        message = json.loads(line)
+        if message.get("id") is not None:
+            answered.add(message["id"])
+    process.stdin.close()  # the client goes away: the server must exit cleanly, adding nothing to stdout
+    rest = process.stdout.read()
+    process.stdout.close()
+    returncode = process.wait(timeout=30)
+    stderr_file.close()
+    stderr = stderr_path.read_text()
+    assert returncode == 0, stderr
+    out_lines += rest.splitlines(keepends=True)
+    assert answered == {1, 2, 3, 4, 5, 6, 7, 8}, (out_lines, stderr)
+    for line in out_lines:
+        assert line.endswith("\n")
+        message = json.loads(line)
+        assert message["jsonrpc"] == "2.0", line
+        assert "result" in message or "error" in message or "method" in message, line
+    # The desk did log (to stderr): debug logging is on, and it must not have leaked into stdout.
+    assert "incident-desk starting" in stderr
+
+
+def test_version_and_help_go_to_stdout_and_exit_zero(tmp_path: Path) -> None:
+    version = subprocess.run(
+        [sys.executable, "-m", "incident_desk", "--version"],
+        capture_output=True,
+        text=True,
+        env=_env(tmp_path),
+        check=False,
+    )
+    helped = subprocess.run(
+        [sys.executable, "-m", "incident_desk", "--help"],
+        capture_output=True,
+        text=True,
+        env=_env(tmp_path),
+        check=False,
+    )
+    assert version.returncode == 0 and version.stdout.startswith("incident-desk 0.")
+    assert helped.returncode == 0 and "serve" in helped.stdout and "doctor" in helped.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "expected"),
+    [
+        (["--port", "99999"], {"INCIDENT_DESK_TRANSPORT": "http"}, "invalid setting port"),
+        ([], {"INCIDENT_DESK_SAMPLING_TIMEOUT_SECONDS": "soon"}, "invalid setting sampling_timeout_seconds"),
+        ([], {"INCIDENT_DESK_PROVIDER": "openai"}, "provider_model is required"),
+        (["--config", "/nonexistent/desk.toml"], {}, "config file /nonexistent/desk.toml does not exist"),
+    ],
+)
+def test_bad_settings_stop_the_start_with_a_message_naming_them(
+    tmp_path: Path, args: list[str], env: dict[str, str], expected: str
+) -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "incident_desk", *args],
+        capture_output=True,
+        text=True,
+        env=_env(tmp_path, **env),
+        timeout=30,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert completed.returncode == 2
+    assert expected in completed.stderr
+    assert completed.stdout == ""
