@@ -864,7 +864,11 @@ def _dump_json(value: Any, indent: str, unit: str) -> str:
 def _json_insert(text: str, node: _JNode, key: str | None, value: Any, unit: str) -> str:
     """Insert ``"key": value`` (object) or ``value`` (array) as the last child of ``node``."""
     indent = _child_indent(text, node, unit)
-    piece = _dump_json(value, indent, unit)
+    one_line = "\n" not in text[node.start : node.end] and bool(node.children)
+    if one_line:  # a compact container stays compact: {"a": 1} -> {"a": 1, "incident-desk": {...}}
+        piece = json.dumps(value, ensure_ascii=False)
+    else:
+        piece = _dump_json(value, indent, unit)
     if key is not None:
         piece = json.dumps(key, ensure_ascii=False) + ": " + piece
     if not node.children:
@@ -1005,6 +1009,9 @@ def _merge_toml(spec: ClientSpec, text: str, entry: dict[str, Any]) -> tuple[str
     for i in ours:
         following = [j for j, _ in headers if j > i]
         end = following[0] if following else len(lines)
+        if end in ours:  # our own sub-table follows: one contiguous block, blank lines and all
+            blocks.append((i, end))
+            continue
         while end - 1 > i and (not lines[end - 1].strip() or lines[end - 1].lstrip().startswith("#")):
             end -= 1
         blocks.append((i, end))
@@ -1017,7 +1024,7 @@ def _merge_toml(spec: ClientSpec, text: str, entry: dict[str, Any]) -> tuple[str
     new_block = _toml_table(spec, entry).rstrip("\n").split("\n")
     if blocks:
         insert_at = blocks[0][0]
-        for start, end in reversed(blocks):
+        for start, end in sorted(blocks, reverse=True):
             del lines[start:end]
         lines[insert_at:insert_at] = new_block
     else:

@@ -27,7 +27,10 @@ async def test_resources_and_templates_are_listed(make_server, era: str) -> None
         resources = (await client.list_resources()).resources
         templates = (await client.list_resource_templates()).resource_templates
     listed = sorted(f"resource {r.uri} name={r.name} mime={r.mime_type}" for r in resources)
-    assert "resource incident://index name=incident-index mime=text/plain" in listed
+    assert listed == [
+        "resource audit://recent name=audit-recent mime=text/plain",
+        "resource incident://index name=incident-index mime=text/plain",
+    ]
     assert sorted(f"template {t.uri_template} name={t.name}" for t in templates) == [
         "template incident://{id}/log name=incident-log",
         "template runbook://{service} name=runbook",

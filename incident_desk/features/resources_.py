@@ -9,6 +9,7 @@ import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 
+from incident_desk.core.audit import format_decisions
 from incident_desk.core.desk import UnknownIncident, UnknownService
 from incident_desk.core.logfile import read_tail
 from incident_desk.server import DeskApp
@@ -64,3 +65,13 @@ def register(server: MCPServer, app: DeskApp) -> None:
             return app.desk.runbook(service)
         except UnknownService as exc:
             raise ResourceNotFoundError(str(exc)) from None
+
+    @server.resource(
+        "audit://recent",
+        name="audit-recent",
+        description="The 50 most recent restart decisions from the audit journal, newest first",
+        mime_type="text/plain",
+    )
+    async def audit_recent() -> str:
+        decisions = await anyio.to_thread.run_sync(app.journal.recent, 50)
+        return format_decisions(decisions)
