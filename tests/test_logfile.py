@@ -1,0 +1,187 @@
+"""Bounded log access: tail windows, paging, search, and flat memory on a 200 MB log."""
+
+from __future__ import annotations
+
+import re
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+from incident_desk.core import logfile
+from incident_desk.core.logfile import Cursor, CursorError, read_page, read_tail, search
+from incident_desk.core.redact import redact
+from tests.conftest import connect, text_of
+
+
+def _write(path: Path, content: bytes) -> Path:
+    path.write_bytes(content)
+    return path
+
+
+def test_tail_of_a_small_log_is_the_whole_log(tmp_path: Path) -> None:
+    log = _write(tmp_path / "log.txt", b"a\nb\nc\n")
+    window = read_tail(log, max_lines=10, max_bytes=1024)
+    assert (window.text, window.truncated, window.shown_lines) == ("a\nb\nc\n", False, 3)
+
+
+def test_tail_keeps_whole_lines_within_the_line_and_byte_caps(tmp_path: Path) -> None:
+    log = _write(tmp_path / "log.txt", b"".join(b"line %04d\n" % i for i in range(1000)))
+    by_lines = read_tail(log, max_lines=3, max_bytes=1 << 20)
+    by_bytes = read_tail(log, max_lines=1000, max_bytes=1024 + 5)
+    assert by_lines.text == "line 0997\nline 0998\nline 0999\n"
+    assert by_lines.truncated and by_lines.total_bytes == 10_000
+    assert by_bytes.text.startswith("line 0") and by_bytes.text.endswith("line 0999\n")
+    assert all(len(line) == 9 for line in by_bytes.text.splitlines()), "a partial first line leaked through"
+    assert by_bytes.shown_bytes <= 1029
+
+
+def test_tail_without_trailing_newline_and_empty_file(tmp_path: Path) -> None:
+    assert read_tail(_write(tmp_path / "a", b"x\ny"), max_lines=1, max_bytes=1024).text == "y"
+    empty = read_tail(_write(tmp_path / "b", b""), max_lines=5, max_bytes=1024)
+    assert (empty.text, empty.truncated) == ("", False)
+
+
+def test_pages_walk_the_whole_log_with_cursors(tmp_path: Path) -> None:
+    log = _write(tmp_path / "log.txt", b"".join(b"n=%d\n" % i for i in range(1, 26)))
+    seen: list[str] = []
+    cursor: Cursor | None = logfile.START
+    pages = 0
+    while cursor is not None:
+        page = read_page(log, cursor=Cursor.decode(cursor.encode()), limit=10)
+        assert [line.number for line in page.lines] == list(range(pages * 10 + 1, pages * 10 + 1 + len(page.lines)))
+        seen += [line.text for line in page.lines]
+        cursor = page.next_cursor
+        pages += 1
+    assert pages == 3
+    assert seen == [f"n={i}" for i in range(1, 26)]
+
+
+def test_cursors_that_do_not_fit_the_log_are_refused(tmp_path: Path) -> None:
+    log = _write(tmp_path / "log.txt", b"alpha\nbeta\n")
+    with pytest.raises(CursorError, match="malformed cursor"):
+        Cursor.decode("../etc")
+    with pytest.raises(CursorError, match="start of a line"):
+        read_page(log, cursor=Cursor(2, 3), limit=5)
+    with pytest.raises(CursorError, match="past the end"):
+        read_page(log, cursor=Cursor(9, 999), limit=5)
+    assert [line.text for line in read_page(log, cursor=Cursor(2, 6), limit=5).lines] == ["beta"]
+
+
+def test_overlong_lines_are_cut_not_loaded(tmp_path: Path) -> None:
+    log = _write(tmp_path / "log.txt", b"short\n" + b"x" * (5 * 1024 * 1024) + b"\nafter\n")
+    page = read_page(log, limit=3)
+    assert [line.number for line in page.lines] == [1, 2, 3]
+    assert page.lines[1].text.endswith(" [line cut]")
+    assert len(page.lines[1].text) < logfile.MAX_LINE_BYTES + 20
+    assert page.lines[2].text == "after"
+    tail = read_tail(log, max_lines=2, max_bytes=64 * 1024)
+    assert tail.text == "after\n"
+
+
+def test_search_finds_numbered_matches_and_resumes(tmp_path: Path) -> None:
+    log = _write(tmp_path / "log.txt", b"".join(b"%s %d\n" % (b"ERR" if i % 4 == 0 else b"ok", i) for i in range(40)))
+    first = search(log, re.compile("ERR"), limit=3)
+    assert [m.number for m in first.matches] == [1, 5, 9]
+    assert first.next_cursor is not None
+    rest = search(log, re.compile("ERR"), cursor=first.next_cursor, limit=100)
+    assert [m.number for m in rest.matches] == [13, 17, 21, 25, 29, 33, 37]
+    assert rest.next_cursor is None
+
+
+def test_search_stops_at_its_scan_budget_and_says_where_to_resume(tmp_path: Path) -> None:
+    log = _write(tmp_path / "log.txt", b"".join(b"line %07d\n" % i for i in range(200_000)) + b"NEEDLE\n")
+    budget = 1024 * 1024  # one read block: the budget is honoured at block granularity, on a line boundary
+    partial = search(log, re.compile("NEEDLE"), limit=5, scan_budget_bytes=budget)
+    assert partial.matches == [] and partial.next_cursor is not None
+    assert budget - 13 < partial.scanned_bytes <= budget
+    found = []
+    calls = 1
+    cursor = partial.next_cursor
+    while cursor is not None:
+        step = search(log, re.compile("NEEDLE"), cursor=cursor, limit=5, scan_budget_bytes=budget)
+        found += step.matches
+        cursor = step.next_cursor
+        calls += 1
+    assert calls == 3
+    assert [(m.number, m.text) for m in found] == [(200_001, "NEEDLE")]
+
+
+def test_search_cursor_after_the_limit_resumes_right_after_the_last_match(tmp_path: Path) -> None:
+    log = _write(tmp_path / "log.txt", b"hit 1\nmiss\nhit 3\nhit 4\n")
+    first = search(log, re.compile("hit"), limit=2)
+    assert [m.number for m in first.matches] == [1, 3]
+    assert first.next_cursor == Cursor(4, 17)
+    assert [m.number for m in search(log, re.compile("hit"), cursor=first.next_cursor, limit=9).matches] == [4]
+
+
+def test_search_matches_redacted_text_so_secrets_cannot_be_probed(tmp_path: Path) -> None:
+    log = _write(tmp_path / "log.txt", b"password=hunter2\nfine\n")
+    assert search(log, re.compile("hunter2"), limit=5, redactor=redact).matches == []
+    assert [m.text for m in search(log, re.compile("hunter2"), limit=5).matches] == ["password=hunter2"]
+
+
+LINE_WIDTH = 100
+BIG_LOG_BYTES = 200 * 1024 * 1024
+
+
+def _generate_big_log(path: Path) -> int:
+    """A 200 MB log of fixed-width lines, written in 1 MB blocks; returns the line count."""
+    line = b"2026-11-29T10:58:12Z payments-api INFO request served status=200 latency_ms=12 " + b"." * 20 + b"\n"
+    assert len(line) == LINE_WIDTH
+    block = line * (1024 * 1024 // LINE_WIDTH)
+    lines = 0
+    with path.open("wb") as handle:
+        while handle.tell() + len(block) <= BIG_LOG_BYTES:
+            handle.write(block)
+            lines += len(block) // LINE_WIDTH
+        handle.write(b"2026-11-29T11:00:00Z payments-api ERROR NEEDLE pool exhausted\n")
+    return lines + 1
+
+
+@pytest.mark.slow
+@pytest.mark.anyio
+async def test_paging_and_search_on_a_200_mb_log_keep_memory_flat(tmp_path: Path, make_server) -> None:
+    root = tmp_path / "desk"
+    entry = root / "incidents" / "INC-BIG"
+    entry.mkdir(parents=True)
+    (entry / "incident.toml").write_text(
+        'title="big"\nservice="payments-api"\nseverity="SEV1"\nstatus="open"\nopened=2026-11-29T10:00:00Z\n'
+    )
+    total_lines = _generate_big_log(entry / "log.txt")
+    server = make_server(data_dir=root)
+    async with connect(server, "legacy") as client:
+        await client.call_tool("read_incident_log", {"incidentId": "INC-BIG", "limit": 1})  # warm imports and caches
+        tracemalloc.start()
+        try:
+            tail = text_of(await client.read_resource("incident://INC-BIG/log"))
+            first = await client.call_tool("read_incident_log", {"incidentId": "INC-BIG", "limit": 500})
+            last_line_offset = (total_lines - 2) * LINE_WIDTH
+            near_end = Cursor(total_lines - 1, last_line_offset).encode()
+            last = await client.call_tool("read_incident_log", {"incidentId": "INC-BIG", "cursor": near_end})
+            matches: list[dict[str, object]] = []
+            cursor: str | None = None
+            calls = 0
+            while True:
+                arguments: dict[str, object] = {"incidentId": "INC-BIG", "pattern": "NEEDLE"}
+                if cursor:
+                    arguments["cursor"] = cursor
+                found = await client.call_tool("search_incident_log", arguments)
+                calls += 1
+                matches += found.structured_content["matches"]
+                cursor = found.structured_content["next_cursor"]
+                if cursor is None:
+                    break
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert tail.startswith("[incident-desk: showing the last 200 lines")
+    assert tail.endswith("ERROR NEEDLE pool exhausted\n")
+    assert first.structured_content["lines"][0]["number"] == 1
+    assert len(first.structured_content["lines"]) == 500
+    assert [line["number"] for line in last.structured_content["lines"]] == [total_lines - 1, total_lines]
+    assert last.structured_content["next_cursor"] is None
+    assert matches == [{"number": total_lines, "text": "2026-11-29T11:00:00Z payments-api ERROR NEEDLE pool exhausted"}]
+    assert calls >= 4, "a 200 MB search must be split by the scan budget, not done in one call"
+    # The log is 200 MB; everything above stayed within a few MB of Python allocations.
+    assert peak < 16 * 1024 * 1024, f"peak traced memory {peak / 1e6:.1f} MB"

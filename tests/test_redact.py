@@ -1,0 +1,37 @@
+"""Secret redaction of log lines."""
+
+from __future__ import annotations
+
+import pytest
+
+from incident_desk.core.redact import MASK, redact
+
+
+@pytest.mark.parametrize(
+    ("line", "secret"),
+    [
+        ("Authorization: Bearer eyZabcdefghijklmnop", "eyZabcdefghijklmnop"),
+        ("retrying with token abcdefgh12345678", "abcdefgh12345678"),
+        ("dsn=postgres://app:hunter2secret@db:5432/main", "hunter2secret"),
+        ("api_key=AbC123xyz987", "AbC123xyz987"),
+        ('"client_secret": "s3cr3t-value"', "s3cr3t-value"),
+        ("PASSWORD: letmein99", "letmein99"),
+        ("using sk-ant-api03-abcdefghijklmnopqrstuvwx", "sk-ant-api03-abcdefghijklmnopqrstuvwx"),
+        ("push with ghp_abcdefghijklmnopqrstuvwxyz0123", "ghp_abcdefghijklmnopqrstuvwxyz0123"),
+        ("slack xoxb-1234567890-abcdefghij", "xoxb-1234567890-abcdefghij"),
+        ("aws AKIAABCDEFGHIJKLMNOP in env", "AKIAABCDEFGHIJKLMNOP"),
+        ("jwt eyJhbGciOiJIUzI1.eyJzdWIiOiIxMjM0.SflKxwRJSMeKKF2QT4", "SflKxwRJSMeKKF2QT4"),
+    ],
+)
+def test_secrets_are_masked(line: str, secret: str) -> None:
+    cleaned = redact(line)
+    assert secret not in cleaned
+    assert MASK in cleaned
+
+
+def test_clean_lines_are_untouched_and_newlines_are_kept() -> None:
+    text = "11:02:44 search-api WARN index segment merge running\n11:02:51 p99 latency 840ms (SLO 500ms)\n"
+    assert redact(text) == text
+    block = "token: abcdefgh1234\nnext line\npassword=x\n"
+    assert redact(block) == "".join(redact(line + "\n") for line in block.splitlines())
+    assert redact(block).count("\n") == 3
