@@ -27,6 +27,7 @@ from mcp.server.mcpserver import Context
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types import (
+    CONNECTION_CLOSED,
     REQUEST_TIMEOUT,
     CreateMessageRequest,
     CreateMessageRequestParams,
@@ -202,6 +203,21 @@ def _sampled_text(result: Any) -> Sampled | NotSampled:
     return Sampled(text=content.text.strip(), model=result.model)
 
 
+def _unanswered_retry(ctx: Context, key: str, binding: Mapping[str, str]) -> bool:
+    """A retry carrying this call's own round state but no answer to it: the 2026 client declined.
+
+    The 2026-07-28 round trip has no way to say "no" to a sampling request; a client that will not lend its
+    model can only retry without the answer. Asking again would loop until the client's round limit.
+    """
+    state = _Round.decode(ctx.request_state)
+    return (
+        state is not None
+        and state.key == key
+        and state.binding == dict(binding)
+        and key not in (ctx.input_responses or {})
+    )
+
+
 async def sample(
     ctx: Context, question: SamplingQuestion, *, timeout: float, binding: Mapping[str, str]
 ) -> Sampled | NotSampled | Ask:
@@ -215,6 +231,8 @@ async def sample(
         if stale is not None:
             return NotSampled(stale.reason)
         if answer is None:
+            if _unanswered_retry(ctx, key, binding):
+                return NotSampled("the client retried without answering the sampling request")
             state = _new_round(key, binding)
             return Ask(InputRequiredResult(input_requests={key: question.request()}, request_state=state.encode()))
         return _sampled_text(answer)
@@ -228,6 +246,8 @@ async def sample(
     except MCPError as exc:
         if exc.code == REQUEST_TIMEOUT:
             return NotSampled(f"the client's model gave no answer within {timeout:g}s")
+        if exc.code == CONNECTION_CLOSED:
+            return NotSampled("the client disconnected during the sampling request")
         return NotSampled(f"the client refused or failed the sampling request ({exc.code}: {exc.message})")
     except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
         return NotSampled("the client disconnected during the sampling request")
@@ -303,6 +323,9 @@ async def ask_approval(
     except MCPError as exc:
         if exc.code == REQUEST_TIMEOUT:
             return NoAnswer("timed_out", f"no answer within {timeout:g}s")
+        if exc.code == CONNECTION_CLOSED:
+            # The SDK wakes the waiting question with this code when the client's stream ends mid-question.
+            return NoAnswer("disconnected", "the client disconnected while the question was open")
         return NoAnswer("client_error", f"the client failed the approval question ({exc.code}: {exc.message})")
     except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
         return NoAnswer("disconnected", "the client disconnected while the question was open")
@@ -321,6 +344,13 @@ def approver(ctx: Context) -> str:
     token = get_access_token()
     if token is not None:
         return f"token:{token.subject or token.client_id}"
+    headers = ctx.headers or {}
+    # Set only by the desk's own bearer-auth layer after it checked the token (incident_desk.http).
+    principal = headers.get("x-incident-desk-principal")
+    if principal:
+        return principal
+    if headers:
+        return f"http-unauthenticated:{_os_user()}"
     return f"os:{_os_user()}"
 
 

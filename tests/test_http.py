@@ -1,0 +1,253 @@
+"""Streamable HTTP mode: real server processes on loopback, driven by mcp.Client in both eras."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp_types import ElicitResult, InputRequiredResult
+
+from tests.conftest import ROOT, SAMPLE_1043_LOG, text_of
+
+pytestmark = [pytest.mark.anyio, pytest.mark.http]
+
+TOKEN = "test-token-0123456789abcdef"
+SEALING_KEY = "shared-sealing-key-for-two-replicas-000"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Desk:
+    url: str
+    port: int
+    stderr_path: Path
+    process: subprocess.Popen[bytes]
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text()
+
+
+def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INCIDENT_DESK_")}
+    env.update(
+        INCIDENT_DESK_AUDIT_DB=str(tmp_path / "audit.sqlite3"),
+        PYTHON_KEYRING_BACKEND="keyring.backends.null.Keyring",
+        **extra,
+    )
+    return env
+
+
+@contextmanager
+def run_desk(tmp_path: Path, *args: str, name: str = "desk", **env: str) -> Iterator[Desk]:
+    port = _free_port()
+    stderr_path = tmp_path / f"{name}-{port}.log"
+    with stderr_path.open("wb") as stderr:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "incident_desk",
+                "--transport",
+                "http",
+                "--port",
+                str(port),
+                "--log-format",
+                "json",
+                *args,
+            ],
+            cwd=ROOT,
+            env=_env(tmp_path, **env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+        )
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    if httpx2.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                        break
+                except httpx2.TransportError:
+                    pass
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError(f"desk did not start: {stderr_path.read_text()}")
+                time.sleep(0.1)
+            yield Desk(f"http://127.0.0.1:{port}/mcp", port, stderr_path, process)
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+            stdout = process.stdout.read() if process.stdout else b""
+            if process.stdout:
+                process.stdout.close()
+            assert stdout == b"", f"the HTTP desk wrote to stdout: {stdout[:200]!r}"
+
+
+@asynccontextmanager
+async def _client(url: str, mode: str, token: str | None = None, **callbacks: Any) -> AsyncIterator[Client]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=30) as http,
+        Client(streamable_http_client(url, http_client=http), mode=mode, **callbacks) as client,
+    ):
+        yield client
+
+
+async def _accept(context: Any, params: Any) -> ElicitResult:
+    return ElicitResult(action="accept", content={"confirm": True, "ticket": "CHG-2291"})
+
+
+async def _tools_and_calls(url: str, mode: str, token: str | None = None) -> dict[str, Any]:
+    async with _client(url, mode, token, elicitation_callback=_accept) as client:
+        tools = sorted(tool.name for tool in (await client.list_tools()).tools)
+        log = text_of(await client.read_resource("incident://INC-1043/log"))
+        restart = await client.call_tool("restart_service", {"service": "payments-api"})
+        summary = await client.call_tool("summarize_incident", {"incidentId": "INC-1043"})
+    return {"tools": tools, "log": log, "restart": text_of(restart), "summary": summary}
+
+
+@pytest.mark.parametrize("stateless", [False, True], ids=["stateful", "stateless"])
+async def test_tools_and_approval_per_mode_and_era(tmp_path: Path, stateless: bool) -> None:
+    args = ["--stateless"] if stateless else []
+    with run_desk(tmp_path, *args) as desk:
+        legacy = await _tools_and_calls(desk.url, "legacy")
+        modern = await _tools_and_calls(desk.url, "2026-07-28")
+        stderr = desk.stderr()
+    assert legacy["tools"] == modern["tools"]
+    assert len(legacy["tools"]) == 6
+    assert legacy["log"] == modern["log"] == SAMPLE_1043_LOG
+    # 2026-07-28 keeps approval by multi round-trip in every mode.
+    assert modern["restart"].startswith("RESTARTED payments-api under CHG-2291")
+    if stateless:
+        # 2025-11-25 over stateless HTTP has no back-channel: the degrade text, never Unknown tool or a gap.
+        assert legacy["restart"] == (
+            "ELICITATION_UNAVAILABLE -- refusing to restart payments-api without an approval channel"
+        )
+    else:
+        assert legacy["restart"].startswith("RESTARTED payments-api under CHG-2291")
+    for result in (legacy["summary"], modern["summary"]):
+        assert result.structured_content["mode"] == "raw"
+        assert not result.is_error
+    assert "era_2025-11-25" in stderr and "era_2026-07-28" in stderr
+
+
+async def test_tools_list_is_identical_in_stateful_and_stateless_modes(tmp_path: Path) -> None:
+    listings = []
+    for args in ([], ["--stateless"]):
+        with run_desk(tmp_path, *args) as desk:
+            for mode in ("legacy", "2026-07-28"):
+                async with _client(desk.url, mode) as client:
+                    tools = (await client.list_tools()).tools
+                listings.append([tool.model_dump(mode="json", exclude={"meta"}) for tool in tools])
+    assert all(listing == listings[0] for listing in listings)
+
+
+async def test_approval_started_on_one_replica_finishes_on_another(tmp_path: Path) -> None:
+    with (
+        run_desk(tmp_path, "--stateless", name="a", INCIDENT_DESK_SEALING_KEY=SEALING_KEY) as first,
+        run_desk(tmp_path, "--stateless", name="b", INCIDENT_DESK_SEALING_KEY=SEALING_KEY) as second,
+        run_desk(tmp_path, "--stateless", name="c") as stranger,
+    ):
+        async with _client(first.url, "2026-07-28", elicitation_callback=_accept) as client:
+            asked = await client.session.call_tool(
+                "restart_service", {"service": "payments-api"}, allow_input_required=True
+            )
+        assert isinstance(asked, InputRequiredResult)
+        (key,) = asked.input_requests or {}
+        answer = {key: ElicitResult(action="accept", content={"confirm": True, "ticket": "CHG-7"})}
+        async with _client(second.url, "2026-07-28", elicitation_callback=_accept) as client:
+            finished = await client.session.call_tool(
+                "restart_service",
+                {"service": "payments-api"},
+                input_responses=answer,
+                request_state=asked.request_state,
+            )
+        async with _client(stranger.url, "2026-07-28", elicitation_callback=_accept) as client:
+            with pytest.raises(Exception, match="requestState"):
+                await client.session.call_tool(
+                    "restart_service",
+                    {"service": "payments-api"},
+                    input_responses=answer,
+                    request_state=asked.request_state,
+                )
+    assert text_of(finished).startswith("RESTARTED payments-api under CHG-7")
+
+
+async def test_bearer_token_is_required_when_configured(tmp_path: Path) -> None:
+    with run_desk(tmp_path, INCIDENT_DESK_HTTP_TOKEN=TOKEN) as desk:
+        missing = httpx2.post(desk.url, json={}, timeout=5)
+        wrong = httpx2.post(desk.url, json={}, headers={"Authorization": "Bearer nope"}, timeout=5)
+        health = httpx2.get(f"http://127.0.0.1:{desk.port}/healthz", timeout=5)
+        good = await _tools_and_calls(desk.url, "legacy", TOKEN)
+        stderr = desk.stderr()
+        audit = subprocess.run(
+            [sys.executable, "-m", "incident_desk", "audit"],
+            capture_output=True,
+            text=True,
+            env=_env(tmp_path),
+            check=True,
+        ).stdout
+    assert missing.status_code == 401
+    assert missing.headers["www-authenticate"] == 'Bearer realm="incident-desk"'
+    assert wrong.status_code == 401
+    assert 'error="invalid_token"' in wrong.headers["www-authenticate"]
+    assert health.status_code == 200 and health.json()["status"] == "ok"
+    assert good["restart"].startswith("RESTARTED payments-api")
+    assert "bearer:" in audit, "the approver comes from the authenticated token"
+    assert TOKEN not in stderr
+    assert TOKEN not in audit
+
+
+async def test_dns_rebinding_attempts_are_refused(tmp_path: Path) -> None:
+    with run_desk(tmp_path) as desk:
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+        bad_host = httpx2.post(desk.url, json=body, headers={"Host": "evil.example"}, timeout=5)
+        bad_origin = httpx2.post(desk.url, json=body, headers={"Origin": "http://evil.example"}, timeout=5)
+    assert bad_host.status_code == 421
+    assert bad_origin.status_code == 403
+
+
+def test_refuses_to_bind_beyond_loopback_without_a_token(tmp_path: Path) -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "incident_desk", "--transport", "http", "--host", "0.0.0.0", "--port", "1"],
+        capture_output=True,
+        text=True,
+        env=_env(tmp_path),
+        timeout=30,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert completed.returncode == 2
+    assert "refusing to serve on 0.0.0.0" in completed.stderr
+    assert completed.stdout == ""
+
+
+def test_secrets_never_reach_the_log(tmp_path: Path) -> None:
+    with run_desk(
+        tmp_path, "--log-level", "debug", INCIDENT_DESK_HTTP_TOKEN=TOKEN, INCIDENT_DESK_SEALING_KEY=SEALING_KEY
+    ) as desk:
+        httpx2.post(desk.url, json={}, headers={"Authorization": f"Bearer {TOKEN}x"}, timeout=5)
+        stderr = desk.stderr()
+    assert "serving Streamable HTTP" in stderr
+    assert TOKEN not in stderr
+    assert SEALING_KEY not in stderr
