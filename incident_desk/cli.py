@@ -162,7 +162,10 @@ def _secret_command(settings: Settings, name: str, action: str, *, value_source:
             if value_source == "generate":
                 value = credentials.generate_token()
             else:
-                value = getpass.getpass(f"{name} (input hidden): ").strip()
+                try:
+                    value = getpass.getpass(f"{name} (input hidden): ").strip()
+                except EOFError:
+                    value = ""
                 if not value:
                     _err("no value entered; nothing stored")
                     return 1

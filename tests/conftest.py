@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -75,3 +75,21 @@ def text_of(result: Any) -> str:
         return str(content.text)
     (content,) = result.content
     return str(content.text)
+
+
+@pytest.fixture
+def fake_provider() -> Iterator[Any]:
+    """A model provider on loopback (tests/fakes.py): set what it answers, read what it was sent."""
+    from tests.fakes import running_fake_provider
+
+    with running_fake_provider() as provider:
+        yield provider
+
+
+@pytest.fixture
+def memory_keyring(_isolated_environment: None) -> Iterator[Any]:
+    """An in-memory keychain installed over the null backend that _isolated_environment selects."""
+    from tests.fakes import MemoryKeyring, using_keyring
+
+    with using_keyring(MemoryKeyring()) as backend:
+        yield backend

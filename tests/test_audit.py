@@ -18,9 +18,9 @@ import pytest
 from incident_desk.core.audit import (
     SCHEMA_VERSION,
     AuditError,
-    DuplicateApproval,
     AuditJournal,
     Decision,
+    DuplicateApproval,
     Outcome,
     format_decisions,
 )

@@ -45,6 +45,9 @@ async def _from_provider(app: DeskApp, log_text: str) -> provider.ProviderAnswer
         settings.keyring_service,
         credentials.PROVIDER_API_KEY,
     )
+    if key.problem:
+        # Said even when a keyless (local) endpoint answers anyway: the operator meant to store a key.
+        log.warning("provider key lookup failed", problem=key.problem)
     config = provider.ProviderConfig(
         kind=settings.provider,
         model=settings.provider_model,
@@ -62,6 +65,10 @@ async def _from_provider(app: DeskApp, log_text: str) -> provider.ProviderAnswer
         )
     except provider.ProviderError as exc:
         return f"{exc}" + (f" ({key.problem})" if key.problem and key.value is None else "")
+    except Exception as exc:
+        # A failure provider.py does not translate (e.g. httpx2.DecodingError for a garbled body). Only the
+        # type is shown: an exception's text may quote the request, and with it the key.
+        return f"{settings.provider} provider at {config.where}: failed unexpectedly ({type(exc).__name__})"
 
 
 def register(server: MCPServer, app: DeskApp) -> None:

@@ -1,0 +1,111 @@
+"""``incident-desk doctor``: check this installation end to end, the way a desktop client will use it.
+
+It launches the desk exactly as a client would (same executable, stdio), completes a real handshake, lists the
+tools, reads a resource, and fails if anything but protocol reached stdout. Output goes to stdout: doctor is a
+command for people, not a server.
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+from pathlib import Path
+
+import anyio
+
+from incident_desk.settings import Settings
+
+EXPECTED_TOOLS = {
+    "get_runbook",
+    "list_incidents",
+    "read_incident_log",
+    "restart_service",
+    "search_incident_log",
+    "summarize_incident",
+}
+
+
+def _launch_command() -> tuple[str, list[str]]:
+    if getattr(sys, "frozen", False):
+        return sys.executable, []
+    return sys.executable, ["-m", "incident_desk"]
+
+
+async def _handshake(settings: Settings) -> list[str]:
+    """Talk to a fresh desk over stdio; return the problems found (empty when healthy)."""
+    from mcp import Client, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    command, args = _launch_command()
+    if settings.data_dir is not None:
+        args = [*args, "--data-dir", str(settings.data_dir)]
+    params = StdioServerParameters(command=command, args=args)
+    problems: list[str] = []
+    with tempfile.TemporaryFile("w+") as errlog:
+        try:
+            with anyio.fail_after(60):
+                async with Client(stdio_client(params, errlog=errlog), mode="legacy") as client:
+                    tools = {tool.name for tool in (await client.list_tools()).tools}
+                    index = await client.read_resource("incident://index")
+        except Exception as exc:  # doctor reports every failure rather than crashing on the first
+            errlog.seek(0)
+            tail = errlog.read()[-2000:]
+            return [f"stdio handshake failed: {exc!r}\n{tail}"]
+        errlog.seek(0)
+        stderr = errlog.read()
+    if tools != EXPECTED_TOOLS:
+        problems.append(f"tools/list returned {sorted(tools)}, expected {sorted(EXPECTED_TOOLS)}")
+    if not index.contents:
+        problems.append("incident://index returned no contents")
+    if "Failed to parse JSONRPC" in stderr or "ModuleNotFoundError" in stderr:
+        problems.append(f"the server's stderr shows a problem:\n{stderr[-2000:]}")
+    return problems
+
+
+def run_doctor(settings: Settings) -> int:
+    from incident_desk import __version__
+    from incident_desk.core import credentials
+    from incident_desk.core.audit import AuditError, AuditJournal
+    from incident_desk.core.desk import Desk, bundled_sample_desk
+
+    failures = 0
+
+    def report(ok: bool, what: str, detail: str = "") -> None:
+        nonlocal failures
+        failures += 0 if ok else 1
+        sys.stdout.write(f"[{'ok' if ok else 'FAIL'}] {what}{': ' + detail if detail else ''}\n")
+
+    sys.stdout.write(f"incident-desk {__version__} ({'frozen' if getattr(sys, 'frozen', False) else sys.executable})\n")
+    root = settings.data_dir or bundled_sample_desk()
+    desk = Desk(Path(root))
+    problems = desk.problems()
+    report(desk.root.is_dir(), "data directory", f"{root} ({len(desk.incidents())} incidents)")
+    for problem in problems:
+        report(False, f"data entry {problem.entry}", problem.reason)
+    try:
+        AuditJournal(settings.audit_path)
+        report(True, "audit journal", str(settings.audit_path))
+    except AuditError as exc:
+        report(False, "audit journal", str(exc))
+    backend = credentials.backend_description()
+    key = credentials.resolve_secret(settings.provider_api_key, settings.keyring_service, credentials.PROVIDER_API_KEY)
+    report(key.problem is None, "keychain", backend + (f" -- {key.problem}" if key.problem else ""))
+    if settings.provider != "none":
+        where = key.source or "nowhere (set one with `incident-desk key set`)"
+        report(key.value is not None or settings.provider == "openai", f"{settings.provider} API key", f"from {where}")
+    handshake_problems = anyio.run(_handshake, settings)
+    report(not handshake_problems, "stdio handshake, tools/list, resources/read, stdout purity")
+    for issue in handshake_problems:
+        sys.stdout.write(f"       {issue}\n")
+    sys.stdout.write(
+        "\nWhat a client sees:\n"
+        "  - every client: the six tools, incident://index, the log and runbook templates, the postmortem prompt\n"
+        "  - client with sampling: summarize_incident answers with the client's model (mode=sampled)\n"
+        "  - client without sampling: the configured provider"
+        f" ({settings.provider}), else the raw log with SAMPLING_UNAVAILABLE\n"
+        "  - client with form elicitation: restart_service asks a human for approval and a change ticket\n"
+        "  - client without elicitation: restart_service refuses with ELICITATION_UNAVAILABLE\n"
+        "  See client_configs/README.md for which desktop client supports what.\n"
+    )
+    sys.stdout.write(f"\n{'all checks passed' if not failures else f'{failures} check(s) failed'}\n")
+    return 0 if not failures else 1

@@ -1,0 +1,47 @@
+"""`incident-desk doctor` checks a real stdio handshake against itself and reports data problems."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+pytestmark = pytest.mark.subprocess
+
+
+def _doctor(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INCIDENT_DESK_")}
+    env.update(
+        INCIDENT_DESK_AUDIT_DB=str(tmp_path / "audit.sqlite3"), PYTHON_KEYRING_BACKEND="keyring.backends.null.Keyring"
+    )
+    return subprocess.run(
+        [sys.executable, "-m", "incident_desk", "doctor", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_doctor_passes_on_the_sample_desk(tmp_path: Path) -> None:
+    completed = _doctor(tmp_path)
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert "[ok] stdio handshake, tools/list, resources/read, stdout purity" in completed.stdout
+    assert "all checks passed" in completed.stdout
+
+
+def test_doctor_reports_a_broken_data_entry(tmp_path: Path) -> None:
+    root = tmp_path / "desk"
+    (root / "incidents" / "INC-1").mkdir(parents=True)
+    (root / "incidents" / "INC-1" / "incident.toml").write_text("not = [toml\n")
+    completed = _doctor(tmp_path, "--data-dir", str(root))
+    assert completed.returncode == 1
+    assert "[FAIL] data entry incidents/INC-1" in completed.stdout
+    assert "[ok] stdio handshake" in completed.stdout, "one bad entry must not stop the desk from serving"
