@@ -59,7 +59,7 @@ __all__ = [
 SERVER_NAME = "incident-desk"
 DEFAULT_HTTP_URL = "http://127.0.0.1:8765/mcp"
 # The variable a *client* reads the desk's bearer token from (each client spells the reference its own way).
-TOKEN_ENV_VAR = "INCIDENT_DESK_TOKEN"  # noqa: S105 -- a variable name, not a secret
+TOKEN_ENV_VAR = "INCIDENT_DESK_HTTP_TOKEN"  # noqa: S105 -- a variable name, not a secret
 VSCODE_TOKEN_INPUT = "incident-desk-token"  # noqa: S105 -- a VS Code input id, not a secret
 PLACEHOLDER_EXECUTABLE = "/ABSOLUTE/PATH/TO/incident-desk"
 PLACEHOLDER_CHECKOUT = "/ABSOLUTE/PATH/TO/incident-desk-checkout"
@@ -159,7 +159,7 @@ CLIENTS: Mapping[str, ClientSpec] = {
             features="resources, prompts, tools, elicitation (declared unreliably); no sampling",
             notes=(
                 "Save as `.mcp.json` at a repo root (project scope) or merge into `~/.claude.json` (user scope); "
-                "`claude mcp add` does the same. HTTP reads the token from `${INCIDENT_DESK_TOKEN}`."
+                "`claude mcp add` does the same. HTTP reads the token from `${INCIDENT_DESK_HTTP_TOKEN}`."
             ),
             http_token="Bearer ${" + TOKEN_ENV_VAR + "}",
         ),
@@ -172,7 +172,7 @@ CLIENTS: Mapping[str, ClientSpec] = {
             example_stem="mcp",
             locations=_everywhere("home", ".cursor/mcp.json"),
             features="prompts, tools, elicitation (form); no resources, no sampling",
-            notes="Project scope: `.cursor/mcp.json`. HTTP reads the token from `${env:INCIDENT_DESK_TOKEN}`.",
+            notes="Project scope: `.cursor/mcp.json`. HTTP reads the token from `${env:INCIDENT_DESK_HTTP_TOKEN}`.",
             http_token="Bearer ${env:" + TOKEN_ENV_VAR + "}",
         ),
         ClientSpec(
@@ -201,7 +201,7 @@ CLIENTS: Mapping[str, ClientSpec] = {
             example_stem="mcp_config",
             locations=_everywhere("home", ".codeium/windsurf/mcp_config.json"),
             features="tools only; no resources, prompts, sampling or elicitation",
-            notes="HTTP uses `serverUrl` and reads the token from `${env:INCIDENT_DESK_TOKEN}`. 100-tool limit.",
+            notes="HTTP uses `serverUrl` and reads the token from `${env:INCIDENT_DESK_HTTP_TOKEN}`. 100-tool limit.",
             http_token="Bearer ${env:" + TOKEN_ENV_VAR + "}",
         ),
         ClientSpec(
@@ -250,7 +250,7 @@ CLIENTS: Mapping[str, ClientSpec] = {
             notes=(
                 "A standalone block file for `.continue/mcpServers/` (workspace or `~/.continue`); the same "
                 "`mcpServers` list can be merged into `config.yaml`. HTTP reads the token from "
-                "`${{ secrets.INCIDENT_DESK_TOKEN }}`."
+                "`${{ secrets.INCIDENT_DESK_HTTP_TOKEN }}`."
             ),
             http_token="Bearer ${{ secrets." + TOKEN_ENV_VAR + " }}",
         ),
@@ -283,7 +283,7 @@ CLIENTS: Mapping[str, ClientSpec] = {
             features="resources (with templates), tools, elicitation (form); no prompts, no sampling",
             notes=(
                 "`[mcp_servers.incident-desk]` in `$CODEX_HOME/config.toml` (default `~/.codex`); comments are "
-                "kept. HTTP sends `Authorization: Bearer $INCIDENT_DESK_TOKEN` via `bearer_token_env_var`. The uvx "
+                "kept. HTTP sends `Authorization: Bearer $INCIDENT_DESK_HTTP_TOKEN` via `bearer_token_env_var`. The uvx "
                 "form raises `startup_timeout_sec` for a cold start."
             ),
             http_token=TOKEN_ENV_VAR,
@@ -299,7 +299,7 @@ CLIENTS: Mapping[str, ClientSpec] = {
             features="prompts (as slash commands), tools; no resources, no sampling, no elicitation",
             notes=(
                 "Project scope: `.gemini/settings.json`. HTTP uses `httpUrl` (plain `url` means SSE) and reads "
-                "the token from `${INCIDENT_DESK_TOKEN}`."
+                "the token from `${INCIDENT_DESK_HTTP_TOKEN}`."
             ),
             http_token="Bearer ${" + TOKEN_ENV_VAR + "}",
         ),
@@ -864,11 +864,9 @@ def _dump_json(value: Any, indent: str, unit: str) -> str:
 def _json_insert(text: str, node: _JNode, key: str | None, value: Any, unit: str) -> str:
     """Insert ``"key": value`` (object) or ``value`` (array) as the last child of ``node``."""
     indent = _child_indent(text, node, unit)
+    # A compact container stays compact: {"a": 1} -> {"a": 1, "incident-desk": {...}}
     one_line = "\n" not in text[node.start : node.end] and bool(node.children)
-    if one_line:  # a compact container stays compact: {"a": 1} -> {"a": 1, "incident-desk": {...}}
-        piece = json.dumps(value, ensure_ascii=False)
-    else:
-        piece = _dump_json(value, indent, unit)
+    piece = json.dumps(value, ensure_ascii=False) if one_line else _dump_json(value, indent, unit)
     if key is not None:
         piece = json.dumps(key, ensure_ascii=False) + ": " + piece
     if not node.children:

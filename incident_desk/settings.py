@@ -172,6 +172,12 @@ class Settings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         return init_settings, env_settings, _ConfigFileSource(settings_cls)
 
+    @field_validator("data_dir", "audit_db", mode="before")
+    @classmethod
+    def _blank_is_unset(cls, value: object) -> object:
+        # A client config with an empty optional field must not mean "the current directory".
+        return None if isinstance(value, str) and not value.strip() else value
+
     @field_validator("data_dir", "audit_db")
     @classmethod
     def _expand_user(cls, value: Path | None) -> Path | None:

@@ -1,0 +1,87 @@
+"""The PyInstaller build: a one-folder executable built with packaging/build.py, driven like a client drives it.
+
+Slow (a build takes 30-60 s), so marked ``slow`` and ``frozen``; skipped only when PyInstaller is not installed
+(``pip install -e '.[freeze]'``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from tests.conftest import ROOT, text_of
+
+pytestmark = [pytest.mark.frozen, pytest.mark.slow, pytest.mark.timeout(900)]
+
+pytest.importorskip("PyInstaller", reason="PyInstaller is not installed (pip install -e '.[freeze]')")
+
+
+def load_build_script() -> ModuleType:
+    """packaging/ is not a package (it would shadow the PyPI ``packaging``): load build.py by path."""
+    spec = importlib.util.spec_from_file_location("incident_desk_build", ROOT / "packaging" / "build.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def build_script() -> ModuleType:
+    return load_build_script()
+
+
+@pytest.fixture(scope="module")
+def frozen_exe(build_script: ModuleType, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    root = tmp_path_factory.mktemp("frozen")
+    try:
+        exe = build_script.build("onedir", root / "dist", root / "work")
+    except build_script.SmokeFailure as exc:
+        pytest.fail(f"the frozen build failed: {exc}")
+    yield Path(exe)
+
+
+@pytest.mark.anyio
+async def test_frozen_executable_serves_stdio(frozen_exe: Path, tmp_path: Path) -> None:
+    from mcp import Client, StdioServerParameters
+
+    params = StdioServerParameters(
+        command=str(frozen_exe),
+        args=[],
+        env={"INCIDENT_DESK_AUDIT_DB": str(tmp_path / "audit.sqlite3"), "XDG_DATA_HOME": str(tmp_path / "xdg")},
+        cwd=str(tmp_path),
+    )
+    async with Client(params, mode="legacy") as client:
+        tools = {tool.name for tool in (await client.list_tools()).tools}
+        index = await client.read_resource("incident://index")
+        listed = await client.call_tool("list_incidents", {})
+
+    assert {"list_incidents", "read_incident_log", "get_runbook", "summarize_incident", "restart_service"} <= tools
+    assert text_of(index).strip() == "INC-1042\nINC-1043"
+    assert not listed.is_error
+    assert "INC-1042" in str(listed.content)
+    assert "INC-1043" in str(listed.content)
+    manifest = json.loads((ROOT / "client_configs" / "claude-desktop" / "manifest.json").read_text(encoding="utf-8"))
+    assert {tool["name"] for tool in manifest["tools"]} <= tools
+
+
+def test_frozen_executable_passes_the_release_smoke_test(build_script: ModuleType, frozen_exe: Path) -> None:
+    """The same checks the release workflow runs: CLI, keyring backends, stdio and Streamable HTTP."""
+    try:
+        build_script.smoke(frozen_exe)
+    except build_script.SmokeFailure as exc:
+        pytest.fail(str(exc))
+
+
+def test_frozen_build_bundles_package_data_and_keyring_metadata(frozen_exe: Path) -> None:
+    internal = frozen_exe.parent / "_internal"
+    assert (internal / "incident_desk" / "data" / "sample_desk" / "incidents" / "INC-1042").is_dir()
+    assert (internal / "incident_desk" / "data" / "sample_desk" / "runbooks").is_dir()
+    assert list(internal.glob("keyring-*.dist-info/entry_points.txt"))
