@@ -283,7 +283,8 @@ CLIENTS: Mapping[str, ClientSpec] = {
             features="resources (with templates), tools, elicitation (form); no prompts, no sampling",
             notes=(
                 "`[mcp_servers.incident-desk]` in `$CODEX_HOME/config.toml` (default `~/.codex`); comments are "
-                "kept. HTTP sends `Authorization: Bearer $INCIDENT_DESK_HTTP_TOKEN` via `bearer_token_env_var`. The uvx "
+                "kept. HTTP sends `Authorization: Bearer $INCIDENT_DESK_HTTP_TOKEN` via `bearer_token_env_var`. "
+                "The uvx "
                 "form raises `startup_timeout_sec` for a cold start."
             ),
             http_token=TOKEN_ENV_VAR,

@@ -12,9 +12,7 @@ import re
 
 MASK = "[REDACTED]"
 
-_KEY_NAMES = (
-    r"api[_-]?key|apikey|secret|passw(?:or)?d|passwd|pwd|access[_-]?key|private[_-]?key|token|credentials?"
-)
+_KEY_NAMES = r"api[_-]?key|apikey|secret|passw(?:or)?d|passwd|pwd|access[_-]?key|private[_-]?key|token|credentials?"
 
 # (literal triggers, lower case; pattern; replacement)
 _RULES: tuple[tuple[tuple[str, ...], re.Pattern[str], str], ...] = (
