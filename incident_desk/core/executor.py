@@ -241,8 +241,16 @@ async def _kill(process: Process) -> None:
     """Kill the command and, on POSIX, everything in its session's process group, then reap it."""
     if sys.platform != "win32":
         # The group id is the command's pid (start_new_session); it cannot be reused while unreaped.
-        with suppress(ProcessLookupError, PermissionError):
+        try:
             os.killpg(process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        else:
+            # The group kill reached the command itself. Do not also call process.kill(): Popen polls (waitpid)
+            # before signalling and can reap the command behind asyncio's watcher, which then logs "Unknown
+            # child process" and reports exit status 255 instead of the signal.
+            await _exited(process)
+            return
     with suppress(ProcessLookupError):
         process.kill()
     await _exited(process)

@@ -134,6 +134,8 @@ def register(server: MCPServer, app: DeskApp) -> None:
             # The approval is journalled before anything runs, and its nonce makes it single-use.
             await record("approved", ticket=verdict.ticket, nonce=answer.nonce)
         except DuplicateApproval:
+            # A replayed answer is a refusal like any other: the journal must show the attempt.
+            await record("refused_stale", ticket=verdict.ticket, detail=f"replayed approval {answer.nonce}")
             return results.error("NOT RESTARTED -- this approval was already used")
 
         action = app.settings.services.get(service, SimulateAction())
@@ -141,8 +143,14 @@ def register(server: MCPServer, app: DeskApp) -> None:
         async def progress(elapsed: float, message: str) -> None:
             await ctx.report_progress(elapsed, None, message)
 
-        run = await executor.run_restart(service, action, on_progress=progress)
         ticket = verdict.ticket
+        try:
+            run = await executor.run_restart(service, action, on_progress=progress)
+        except anyio.get_cancelled_exc_class():
+            # The executor killed the command on the way out; without this row the journal would end at
+            # "approved" and read as if the restart might have completed.
+            await record("failed", ticket=ticket, detail="the call was cancelled while the restart ran; it was killed")
+            raise
         if isinstance(action, SimulateAction):
             await record("simulated", ticket=ticket, detail=run.output)
             text = f"{verdict.text}\nsimulated: no restart command is configured for {service}, so nothing was executed"
