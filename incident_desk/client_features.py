@@ -18,13 +18,16 @@ from __future__ import annotations
 import json
 import secrets
 import time
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import anyio
-from mcp.server.mcpserver import Context
-from mcp.shared.exceptions import MCPError
+import structlog
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types import (
     CONNECTION_CLOSED,
@@ -35,8 +38,11 @@ from mcp_types import (
     ElicitRequest,
     ElicitRequestFormParams,
     ElicitResult,
+    EmptyResult,
     InputRequiredResult,
+    LoggingLevel,
     SamplingMessage,
+    SetLevelRequestParams,
     TextContent,
 )
 
@@ -361,3 +367,69 @@ def _os_user() -> str:
         return getpass.getuser()
     except (KeyError, OSError):
         return "unknown"
+
+
+# Logging -------------------------------------------------------------------------------------------------
+#
+# MCP logging is deprecated by 2026-07-28 but still what 2025 clients use to watch a server. The desk forwards
+# its own decision events (why a summary step was skipped, what became of a restart) to clients that ask:
+# 2025 clients by `logging/setLevel`, 2026 clients by the per-request `_meta` log level the SDK already honours.
+
+_LEVELS: tuple[str, ...] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+_STDIO_CONNECTION = "stdio"
+
+
+class ClientLogLevels:
+    """The level each 2025 connection asked for; a connection that never asked gets no log notifications."""
+
+    def __init__(self) -> None:
+        self._levels: dict[str, str] = {}
+
+    @staticmethod
+    def connection_key(headers: Mapping[str, str] | None) -> str:
+        # Streamable HTTP names each session; stdio and in-memory serve exactly one connection.
+        return (headers or {}).get("mcp-session-id") or _STDIO_CONNECTION
+
+    def set(self, key: str, level: str) -> None:
+        self._levels[key] = level
+
+    def wants(self, key: str, level: str) -> bool:
+        asked = self._levels.get(key)
+        return asked is not None and _LEVELS.index(level) >= _LEVELS.index(asked)
+
+
+def install_logging(server: MCPServer, levels: ClientLogLevels) -> None:
+    """Serve `logging/setLevel` (MCPServer has no decorator for it) and tag every request's log lines."""
+
+    async def set_level(ctx: ServerRequestContext[Any, Any], params: SetLevelRequestParams) -> EmptyResult:
+        headers = getattr(ctx.request, "headers", None)
+        levels.set(ClientLogLevels.connection_key(headers), params.level)
+        return EmptyResult()
+
+    server._lowlevel_server.add_request_handler("logging/setLevel", SetLevelRequestParams, set_level)
+    server._lowlevel_server.middleware.append(_RequestLogContext())
+
+
+class _RequestLogContext:
+    """Bind the JSON-RPC request id and method to every structlog line written while a request is handled."""
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if ctx.request_id is None:
+            return await call_next(ctx)
+        with structlog.contextvars.bound_contextvars(request_id=str(ctx.request_id), method=ctx.method):
+            return await call_next(ctx)
+
+
+async def tell_client(ctx: Context, levels: ClientLogLevels, level: LoggingLevel, event: str, **fields: Any) -> None:
+    """Forward one desk event to the client as `notifications/message`, if the client asked for that level."""
+    if ctx.protocol_version not in _ROUND_TRIP_ERAS and not levels.wants(
+        ClientLogLevels.connection_key(ctx.headers), level
+    ):
+        return
+    data = {"event": event, **fields}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", MCPDeprecationWarning)
+        try:
+            await ctx.log(level, data, logger_name="incident-desk")
+        except (MCPError, anyio.ClosedResourceError, anyio.BrokenResourceError):
+            return  # a client that went away does not fail the tool that was telling it something

@@ -10,6 +10,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.request_state import RequestStateSecurity
 
 from incident_desk import __version__
+from incident_desk.client_features import ClientLogLevels, install_logging
 from incident_desk.core.audit import AuditJournal
 from incident_desk.core.desk import Desk, bundled_sample_desk
 from incident_desk.core.redact import redact
@@ -30,6 +31,7 @@ class DeskApp:
     desk: Desk
     journal: AuditJournal
     sealing_keys: list[bytes] = field(default_factory=list)
+    log_levels: ClientLogLevels = field(default_factory=ClientLogLevels)
 
     @property
     def data_root(self) -> Path:
@@ -75,6 +77,7 @@ def build_server(app: DeskApp) -> MCPServer:
         instructions=instructions(),
         request_state_security=sealing,
     )
+    install_logging(server, app.log_levels)
     resources_.register(server, app)
     prompts.register(server, app)
     completions.register(server, app)

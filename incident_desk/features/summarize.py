@@ -71,6 +71,13 @@ async def _from_provider(app: DeskApp, log_text: str) -> provider.ProviderAnswer
         return f"{settings.provider} provider at {config.where}: failed unexpectedly ({type(exc).__name__})"
 
 
+async def _skipped(ctx: Context, app: DeskApp, incident_id: str, step: str, reason: str) -> None:
+    """Record why a step of the chain did not answer: in the desk's log, and for a client that asked for logs."""
+    log.info("summary step skipped", step=step, incident=incident_id, reason=reason)
+    fields = {"step": step, "incident": incident_id, "reason": reason}
+    await client_features.tell_client(ctx, app.log_levels, "warning", "summary step skipped", **fields)
+
+
 def register(server: MCPServer, app: DeskApp) -> None:
     @server.tool(
         annotations=ToolAnnotations(
@@ -107,7 +114,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
             )
             return results.ok(sampled.text, summary)
         skipped.append(f"sampling: {sampled.reason}")
-        log.info("summary step skipped", step="sampling", incident=incidentId, reason=sampled.reason)
+        await _skipped(ctx, app, incidentId, "sampling", sampled.reason)
 
         answer = await _from_provider(app, log_text)
         if isinstance(answer, provider.ProviderAnswer):
@@ -116,7 +123,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
             )
             return results.ok(answer.text, summary)
         skipped.append(f"provider: {answer}")
-        log.info("summary step skipped", step="provider", incident=incidentId, reason=answer)
+        await _skipped(ctx, app, incidentId, "provider", answer)
 
         text = RAW_PREFIX + log_text
         return results.ok(text, Summary(incident_id=incidentId, mode="raw", text=text, model=None, skipped=skipped))
