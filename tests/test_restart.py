@@ -867,3 +867,40 @@ async def test_a_killed_command_reports_the_signal_not_a_made_up_status(
     result = await executor.run_restart(SERVICE, action)
     assert result.timed_out
     assert result.exit_status == -signal.SIGKILL
+
+
+async def test_a_second_restart_of_a_running_service_is_refused(
+    make_app: AppFactory, restarts: Restarts, era: str
+) -> None:
+    app, server = desk(make_app, services=restarts.services(sleep=1.5))
+    results: list[Any] = []
+    async with connect(server, era, elicitation_callback=approve()) as client:
+
+        async def call(ticket_delay: float) -> None:
+            await anyio.sleep(ticket_delay)
+            results.append(await client.call_tool("restart_service", {"service": SERVICE}))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(call, 0.0)
+            group.start_soon(call, 0.5)
+    texts = sorted(text_of(result) for result in results)
+    assert texts[0] == "NOT RESTARTED -- a restart of payments-api is already running"
+    assert texts[1].startswith("RESTARTED payments-api under CHG-2291")
+    assert restarts.executions() == [SERVICE]
+    assert sorted(outcomes(app.journal)) == ["approved", "executed", "refused_busy"]
+
+
+async def test_decisions_are_told_to_a_client_that_asked_for_logs(make_server: Callable[..., Any]) -> None:
+    told: list[Any] = []
+
+    async def collect(params: Any) -> None:
+        told.append(params.data)
+
+    server = make_server()
+    async with connect(server, "legacy", elicitation_callback=approve(), logging_callback=collect) as client:
+        await client.set_logging_level("info")
+        await client.call_tool("restart_service", {"service": SERVICE})
+    assert [(d["event"], d["outcome"]) for d in told] == [
+        ("restart decision", "approved"),
+        ("restart decision", "simulated"),
+    ]

@@ -67,6 +67,7 @@ class Outcome(StrEnum):
     DISCONNECTED = "disconnected"
     CLIENT_ERROR = "client_error"
     REFUSED_STALE = "refused_stale"
+    REFUSED_BUSY = "refused_busy"
 
 
 def _now() -> datetime:

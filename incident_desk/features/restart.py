@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 
 from incident_desk import client_features
 from incident_desk.core import approval, executor
-from incident_desk.core.audit import AuditJournal, Decision, DuplicateApproval
+from incident_desk.core.audit import Decision, DuplicateApproval
 from incident_desk.features import results
 from incident_desk.server import DeskApp
 from incident_desk.settings import SimulateAction
@@ -35,8 +35,9 @@ class RestartReport(BaseModel):
 class _Recorder:
     """Writes one decision per call, off the event loop, and shielded from cancellation so none is lost."""
 
-    def __init__(self, journal: AuditJournal, service: str, approver: str, era: str) -> None:
-        self._journal, self._service, self._approver, self._era = journal, service, approver, era
+    def __init__(self, ctx: Context, app: DeskApp, service: str, approver: str, era: str) -> None:
+        self._ctx, self._app = ctx, app
+        self._journal, self._service, self._approver, self._era = app.journal, service, approver, era
 
     async def __call__(
         self,
@@ -59,7 +60,9 @@ class _Recorder:
         )
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(self._journal.record, decision)
-        log.info("restart decision", service=self._service, outcome=outcome, ticket=ticket, era=self._era)
+        fields = {"service": self._service, "outcome": outcome, "ticket": ticket, "era": self._era}
+        log.info("restart decision", **fields)
+        await client_features.tell_client(self._ctx, self._app.log_levels, "info", "restart decision", **fields)
 
 
 def _report(service: str, outcome: str, **fields: object) -> RestartReport:
@@ -77,7 +80,9 @@ def _report(service: str, outcome: str, **fields: object) -> RestartReport:
 
 
 def register(server: MCPServer, app: DeskApp) -> None:
-    journal = app.journal
+    # Services whose restart command is running in this process: a second approved restart of the same service
+    # is refused rather than run on top of the first.
+    running: set[str] = set()
 
     @server.tool(
         annotations=ToolAnnotations(
@@ -91,7 +96,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
         """Restart a service after a human approves in a form with a change ticket; refuses without approval."""
         client = client_features.view(ctx)
         approver = client_features.approver(ctx)
-        record = _Recorder(journal, service, approver, client.era)
+        record = _Recorder(ctx, app, service, approver, client.era)
 
         if service not in app.services():
             await record("refused_unknown_service", detail="not a service of this desk")
@@ -130,60 +135,80 @@ def register(server: MCPServer, app: DeskApp) -> None:
             report = _report(service, verdict.outcome, ticket=verdict.ticket, approver=approver, reason=verdict.text)
             return results.ok(verdict.text, report)
 
+        if service in running:
+            await record("refused_busy", ticket=verdict.ticket, detail="a restart of this service was running")
+            return results.error(f"NOT RESTARTED -- a restart of {service} is already running")
+        running.add(service)
         try:
-            # The approval is journalled before anything runs, and its nonce makes it single-use.
-            await record("approved", ticket=verdict.ticket, nonce=answer.nonce)
-        except DuplicateApproval:
-            # A replayed answer is a refusal like any other: the journal must show the attempt.
-            await record("refused_stale", ticket=verdict.ticket, detail=f"replayed approval {answer.nonce}")
-            return results.error("NOT RESTARTED -- this approval was already used")
+            return await _approved_restart(ctx, app, service, verdict, answer.nonce, record, approver)
+        finally:
+            running.discard(service)
 
-        action = app.settings.services.get(service, SimulateAction())
 
-        async def progress(elapsed: float, message: str) -> None:
-            await ctx.report_progress(elapsed, None, message)
+async def _approved_restart(
+    ctx: Context,
+    app: DeskApp,
+    service: str,
+    verdict: approval.Verdict,
+    nonce: str,
+    record: _Recorder,
+    approver: str,
+) -> CallToolResult:
+    """Journal the approval, run the configured action, journal what became of it."""
+    try:
+        # The approval is journalled before anything runs, and its nonce makes it single-use.
+        await record("approved", ticket=verdict.ticket, nonce=nonce)
+    except DuplicateApproval:
+        # A replayed answer is a refusal like any other: the journal must show the attempt.
+        await record("refused_stale", ticket=verdict.ticket, detail=f"replayed approval {nonce}")
+        return results.error("NOT RESTARTED -- this approval was already used")
 
-        ticket = verdict.ticket
-        try:
-            run = await executor.run_restart(service, action, on_progress=progress)
-        except anyio.get_cancelled_exc_class():
-            # The executor killed the command on the way out; without this row the journal would end at
-            # "approved" and read as if the restart might have completed.
-            await record("failed", ticket=ticket, detail="the call was cancelled while the restart ran; it was killed")
-            raise
-        if isinstance(action, SimulateAction):
-            await record("simulated", ticket=ticket, detail=run.output)
-            text = f"{verdict.text}\nsimulated: no restart command is configured for {service}, so nothing was executed"
-            report = _report(service, "simulated", ticket=ticket, approver=approver, output=run.output)
-            return results.ok(text, report)
-        if run.succeeded:
-            await record("executed", ticket=ticket, exit_status=run.exit_status, detail=run.output[-2000:])
-            text = f"{verdict.text}\ncommand exited 0 after {run.duration_seconds:.1f}s"
-            report = _report(
-                service,
-                "executed",
-                restarted=True,
-                executed=True,
-                ticket=ticket,
-                approver=approver,
-                exit_status=run.exit_status,
-                output=run.output,
-            )
-            return results.ok(text, report)
-        why = run.error or (
-            f"timed out after {run.duration_seconds:.0f}s" if run.timed_out else f"exited with status {run.exit_status}"
-        )
-        await record("failed", ticket=ticket, exit_status=run.exit_status, detail=f"{why}\n{run.output[-2000:]}")
-        text = f"RESTART FAILED {service} under {ticket} -- the restart command {why}\n{run.output[-4000:]}".rstrip()
-        failed = results.error(text)
-        failed.structured_content = _report(
+    action = app.settings.services.get(service, SimulateAction())
+
+    async def progress(elapsed: float, message: str) -> None:
+        await ctx.report_progress(elapsed, None, message)
+
+    ticket = verdict.ticket
+    try:
+        run = await executor.run_restart(service, action, on_progress=progress)
+    except anyio.get_cancelled_exc_class():
+        # The executor killed the command on the way out; without this row the journal would end at
+        # "approved" and read as if the restart might have completed.
+        await record("failed", ticket=ticket, detail="the call was cancelled while the restart ran; it was killed")
+        raise
+    if isinstance(action, SimulateAction):
+        await record("simulated", ticket=ticket, detail=run.output)
+        text = f"{verdict.text}\nsimulated: no restart command is configured for {service}, so nothing was executed"
+        report = _report(service, "simulated", ticket=ticket, approver=approver, output=run.output)
+        return results.ok(text, report)
+    if run.succeeded:
+        await record("executed", ticket=ticket, exit_status=run.exit_status, detail=run.output[-2000:])
+        text = f"{verdict.text}\ncommand exited 0 after {run.duration_seconds:.1f}s"
+        report = _report(
             service,
-            "failed",
-            executed=run.executed,
+            "executed",
+            restarted=True,
+            executed=True,
             ticket=ticket,
             approver=approver,
             exit_status=run.exit_status,
             output=run.output,
-            reason=why,
-        ).model_dump(mode="json")
-        return failed
+        )
+        return results.ok(text, report)
+    why = run.error or (
+        f"timed out after {run.duration_seconds:.0f}s" if run.timed_out else f"exited with status {run.exit_status}"
+    )
+    await record("failed", ticket=ticket, exit_status=run.exit_status, detail=f"{why}\n{run.output[-2000:]}")
+    text = f"RESTART FAILED {service} under {ticket} -- the restart command {why}\n{run.output[-4000:]}".rstrip()
+    failed = results.error(text)
+    failed.structured_content = _report(
+        service,
+        "failed",
+        executed=run.executed,
+        ticket=ticket,
+        approver=approver,
+        exit_status=run.exit_status,
+        output=run.output,
+        reason=why,
+    ).model_dump(mode="json")
+    return failed
