@@ -207,7 +207,7 @@ def _config(args: argparse.Namespace) -> int:
     from incident_desk import client_configs
 
     try:
-        launcher = client_configs.uvx_launcher(args.uvx) if args.uvx else client_configs.detect_launcher()
+        launcher = client_configs.uvx_launcher(args.uvx) if args.uvx is not None else client_configs.detect_launcher()
         if args.write:
             report = client_configs.write_config(args.client, launcher, path=args.path, http_url=args.http_url)
             backup = f" (backup: {report.backup})" if report.backup else ""

@@ -19,8 +19,10 @@ from typing import Annotated, Any, Literal
 from pydantic import (
     BaseModel,
     ConfigDict,
+    Discriminator,
     Field,
     SecretStr,
+    Tag,
     ValidationError,
     field_validator,
     model_validator,
@@ -73,7 +75,17 @@ class SimulateAction(BaseModel):
     kind: Literal["simulate"] = "simulate"
 
 
-RestartAction = Annotated[CommandAction | SimulateAction, Field(discriminator="kind")]
+def _action_kind(value: Any) -> str:
+    """``kind`` when given; otherwise a table with an ``argv`` is a command, anything else a simulation."""
+    if isinstance(value, dict):
+        return str(value.get("kind") or ("command" if "argv" in value else "simulate"))
+    return str(getattr(value, "kind", "simulate"))
+
+
+RestartAction = Annotated[
+    Annotated[CommandAction, Tag("command")] | Annotated[SimulateAction, Tag("simulate")],
+    Discriminator(_action_kind),
+]
 
 _config_file_data: ContextVar[Mapping[str, Any]] = ContextVar("_config_file_data", default=MappingProxyType({}))
 

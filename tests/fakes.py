@@ -7,11 +7,13 @@ is a ``keyring`` backend installed with ``keyring.set_keyring`` (so the desk's o
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import keyring
@@ -126,3 +128,34 @@ def using_keyring(backend: KeyringBackend) -> Iterator[KeyringBackend]:
         yield backend
     finally:
         keyring.set_keyring(previous)
+
+
+class FileKeyring(KeyringBackend):
+    """A keychain shared across processes through a JSON file named by DESK_TEST_KEYRING_FILE.
+
+    Selected in a child process with PYTHON_KEYRING_BACKEND=tests.fakes.FileKeyring (the child's working
+    directory must be the repository root), so a test can prove the server reads its secrets from the keychain.
+    """
+
+    priority = -10
+
+    @staticmethod
+    def _path() -> Path:
+        return Path(os.environ["DESK_TEST_KEYRING_FILE"])
+
+    def _load(self) -> dict[str, str]:
+        path = self._path()
+        return json.loads(path.read_text()) if path.exists() else {}
+
+    def get_password(self, service: str, username: str) -> str | None:
+        return self._load().get(f"{service}/{username}")
+
+    def set_password(self, service: str, username: str, password: str) -> None:
+        data = self._load()
+        data[f"{service}/{username}"] = password
+        self._path().write_text(json.dumps(data))
+
+    def delete_password(self, service: str, username: str) -> None:
+        data = self._load()
+        del data[f"{service}/{username}"]
+        self._path().write_text(json.dumps(data))

@@ -49,14 +49,15 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env.update(
         INCIDENT_DESK_AUDIT_DB=str(tmp_path / "audit.sqlite3"),
         PYTHON_KEYRING_BACKEND="keyring.backends.null.Keyring",
-        **extra,
     )
+    env.update(extra)
     return env
 
 
 @contextmanager
 def run_desk(tmp_path: Path, *args: str, name: str = "desk", **env: str) -> Iterator[Desk]:
     port = _free_port()
+    host = args[args.index("--host") + 1] if "--host" in args else "127.0.0.1"
     stderr_path = tmp_path / f"{name}-{port}.log"
     with stderr_path.open("wb") as stderr:
         process = subprocess.Popen(
@@ -82,14 +83,14 @@ def run_desk(tmp_path: Path, *args: str, name: str = "desk", **env: str) -> Iter
             deadline = time.monotonic() + 30
             while True:
                 try:
-                    if httpx2.get(f"http://127.0.0.1:{port}/healthz", timeout=1).status_code == 200:
+                    if httpx2.get(f"http://{host}:{port}/healthz", timeout=1).status_code == 200:
                         break
                 except httpx2.TransportError:
                     pass
                 if process.poll() is not None or time.monotonic() > deadline:
                     raise AssertionError(f"desk did not start: {stderr_path.read_text()}")
                 time.sleep(0.1)
-            yield Desk(f"http://127.0.0.1:{port}/mcp", port, stderr_path, process)
+            yield Desk(f"http://{host}:{port}/mcp", port, stderr_path, process)
         finally:
             process.terminate()
             try:
@@ -162,10 +163,26 @@ async def test_tools_list_is_identical_in_stateful_and_stateless_modes(tmp_path:
     assert all(listing == listings[0] for listing in listings)
 
 
-async def test_approval_started_on_one_replica_finishes_on_another(tmp_path: Path) -> None:
+@pytest.mark.parametrize("source", ["environment", "keychain"])
+async def test_approval_started_on_one_replica_finishes_on_another(tmp_path: Path, source: str) -> None:
+    if source == "environment":
+        shared = {"INCIDENT_DESK_SEALING_KEY": SEALING_KEY}
+    else:
+        shared = {
+            "PYTHON_KEYRING_BACKEND": "tests.fakes.FileKeyring",
+            "DESK_TEST_KEYRING_FILE": str(tmp_path / "keychain.json"),
+        }
+        subprocess.run(
+            [sys.executable, "-m", "incident_desk", "token", "create", "--kind", "sealing"],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env={**_env(tmp_path), **shared},
+            check=True,
+        )
     with (
-        run_desk(tmp_path, "--stateless", name="a", INCIDENT_DESK_SEALING_KEY=SEALING_KEY) as first,
-        run_desk(tmp_path, "--stateless", name="b", INCIDENT_DESK_SEALING_KEY=SEALING_KEY) as second,
+        run_desk(tmp_path, "--stateless", name="a", **shared) as first,
+        run_desk(tmp_path, "--stateless", name="b", **shared) as second,
         run_desk(tmp_path, "--stateless", name="c") as stranger,
     ):
         async with _client(first.url, "2026-07-28", elicitation_callback=_accept) as client:
@@ -251,3 +268,100 @@ def test_secrets_never_reach_the_log(tmp_path: Path) -> None:
     assert "serving Streamable HTTP" in stderr
     assert TOKEN not in stderr
     assert SEALING_KEY not in stderr
+
+
+async def test_the_http_token_comes_from_the_keychain(tmp_path: Path) -> None:
+    """`incident-desk token create` stores the token; the HTTP desk finds it there, with no flag or env var."""
+    keyring_env = {
+        "PYTHON_KEYRING_BACKEND": "tests.fakes.FileKeyring",
+        "DESK_TEST_KEYRING_FILE": str(tmp_path / "keychain.json"),
+    }
+    created = subprocess.run(
+        [sys.executable, "-m", "incident_desk", "token", "create"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**_env(tmp_path), **keyring_env},
+        check=True,
+    )
+    token = created.stdout.strip()
+    assert len(token) >= 40 and token in (tmp_path / "keychain.json").read_text()
+    with run_desk(tmp_path, "--host", "127.0.0.2", **keyring_env) as desk:
+        url = desk.url
+        refused = httpx2.post(url, json={}, timeout=5)
+        async with _client(url, "2026-07-28", token) as client:
+            tools = (await client.list_tools()).tools
+        stderr = desk.stderr()
+    assert refused.status_code == 401
+    assert len(tools) == 6
+    assert "bearer token from keychain" in stderr
+    assert token not in stderr
+
+
+async def test_allowed_hosts_and_origins_are_settings(tmp_path: Path) -> None:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    with run_desk(
+        tmp_path,
+        INCIDENT_DESK_ALLOWED_HOSTS='["desk.example:*"]',
+        INCIDENT_DESK_ALLOWED_ORIGINS='["https://ops.example"]',
+    ) as desk:
+        good_host = httpx2.post(desk.url, json=body, headers={"Host": f"desk.example:{desk.port}"}, timeout=5)
+        bad_host = httpx2.post(desk.url, json=body, headers={"Host": "evil.example"}, timeout=5)
+        good_origin = httpx2.post(desk.url, json=body, headers={"Origin": "https://ops.example"}, timeout=5)
+        bad_origin = httpx2.post(desk.url, json=body, headers={"Origin": "https://evil.example"}, timeout=5)
+    # Accepted requests get past the rebinding checks (the SDK then wants a handshake or JSON+SSE accept).
+    assert good_host.status_code not in (421, 403)
+    assert good_origin.status_code not in (421, 403)
+    assert bad_host.status_code == 421
+    assert bad_origin.status_code == 403
+
+
+async def test_log_notifications_over_http_follow_each_sessions_level(tmp_path: Path) -> None:
+    told: list[Any] = []
+    silent: list[Any] = []
+
+    async def collect(params: Any) -> None:
+        told.append(params.data)
+
+    async def collect_silent(params: Any) -> None:
+        silent.append(params.data)
+
+    with run_desk(tmp_path) as desk:
+        async with (
+            _client(desk.url, "legacy", logging_callback=collect) as asking,
+            _client(desk.url, "legacy", logging_callback=collect_silent) as quiet,
+        ):
+            await asking.set_logging_level("warning")
+            await asking.call_tool("summarize_incident", {"incidentId": "INC-1043"})
+            await quiet.call_tool("summarize_incident", {"incidentId": "INC-1043"})
+    assert [d["step"] for d in told] == ["sampling", "provider"]
+    assert silent == [], "a session that never asked for logs gets none"
+
+
+async def test_one_client_waiting_on_a_human_does_not_block_others(tmp_path: Path) -> None:
+    import anyio
+
+    released = anyio.Event()
+
+    async def slow_human(context: Any, params: Any) -> ElicitResult:
+        await released.wait()
+        return ElicitResult(action="decline")
+
+    with run_desk(tmp_path) as desk:
+        async with (
+            _client(desk.url, "legacy", elicitation_callback=slow_human) as waiting,
+            _client(desk.url, "legacy") as other,
+            anyio.create_task_group() as group,
+        ):
+            outcome: list[str] = []
+
+            async def restart() -> None:
+                outcome.append(text_of(await waiting.call_tool("restart_service", {"service": "payments-api"})))
+
+            group.start_soon(restart)
+            await anyio.sleep(0.5)
+            with anyio.fail_after(10):
+                index = text_of(await other.read_resource("incident://index"))
+            released.set()
+    assert index == "INC-1042\nINC-1043"
+    assert outcome == ["NOT RESTARTED -- operator declined"]
