@@ -28,28 +28,10 @@ from incident_desk.core.credentials import (
     resolve_secret,
     store_secret,
 )
+from tests.fakes import MemoryKeyring
 
 SERVICE = "incident-desk-test"
 SECRET = "sk-live-0123456789abcdefghijWXYZ"
-
-
-class MemoryKeyring(KeyringBackend):
-    """A real backend that keeps secrets in a dict. Negative priority: never auto-selected by detection."""
-
-    priority = -10
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.store: dict[tuple[str, str], str] = {}
-
-    def get_password(self, service: str, username: str) -> str | None:
-        return self.store.get((service, username))
-
-    def set_password(self, service: str, username: str, password: str) -> None:
-        self.store[(service, username)] = password
-
-    def delete_password(self, service: str, username: str) -> None:
-        del self.store[(service, username)]
 
 
 class BrokenKeyring(MemoryKeyring):
@@ -190,7 +172,7 @@ def test_backend_description_names_the_active_backend(memory: MemoryKeyring, fai
 
 
 def test_backend_description_of_test_backend(memory: MemoryKeyring) -> None:
-    assert backend_description() == f"{__name__}.MemoryKeyring (priority -10)"
+    assert backend_description() == "tests.fakes.MemoryKeyring (priority -10)"
 
 
 def test_keyring_is_imported_lazily() -> None:

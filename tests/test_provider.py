@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import socket
-import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import httpx2
 import pytest
 
 from incident_desk.core.provider import ProviderAnswer, ProviderConfig, ProviderError, complete
+from tests.fakes import FakeProvider, running_fake_provider
 
 pytestmark = pytest.mark.anyio
 
@@ -27,69 +24,10 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-@dataclass
-class Recorded:
-    method: str
-    path: str
-    headers: dict[str, str]
-    body: Any
-
-
-@dataclass
-class FakeProvider:
-    """What the loopback server answers next, and every request it saw."""
-
-    url: str = ""
-    status: int = 200
-    body: bytes = b"{}"
-    delay: float = 0.0
-    requests: list[Recorded] = field(default_factory=list)
-    release: threading.Event = field(default_factory=threading.Event)
-
-    def answer(self, status: int, body: Any, *, delay: float = 0.0) -> None:
-        self.status = status
-        self.body = body if isinstance(body, bytes) else json.dumps(body).encode()
-        self.delay = delay
-
-
-def _handler(state: FakeProvider) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            raw = self.rfile.read(int(self.headers.get("content-length", "0")))
-            headers = {k.lower(): v for k, v in self.headers.items()}
-            state.requests.append(Recorded("POST", self.path, headers, json.loads(raw)))
-            if state.delay:
-                state.release.wait(state.delay)
-            try:
-                self.send_response(state.status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(state.body)))
-                self.end_headers()
-                self.wfile.write(state.body)
-            except OSError:
-                pass  # the client gave up (timeout test); nothing to answer
-
-        def log_message(self, format: str, *args: Any) -> None:
-            return
-
-    return Handler
-
-
 @pytest.fixture
 def server() -> Iterator[FakeProvider]:
-    state = FakeProvider()
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
-    httpd.daemon_threads = True
-    state.url = f"http://127.0.0.1:{httpd.server_address[1]}"
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    try:
-        yield state
-    finally:
-        state.release.set()
-        httpd.shutdown()
-        httpd.server_close()
-        thread.join(timeout=5)
+    with running_fake_provider() as provider:
+        yield provider
 
 
 def _openai(base: str, timeout: float = 5.0) -> ProviderConfig:
