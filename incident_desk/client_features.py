@@ -21,7 +21,7 @@ import time
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import anyio
 import structlog
@@ -45,6 +45,9 @@ from mcp_types import (
     SetLevelRequestParams,
     TextContent,
 )
+from pydantic import BaseModel
+
+ResultT = TypeVar("ResultT", bound=BaseModel)
 
 ERA_2025 = "2025-11-25"
 ERA_2026 = "2026-07-28"
@@ -242,24 +245,54 @@ async def sample(
             state = _new_round(key, binding)
             return Ask(InputRequiredResult(input_requests={key: question.request()}, request_state=state.encode()))
         return _sampled_text(answer)
+    result = await _ask_on_open_call(ctx, question.request(), CreateMessageResult, timeout)
+    if isinstance(result, NoAnswer):
+        return NotSampled(
+            {
+                "timed_out": f"the client's model gave no answer within {timeout:g}s",
+                "disconnected": "the client disconnected during the sampling request",
+                "malformed": f"the client's sampling answer was malformed: {result.detail}",
+                "client_error": f"the client refused or failed the sampling request ({result.detail})",
+            }[result.kind]
+        )
+    return _sampled_text(result)
+
+
+@dataclass(frozen=True)
+class NoAnswer:
+    """A question asked on the open call that got no usable answer; ``reason`` is for people."""
+
+    kind: Literal["timed_out", "disconnected", "client_error", "malformed"]
+    reason: str
+    detail: str = ""
+
+
+async def _ask_on_open_call(
+    ctx: Context, request: CreateMessageRequest | ElicitRequest, result_type: type[ResultT], timeout: float
+) -> ResultT | NoAnswer:
+    """Send a server-to-client request on this call's stream (2025 era) and wait at most ``timeout``.
+
+    The one place that knows how the SDK reports a timeout, a vanished client and a refusal.
+    """
     try:
-        result = await ctx.session.send_request(
-            question.request(),
-            CreateMessageResult,
+        answer: ResultT = await ctx.session.send_request(
+            request,
+            result_type,
             request_read_timeout_seconds=timeout,
             metadata=ServerMessageMetadata(related_request_id=ctx.request_id),
         )
     except MCPError as exc:
         if exc.code == REQUEST_TIMEOUT:
-            return NotSampled(f"the client's model gave no answer within {timeout:g}s")
+            return NoAnswer("timed_out", f"no answer within {timeout:g}s")
         if exc.code == CONNECTION_CLOSED:
-            return NotSampled("the client disconnected during the sampling request")
-        return NotSampled(f"the client refused or failed the sampling request ({exc.code}: {exc.message})")
+            # The SDK wakes a waiting request with this code when the client's stream ends mid-question.
+            return NoAnswer("disconnected", "the client disconnected while the question was open")
+        return NoAnswer("client_error", "the client answered with an error", f"{exc.code}: {exc.message}")
     except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
-        return NotSampled("the client disconnected during the sampling request")
+        return NoAnswer("disconnected", "the client disconnected while the question was open")
     except ValueError as exc:
-        return NotSampled(f"the client's sampling answer was malformed: {exc.__class__.__name__}")
-    return _sampled_text(result)
+        return NoAnswer("malformed", "the client's answer was malformed", exc.__class__.__name__)
+    return answer
 
 
 # Elicitation ----------------------------------------------------------------------------------------------
@@ -292,12 +325,6 @@ class NoChannel:
     reason: str
 
 
-@dataclass(frozen=True)
-class NoAnswer:
-    kind: Literal["timed_out", "disconnected", "client_error"]
-    reason: str
-
-
 async def ask_approval(
     ctx: Context, form: ApprovalForm, *, timeout: float, binding: Mapping[str, str]
 ) -> Answered | NoChannel | NoAnswer | StaleRound | Ask:
@@ -318,26 +345,14 @@ async def ask_approval(
         if not isinstance(answer, ElicitResult):
             return NoAnswer("client_error", "the client answered the approval question with something else")
         return Answered(action=answer.action, content=dict(answer.content or {}), nonce=state.nonce)
-    nonce = secrets.token_hex(16)
-    try:
-        result = await ctx.session.send_request(
-            form.request(),
-            ElicitResult,
-            request_read_timeout_seconds=timeout,
-            metadata=ServerMessageMetadata(related_request_id=ctx.request_id),
-        )
-    except MCPError as exc:
-        if exc.code == REQUEST_TIMEOUT:
-            return NoAnswer("timed_out", f"no answer within {timeout:g}s")
-        if exc.code == CONNECTION_CLOSED:
-            # The SDK wakes the waiting question with this code when the client's stream ends mid-question.
-            return NoAnswer("disconnected", "the client disconnected while the question was open")
-        return NoAnswer("client_error", f"the client failed the approval question ({exc.code}: {exc.message})")
-    except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
-        return NoAnswer("disconnected", "the client disconnected while the question was open")
-    except ValueError as exc:
-        return NoAnswer("client_error", f"the client's answer was malformed: {exc.__class__.__name__}")
-    return Answered(action=result.action, content=dict(result.content or {}), nonce=nonce)
+    result = await _ask_on_open_call(ctx, form.request(), ElicitResult, timeout)
+    if isinstance(result, NoAnswer):
+        if result.kind == "client_error":
+            return NoAnswer("client_error", f"the client failed the approval question ({result.detail})")
+        if result.kind == "malformed":
+            return NoAnswer("client_error", f"the client's answer was malformed: {result.detail}")
+        return result
+    return Answered(action=result.action, content=dict(result.content or {}), nonce=secrets.token_hex(16))
 
 
 def approver(ctx: Context) -> str:
