@@ -904,3 +904,58 @@ async def test_decisions_are_told_to_a_client_that_asked_for_logs(make_server: C
         ("restart decision", "approved"),
         ("restart decision", "simulated"),
     ]
+
+
+async def test_command_output_is_redacted_and_the_desks_secrets_are_withheld(
+    make_app: AppFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = tmp_path / "leaky.py"
+    script.write_text(
+        "import os\n"
+        "print('db password=hunter2secret')\n"
+        "print('token seen:', os.environ.get('INCIDENT_DESK_HTTP_TOKEN', 'none'))\n"
+        "print('key seen:', os.environ.get('INCIDENT_DESK_PROVIDER_API_KEY', 'none'))\n"
+    )
+    monkeypatch.setenv("INCIDENT_DESK_HTTP_TOKEN", "tok-0123456789abcdef0123")
+    monkeypatch.setenv("INCIDENT_DESK_PROVIDER_API_KEY", "sk-ant-0123456789abcdefghij")
+    app, server = desk(make_app, services={SERVICE: {"argv": [sys.executable, str(script)]}})
+    async with connect(server, "legacy", elicitation_callback=approve()) as client:
+        result = await client.call_tool("restart_service", {"service": SERVICE})
+    shown = json.dumps(result.model_dump(mode="json")) + json.dumps([d.detail for d in rows(app.journal)])
+    assert "hunter2secret" not in shown
+    assert "tok-0123456789abcdef0123" not in shown and "sk-ant-0123456789abcdefghij" not in shown
+    assert "token seen: none" in result.structured_content["output"]
+    assert "key seen: none" in result.structured_content["output"]
+
+
+@pytest.mark.parametrize("failing", ["approved", "executed"])
+async def test_a_journal_that_cannot_be_written_is_never_hidden(
+    make_app: AppFactory, restarts: Restarts, monkeypatch: pytest.MonkeyPatch, failing: str
+) -> None:
+    from incident_desk.core.audit import AuditError
+
+    app, server = desk(make_app, services=restarts.services())
+    real_record = app.journal.record
+
+    def record(decision: Decision) -> int:
+        if decision.outcome == failing:
+            raise AuditError("audit journal /x is not writable: disk full")
+        return real_record(decision)
+
+    monkeypatch.setattr(app.journal, "record", record)
+    async with connect(server, "legacy", elicitation_callback=approve()) as client:
+        result = await client.call_tool("restart_service", {"service": SERVICE})
+    texts = [block.text for block in result.content]
+    assert result.is_error
+    if failing == "approved":
+        assert texts == [
+            "NOT RESTARTED -- the audit journal cannot be written, so nothing was done: "
+            "audit journal /x is not writable: disk full"
+        ]
+        assert restarts.executions() == []
+    else:
+        assert texts[0].startswith("RESTARTED payments-api under CHG-2291")
+        assert texts[-1] == (
+            "WARNING: the audit journal could not record this outcome: audit journal /x is not writable: disk full"
+        )
+        assert restarts.executions() == [SERVICE]

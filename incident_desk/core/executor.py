@@ -21,9 +21,11 @@ from pathlib import Path
 import anyio
 from anyio.abc import ByteReceiveStream, Process
 
-from incident_desk.settings import CommandAction, SimulateAction
+from incident_desk.settings import ENV_PREFIX, SECRET_FIELDS, CommandAction, SimulateAction
 
 SERVICE_ENV_VAR = "INCIDENT_DESK_SERVICE"
+# The desk's own secrets are never handed to a restart command: its output is shown to the client.
+WITHHELD_ENV_VARS = frozenset(ENV_PREFIX + name.upper() for name in SECRET_FIELDS)
 OUTPUT_LIMIT_BYTES = 64 * 1024
 # After the command exits, how long to keep reading output that is still in flight. A background process the
 # command left holding its stdout would otherwise keep the restart "running" forever.
@@ -49,6 +51,12 @@ class ExecutionResult:
     @property
     def succeeded(self) -> bool:
         return self.executed and self.exit_status == 0 and not self.timed_out
+
+
+def _child_environment(service: str) -> dict[str, str]:
+    env = {name: value for name, value in os.environ.items() if name not in WITHHELD_ENV_VARS}
+    env[SERVICE_ENV_VAR] = service
+    return env
 
 
 async def run_restart(
@@ -139,7 +147,7 @@ async def _run_command(
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             cwd=action.cwd,
-            env={**os.environ, SERVICE_ENV_VAR: service},
+            env=_child_environment(service),
             start_new_session=sys.platform != "win32",
         )
     except OSError as exc:

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import anyio
 import structlog
 from mcp.server.mcpserver import Context, MCPServer
-from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
+from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from incident_desk import client_features
 from incident_desk.core import approval, executor
-from incident_desk.core.audit import Decision, DuplicateApproval
+from incident_desk.core.audit import AuditError, Decision, DuplicateApproval
+from incident_desk.core.redact import redact
 from incident_desk.features import results
 from incident_desk.server import DeskApp
 from incident_desk.settings import SimulateAction
@@ -64,6 +65,15 @@ class _Recorder:
         log.info("restart decision", **fields)
         await client_features.tell_client(self._ctx, self._app.log_levels, "info", "restart decision", **fields)
 
+    async def quietly(self, outcome: str, **fields: Any) -> str | None:
+        """Record after the action ran: a journal failure is returned (and logged), never raised over the result."""
+        try:
+            await self(outcome, **fields)
+        except AuditError as exc:
+            log.error("audit journal write failed", service=self._service, outcome=outcome, error=str(exc))
+            return str(exc)
+        return None
+
 
 def _report(service: str, outcome: str, **fields: object) -> RestartReport:
     values: dict[str, object] = {
@@ -94,6 +104,16 @@ def register(server: MCPServer, app: DeskApp) -> None:
         ctx: Context,
     ) -> Annotated[CallToolResult, RestartReport] | InputRequiredResult:
         """Restart a service after a human approves in a form with a change ticket; refuses without approval."""
+        try:
+            return await _decide_and_restart(ctx, service)
+        except AuditError as exc:
+            # Nothing ran: every path that executes records its approval first, and that write failed here.
+            log.error("audit journal write failed", service=service, error=str(exc))
+            return results.error(f"NOT RESTARTED -- the audit journal cannot be written, so nothing was done: {exc}")
+
+    async def _decide_and_restart(
+        ctx: Context, service: str
+    ) -> Annotated[CallToolResult, RestartReport] | InputRequiredResult:
         client = client_features.view(ctx)
         approver = client_features.approver(ctx)
         record = _Recorder(ctx, app, service, approver, client.era)
@@ -109,7 +129,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
                 ctx, form, timeout=timeout, binding={"tool": "restart_service", "service": service}
             )
         except anyio.get_cancelled_exc_class():
-            await record("disconnected", detail="the call was cancelled while the question was open")
+            await record.quietly("disconnected", detail="the call was cancelled while the question was open")
             raise
 
         if isinstance(answer, client_features.Ask):
@@ -174,15 +194,19 @@ async def _approved_restart(
     except anyio.get_cancelled_exc_class():
         # The executor killed the command on the way out; without this row the journal would end at
         # "approved" and read as if the restart might have completed.
-        await record("failed", ticket=ticket, detail="the call was cancelled while the restart ran; it was killed")
+        await record.quietly(
+            "failed", ticket=ticket, detail="the call was cancelled while the restart ran; it was killed"
+        )
         raise
+    # Command output is shown to the client and kept in the journal: it gets the same redaction as logs.
+    output = redact(run.output)
     if isinstance(action, SimulateAction):
-        await record("simulated", ticket=ticket, detail=run.output)
+        problem = await record.quietly("simulated", ticket=ticket, detail=output)
         text = f"{verdict.text}\nsimulated: no restart command is configured for {service}, so nothing was executed"
-        report = _report(service, "simulated", ticket=ticket, approver=approver, output=run.output)
-        return results.ok(text, report)
+        report = _report(service, "simulated", ticket=ticket, approver=approver, output=output)
+        return _with_journal_problem(results.ok(text, report), problem)
     if run.succeeded:
-        await record("executed", ticket=ticket, exit_status=run.exit_status, detail=run.output[-2000:])
+        problem = await record.quietly("executed", ticket=ticket, exit_status=run.exit_status, detail=output[-2000:])
         text = f"{verdict.text}\ncommand exited 0 after {run.duration_seconds:.1f}s"
         report = _report(
             service,
@@ -192,14 +216,16 @@ async def _approved_restart(
             ticket=ticket,
             approver=approver,
             exit_status=run.exit_status,
-            output=run.output,
+            output=output,
         )
-        return results.ok(text, report)
+        return _with_journal_problem(results.ok(text, report), problem)
     why = run.error or (
         f"timed out after {run.duration_seconds:.0f}s" if run.timed_out else f"exited with status {run.exit_status}"
     )
-    await record("failed", ticket=ticket, exit_status=run.exit_status, detail=f"{why}\n{run.output[-2000:]}")
-    text = f"RESTART FAILED {service} under {ticket} -- the restart command {why}\n{run.output[-4000:]}".rstrip()
+    problem = await record.quietly(
+        "failed", ticket=ticket, exit_status=run.exit_status, detail=f"{why}\n{output[-2000:]}"
+    )
+    text = f"RESTART FAILED {service} under {ticket} -- the restart command {why}\n{output[-4000:]}".rstrip()
     failed = results.error(text)
     failed.structured_content = _report(
         service,
@@ -208,7 +234,15 @@ async def _approved_restart(
         ticket=ticket,
         approver=approver,
         exit_status=run.exit_status,
-        output=run.output,
+        output=output,
         reason=why,
     ).model_dump(mode="json")
-    return failed
+    return _with_journal_problem(failed, problem)
+
+
+def _with_journal_problem(result: CallToolResult, problem: str | None) -> CallToolResult:
+    """After the action ran, a journal failure must not hide what happened: say both, as an error."""
+    if problem is None:
+        return result
+    warning = TextContent(type="text", text=f"WARNING: the audit journal could not record this outcome: {problem}")
+    return result.model_copy(update={"is_error": True, "content": [*result.content, warning]})
