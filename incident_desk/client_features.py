@@ -395,21 +395,33 @@ _STDIO_CONNECTION = "stdio"
 
 
 class ClientLogLevels:
-    """The level each 2025 connection asked for; a connection that never asked gets no log notifications."""
+    """The level each 2025 connection asked for; a connection that never asked gets no log notifications.
+
+    stdio and in-memory transports carry one connection (no headers); Streamable HTTP names each stateful
+    session. A stateless HTTP request has no connection to remember a level for, so setLevel there is a no-op.
+    """
+
+    MAX_CONNECTIONS = 10_000
 
     def __init__(self) -> None:
         self._levels: dict[str, str] = {}
 
     @staticmethod
-    def connection_key(headers: Mapping[str, str] | None) -> str:
-        # Streamable HTTP names each session; stdio and in-memory serve exactly one connection.
-        return (headers or {}).get("mcp-session-id") or _STDIO_CONNECTION
+    def connection_key(headers: Mapping[str, str] | None) -> str | None:
+        if headers is None:
+            return _STDIO_CONNECTION
+        return headers.get("mcp-session-id")
 
-    def set(self, key: str, level: str) -> None:
+    def set(self, key: str | None, level: str) -> None:
+        if key is None:
+            return
+        self._levels.pop(key, None)
         self._levels[key] = level
+        while len(self._levels) > self.MAX_CONNECTIONS:
+            del self._levels[next(iter(self._levels))]  # forget the connection that set its level longest ago
 
-    def wants(self, key: str, level: str) -> bool:
-        asked = self._levels.get(key)
+    def wants(self, key: str | None, level: str) -> bool:
+        asked = self._levels.get(key) if key is not None else None
         return asked is not None and _LEVELS.index(level) >= _LEVELS.index(asked)
 
 

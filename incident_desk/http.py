@@ -165,6 +165,13 @@ def serve_http(server: MCPServer, app: DeskApp) -> int:
             "token. Create one with `incident-desk token create` (keychain) or set INCIDENT_DESK_HTTP_TOKEN.\n"
         )
         return 2
+    if settings.host in ("0.0.0.0", "::") and not settings.allowed_hosts:  # noqa: S104 - compared, not bound
+        sys.stderr.write(
+            f"incident-desk: refusing to serve on {settings.host} without allowed_hosts: DNS-rebinding protection "
+            "would answer every remote client 421. Set allowed_hosts to the names clients use, e.g. "
+            "INCIDENT_DESK_ALLOWED_HOSTS='[\"desk.example.com:*\"]'.\n"
+        )
+        return 2
     asgi = build_asgi(server, app, token)
     logger.info(
         "serving Streamable HTTP",

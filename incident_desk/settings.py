@@ -7,6 +7,7 @@ config file may not hold them, and the CLI reads them from the OS keychain (see 
 from __future__ import annotations
 
 import os
+import re
 import sys
 import tomllib
 from collections.abc import Iterator, Mapping
@@ -30,6 +31,8 @@ from pydantic import (
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 ENV_PREFIX = "INCIDENT_DESK_"
+# Service names become file names (runbooks) and journal rows; the desk's data layer uses the same rule.
+SERVICE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 APP_NAME = "incident-desk"
 SECRET_FIELDS = frozenset({"provider_api_key", "http_token", "sealing_key"})
 
@@ -194,6 +197,22 @@ class Settings(BaseSettings):
     @classmethod
     def _expand_user(cls, value: Path | None) -> Path | None:
         return value.expanduser() if value is not None else None
+
+    @field_validator("data_dir")
+    @classmethod
+    def _data_dir_exists(cls, value: Path | None) -> Path | None:
+        # A typo here would otherwise serve an empty desk that looks healthy.
+        if value is not None and not value.is_dir():
+            raise ValueError(f"{value} is not a directory")
+        return value
+
+    @field_validator("services")
+    @classmethod
+    def _service_names_are_valid(cls, value: dict[str, Any]) -> dict[str, Any]:
+        bad = sorted(name for name in value if not SERVICE_NAME.fullmatch(name) or ".." in name)
+        if bad:
+            raise ValueError(f"invalid service name(s) {', '.join(map(repr, bad))}: use letters, digits, . _ -")
+        return value
 
     @model_validator(mode="after")
     def _provider_needs_a_model(self) -> Settings:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import anyio
 import structlog
 
@@ -27,9 +29,14 @@ def _sealing_keys(settings: Settings) -> list[bytes]:
 
 def serve(settings: Settings) -> int:
     log.configure(settings.log_level, settings.log_format)
+    from incident_desk.core.audit import AuditError
     from incident_desk.server import build_app, build_server
 
-    app = build_app(settings, sealing_keys=_sealing_keys(settings))
+    try:
+        app = build_app(settings, sealing_keys=_sealing_keys(settings))
+    except AuditError as exc:
+        sys.stderr.write(f"incident-desk: invalid setting audit_db: {exc}\n")
+        return 2
     server = build_server(app)
     problems = app.desk.problems()
     logger.info(

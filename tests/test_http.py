@@ -259,6 +259,21 @@ def test_refuses_to_bind_beyond_loopback_without_a_token(tmp_path: Path) -> None
     assert completed.stdout == ""
 
 
+def test_refuses_a_wildcard_bind_without_allowed_hosts(tmp_path: Path) -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "incident_desk", "--transport", "http", "--host", "0.0.0.0", "--port", "1"],
+        capture_output=True,
+        text=True,
+        env=_env(tmp_path, INCIDENT_DESK_HTTP_TOKEN=TOKEN),
+        timeout=30,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert completed.returncode == 2
+    assert "refusing to serve on 0.0.0.0 without allowed_hosts" in completed.stderr
+    assert TOKEN not in completed.stderr
+
+
 def test_secrets_never_reach_the_log(tmp_path: Path) -> None:
     with run_desk(
         tmp_path, "--log-level", "debug", INCIDENT_DESK_HTTP_TOKEN=TOKEN, INCIDENT_DESK_SEALING_KEY=SEALING_KEY

@@ -154,6 +154,9 @@ def test_version_and_help_go_to_stdout_and_exit_zero(tmp_path: Path) -> None:
         ([], {"INCIDENT_DESK_SAMPLING_TIMEOUT_SECONDS": "soon"}, "invalid setting sampling_timeout_seconds"),
         ([], {"INCIDENT_DESK_PROVIDER": "openai"}, "provider_model is required"),
         (["--config", "/nonexistent/desk.toml"], {}, "config file /nonexistent/desk.toml does not exist"),
+        (["--data-dir", "/nonexistent/desk"], {}, "invalid setting data_dir"),
+        (["--audit-db", "/proc/no/audit.sqlite3"], {}, "invalid setting audit_db"),
+        ([], {"INCIDENT_DESK_SERVICES": '{"pay api": {"kind": "simulate"}}'}, "invalid service name(s) 'pay api'"),
     ],
 )
 def test_bad_settings_stop_the_start_with_a_message_naming_them(
