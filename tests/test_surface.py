@@ -273,3 +273,13 @@ async def test_closed_incidents_leave_the_index_but_stay_listable(tmp_path: Path
         everything = await client.call_tool("list_incidents", {"status": "all"})
     assert index == "INC-1"
     assert [i["id"] for i in everything.structured_content["incidents"]] == ["INC-1", "INC-2"]
+
+
+@pytest.mark.parametrize("pattern", ["(a+)+b", "(\\w+\\s?)*$", "(x*)*y"])
+async def test_catastrophic_patterns_are_refused_with_a_reason(make_server, pattern: str) -> None:
+    async with connect(make_server(), "legacy") as client:
+        refused = await client.call_tool("search_incident_log", {"incidentId": "INC-1043", "pattern": pattern})
+        fine = await client.call_tool("search_incident_log", {"incidentId": "INC-1043", "pattern": "(merge|p99)+"})
+    assert refused.is_error
+    assert text_of(refused).startswith(f"Refused regular expression {pattern!r}: a repeated group")
+    assert not fine.is_error and len(fine.structured_content["matches"]) == 2

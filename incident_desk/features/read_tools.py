@@ -80,7 +80,20 @@ def _continuation(next_cursor: logfile.Cursor | None, what: str) -> str:
     return f"({what}: more follows; call again with cursor={next_cursor.encode()})"
 
 
+# A group that repeats and is itself repeated: the classic catastrophic-backtracking shape.
+_NESTED_QUANTIFIER = re.compile(r"\((?:[^()\\]|\\.)*[+*}](?:[^()\\]|\\.)*\)(?:[+*]|\{\d*,)")
+SEARCH_THREADS = 2
+
+
 def register(server: MCPServer, app: DeskApp) -> None:
+    limiters: list[anyio.CapacityLimiter] = []
+
+    def search_threads() -> anyio.CapacityLimiter:
+        """Worker threads for searches apart from the default pool; made on first use, inside the event loop."""
+        if not limiters:
+            limiters.append(anyio.CapacityLimiter(SEARCH_THREADS))
+        return limiters[0]
+
     @server.tool(annotations=READ_ONLY)
     def list_incidents(
         status: Annotated[Literal["open", "all"], Field(description="open (default) or all incidents")] = "open",
@@ -147,6 +160,11 @@ def register(server: MCPServer, app: DeskApp) -> None:
         ignoreCase: Annotated[bool, Field(description="Match without regard to case")] = False,
     ) -> Annotated[CallToolResult, LogSearch]:
         """Find the log lines matching a regular expression, with their line numbers; resume with next_cursor."""
+        if _NESTED_QUANTIFIER.search(pattern):
+            return results.error(
+                f"Refused regular expression {pattern!r}: a repeated group that itself repeats, like (a+)+, can take "
+                "hours on one long line. Rewrite it without the nested repetition."
+            )
         try:
             regex = re.compile(pattern, re.IGNORECASE if ignoreCase else 0)
         except re.error as exc:
@@ -155,7 +173,9 @@ def register(server: MCPServer, app: DeskApp) -> None:
             incident = app.desk.incident(incidentId)
             start = logfile.Cursor.decode(cursor) if cursor else logfile.START
             found = await anyio.to_thread.run_sync(
-                lambda: logfile.search(incident.log_path, regex, cursor=start, limit=limit, redactor=app.redactor)
+                # Searches get their own threads, so a slow pattern can never starve the journal's writes.
+                lambda: logfile.search(incident.log_path, regex, cursor=start, limit=limit, redactor=app.redactor),
+                limiter=search_threads(),
             )
         except (DeskError, logfile.CursorError) as exc:
             return results.error(str(exc))
