@@ -15,20 +15,18 @@ import anyio
 
 from incident_desk.settings import Settings
 
-EXPECTED_TOOLS = {
-    "get_runbook",
-    "list_incidents",
-    "read_incident_log",
-    "restart_service",
-    "search_incident_log",
-    "summarize_incident",
-}
-
 
 def _launch_command() -> tuple[str, list[str]]:
     if getattr(sys, "frozen", False):
         return sys.executable, []
     return sys.executable, ["-m", "incident_desk"]
+
+
+async def _tools_of_this_installation(settings: Settings) -> set[str]:
+    """What the launched desk should list: the tools this very package registers."""
+    from incident_desk.server import build_app, build_server
+
+    return {tool.name for tool in await build_server(build_app(settings)).list_tools()}
 
 
 async def _handshake(settings: Settings) -> list[str]:
@@ -53,8 +51,9 @@ async def _handshake(settings: Settings) -> list[str]:
             return [f"stdio handshake failed: {exc!r}\n{tail}"]
         errlog.seek(0)
         stderr = errlog.read()
-    if tools != EXPECTED_TOOLS:
-        problems.append(f"tools/list returned {sorted(tools)}, expected {sorted(EXPECTED_TOOLS)}")
+    expected = await _tools_of_this_installation(settings)
+    if tools != expected:
+        problems.append(f"tools/list returned {sorted(tools)}, expected {sorted(expected)}")
     if not index.contents:
         problems.append("incident://index returned no contents")
     if "Failed to parse JSONRPC" in stderr or "ModuleNotFoundError" in stderr:
@@ -99,7 +98,7 @@ def run_doctor(settings: Settings) -> int:
         sys.stdout.write(f"       {issue}\n")
     sys.stdout.write(
         "\nWhat a client sees:\n"
-        "  - every client: the six tools, incident://index, the log and runbook templates, the postmortem prompt\n"
+        "  - every client: the seven tools, incident://index, the log and runbook templates, the postmortem prompt\n"
         "  - client with sampling: summarize_incident answers with the client's model (mode=sampled)\n"
         "  - client without sampling: the configured provider"
         f" ({settings.provider}), else the raw log with SAMPLING_UNAVAILABLE\n"

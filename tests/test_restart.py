@@ -959,3 +959,23 @@ async def test_a_journal_that_cannot_be_written_is_never_hidden(
             "WARNING: the audit journal could not record this outcome: audit journal /x is not writable: disk full"
         )
         assert restarts.executions() == [SERVICE]
+
+
+async def test_the_audit_log_tool_twins_the_resource(make_server: Callable[..., Any], era: str) -> None:
+    server = make_server()
+    async with connect(server, era, elicitation_callback=approve()) as client:
+        await client.call_tool("restart_service", {"service": SERVICE})
+        await client.call_tool("restart_service", {"service": "no-such"})
+        tool = await client.call_tool("get_audit_log", {"limit": 2})
+        resource = text_of(await client.read_resource("audit://recent"))
+    decisions = tool.structured_content["decisions"]
+    assert [(d["service"], d["outcome"]) for d in decisions] == [
+        ("no-such", "refused_unknown_service"),
+        (SERVICE, "simulated"),
+    ]
+    assert decisions[1]["ticket"] == "CHG-2291" and decisions[1]["approver"] == APPROVER
+
+    def cells(table: str) -> list[list[str]]:
+        return [line.split() for line in table.splitlines()[2:]]
+
+    assert cells(text_of(tool)) == cells(resource)[:2]

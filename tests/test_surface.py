@@ -13,6 +13,7 @@ from tests.conftest import SAMPLE_1043_LOG, connect, text_of
 pytestmark = pytest.mark.anyio
 
 EXPECTED_TOOLS = [
+    "get_audit_log",
     "get_runbook",
     "list_incidents",
     "read_incident_log",
@@ -110,7 +111,14 @@ async def test_tools_are_listed_with_annotations(make_server, era: str) -> None:
     async with connect(make_server(), era) as client:
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
     assert sorted(tools) == EXPECTED_TOOLS
-    for name in ("list_incidents", "read_incident_log", "search_incident_log", "get_runbook", "summarize_incident"):
+    for name in (
+        "list_incidents",
+        "read_incident_log",
+        "search_incident_log",
+        "get_runbook",
+        "get_audit_log",
+        "summarize_incident",
+    ):
         assert tools[name].annotations.read_only_hint is True, name
         assert tools[name].description
     assert tools["restart_service"].annotations.destructive_hint is True

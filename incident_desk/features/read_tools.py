@@ -12,6 +12,7 @@ from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from incident_desk.core import logfile
+from incident_desk.core.audit import format_decisions
 from incident_desk.core.desk import DeskError, UnknownService
 from incident_desk.features import results
 from incident_desk.server import DeskApp
@@ -68,6 +69,20 @@ class LogSearch(BaseModel):
 class Runbook(BaseModel):
     service: str
     markdown: str
+
+
+class AuditEntry(BaseModel):
+    time: datetime
+    service: str
+    outcome: str
+    ticket: str | None
+    approver: str
+    protocol_era: str
+    exit_status: int | None
+
+
+class AuditLog(BaseModel):
+    decisions: list[AuditEntry] = Field(description="Newest first")
 
 
 def _render_lines(lines: list[logfile.Line]) -> str:
@@ -202,3 +217,23 @@ def register(server: MCPServer, app: DeskApp) -> None:
         except UnknownService as exc:
             return results.error(str(exc))
         return results.ok(markdown, Runbook(service=service, markdown=markdown))
+
+    @server.tool(annotations=READ_ONLY)
+    async def get_audit_log(
+        limit: Annotated[int, Field(ge=1, le=500, description="How many decisions, newest first")] = 20,
+    ) -> Annotated[CallToolResult, AuditLog]:
+        """The most recent restart decisions from the audit journal (the twin of the audit://recent resource)."""
+        decisions = await anyio.to_thread.run_sync(app.journal.recent, limit)
+        entries = [
+            AuditEntry(
+                time=d.time,
+                service=d.service,
+                outcome=str(d.outcome),
+                ticket=d.ticket,
+                approver=d.approver,
+                protocol_era=d.protocol_era,
+                exit_status=d.exit_status,
+            )
+            for d in decisions
+        ]
+        return results.ok(format_decisions(decisions), AuditLog(decisions=entries))
