@@ -108,8 +108,9 @@ class Ask:
 
 @dataclass(frozen=True)
 class StaleRound:
-    """A retry that does not belong to this call, or came back too late to be trusted."""
+    """A retry that does not belong to this call (``unbound``), or came back too late to be trusted (``late``)."""
 
+    kind: Literal["unbound", "late"]
     reason: str
 
 
@@ -147,21 +148,25 @@ class _Round:
             return None
 
 
-def _answer_for(
-    ctx: Context, key: str, binding: Mapping[str, str], timeout: float
-) -> tuple[_Round | None, Any, StaleRound | None]:
-    """On a 2026 retry, the round's state and the client's answer; (None, None, None) on a first call."""
+@dataclass(frozen=True)
+class _Retry:
+    state: _Round
+    answer: Any
+
+
+def _answer_for(ctx: Context, key: str, binding: Mapping[str, str], timeout: float) -> _Retry | StaleRound | None:
+    """On a 2026 retry, the round's state and the client's answer; None on a first call (or no answer yet)."""
     state = _Round.decode(ctx.request_state)
     responses = ctx.input_responses or {}
     if state is None or state.key != key or key not in responses:
-        return None, None, None
+        return None
     if state.binding != dict(binding):
         asked = ", ".join(f"{k}={v}" for k, v in sorted(state.binding.items()))
-        return state, None, StaleRound(f"the answer was given for {asked}, not for this call")
+        return StaleRound("unbound", f"the answer was given for {asked}, not for this call")
     waited = time.time() - state.asked_at
     if waited > timeout:
-        return state, None, StaleRound(f"no answer within {timeout:g}s (the retry came after {waited:.0f}s)")
-    return state, responses[key], None
+        return StaleRound("late", f"no answer within {timeout:g}s (the retry came after {waited:.0f}s)")
+    return _Retry(state, responses[key])
 
 
 def _new_round(key: str, binding: Mapping[str, str]) -> _Round:
@@ -236,15 +241,15 @@ async def sample(
         return NotSampled(why_not)
     key = "summary"
     if client.round_trip:
-        _, answer, stale = _answer_for(ctx, key, binding, timeout)
-        if stale is not None:
-            return NotSampled(stale.reason)
-        if answer is None:
+        retry = _answer_for(ctx, key, binding, timeout)
+        if isinstance(retry, StaleRound):
+            return NotSampled(retry.reason)
+        if retry is None:
             if _unanswered_retry(ctx, key, binding):
                 return NotSampled("the client retried without answering the sampling request")
             state = _new_round(key, binding)
             return Ask(InputRequiredResult(input_requests={key: question.request()}, request_state=state.encode()))
-        return _sampled_text(answer)
+        return _sampled_text(retry.answer)
     result = await _ask_on_open_call(ctx, question.request(), CreateMessageResult, timeout)
     if isinstance(result, NoAnswer):
         return NotSampled(
@@ -334,17 +339,16 @@ async def ask_approval(
         return NoChannel(why_not)
     key = "approval"
     if client.round_trip:
-        state, answer, stale = _answer_for(ctx, key, binding, timeout)
-        if stale is not None:
-            if stale.reason.startswith("no answer within"):
-                return NoAnswer("timed_out", stale.reason)
-            return stale
-        if answer is None or state is None:
+        retry = _answer_for(ctx, key, binding, timeout)
+        if isinstance(retry, StaleRound):
+            return NoAnswer("timed_out", retry.reason) if retry.kind == "late" else retry
+        if retry is None:
             new_state = _new_round(key, binding)
             return Ask(InputRequiredResult(input_requests={key: form.request()}, request_state=new_state.encode()))
-        if not isinstance(answer, ElicitResult):
+        if not isinstance(retry.answer, ElicitResult):
             return NoAnswer("client_error", "the client answered the approval question with something else")
-        return Answered(action=answer.action, content=dict(answer.content or {}), nonce=state.nonce)
+        content = dict(retry.answer.content or {})
+        return Answered(action=retry.answer.action, content=content, nonce=retry.state.nonce)
     result = await _ask_on_open_call(ctx, form.request(), ElicitResult, timeout)
     if isinstance(result, NoAnswer):
         if result.kind == "client_error":

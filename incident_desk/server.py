@@ -19,10 +19,6 @@ from incident_desk.settings import Settings
 SERVER_NAME = "incident-desk"
 
 
-def _no_redaction(text: str) -> str:
-    return text
-
-
 @dataclass
 class DeskApp:
     """What the feature modules share: settings, data, and the services built from them."""
@@ -38,7 +34,7 @@ class DeskApp:
         return self.desk.root
 
     def redactor(self, text: str) -> str:
-        return redact(text) if self.settings.redact_secrets else _no_redaction(text)
+        return redact(text) if self.settings.redact_secrets else text
 
     def services(self) -> list[str]:
         return self.desk.services(extra=list(self.settings.services))

@@ -449,7 +449,7 @@ async def test_the_desk_binds_the_answer_itself_too() -> None:
     )
     same = await client_features.ask_approval(ctx, form, timeout=60, binding=asked)
     assert other == client_features.StaleRound(
-        "the answer was given for service=payments-api, tool=restart_service, not for this call"
+        "unbound", "the answer was given for service=payments-api, tool=restart_service, not for this call"
     )
     assert same == client_features.Answered("accept", {"confirm": True, "ticket": "CHG-2291"}, nonce="n" * 32)
 

@@ -22,16 +22,8 @@ FORM_SCHEMA: dict[str, Any] = {
     "required": ["confirm"],
 }
 
-Outcome = Literal[
-    "approved",
-    "unticked",
-    "declined",
-    "cancelled",
-    "no_ticket",
-    "timed_out",
-    "refused_no_channel",
-    "disconnected",
-]
+# What decide() can conclude from an answer; the journal's outcomes (core.audit.Outcome) are a superset.
+Outcome = Literal["approved", "unticked", "declined", "cancelled", "no_ticket"]
 
 
 def question(service: str) -> str:
