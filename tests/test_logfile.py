@@ -185,3 +185,88 @@ async def test_paging_and_search_on_a_200_mb_log_keep_memory_flat(tmp_path: Path
     assert calls >= 4, "a 200 MB search must be split by the scan budget, not done in one call"
     # The log is 200 MB; everything above stayed within a few MB of Python allocations.
     assert peak < 16 * 1024 * 1024, f"peak traced memory {peak / 1e6:.1f} MB"
+
+
+ANCHORED_LOG = b"INFO start\nERROR boom\nINFO exit\n"
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        re.compile(r"^ERROR"),
+        re.compile(r"boom$"),
+        re.compile(r"^ERROR boom$"),
+        re.compile(r"^error", re.IGNORECASE),
+        re.compile(r"\AERROR"),  # \A and \Z mean the start and end of each line, as ^ and $ do
+        re.compile(r"boom\Z"),
+        re.compile(r"(?-m:^ERROR)"),  # turns the prefilter's MULTILINE back off
+        re.compile(r"(?<!\s)ERROR"),  # a line's start has no character before it; in a block it has "\n"
+        re.compile(r"boom(?!\s)"),
+        re.compile(r"ERROR (?>[^x]+)$"),  # in a block the atomic group would swallow the newline and more
+        re.compile(r"ERROR [^x]++$"),
+    ],
+    ids=lambda pattern: pattern.pattern,
+)
+def test_search_finds_lines_by_anchored_and_line_edge_patterns(tmp_path: Path, pattern: re.Pattern[str]) -> None:
+    log = _write(tmp_path / "log.txt", ANCHORED_LOG)
+    found = search(log, pattern, limit=10)
+    assert [(m.number, m.text) for m in found.matches] == [(2, "ERROR boom")]
+    assert [m.number for m in search(log, pattern, limit=10, redactor=redact).matches] == [2]
+
+
+def test_search_always_moves_past_a_line_longer_than_its_scan_budget(tmp_path: Path) -> None:
+    long_line = b"x" * (3 * 1024 * 1024)  # longer than one read block and than the budget
+    log = _write(tmp_path / "log.txt", b"first\n" + long_line + b"\nERROR after\n" + long_line)
+    cursor: Cursor | None = logfile.START
+    found = []
+    calls = 0
+    while cursor is not None:
+        step = search(log, re.compile("ERROR"), cursor=cursor, limit=10, scan_budget_bytes=1024)
+        assert step.scanned_bytes > 0 and step.next_cursor != cursor, "search made no progress"
+        found += step.matches
+        cursor = step.next_cursor
+        calls += 1
+        assert calls <= 5
+    assert [(m.number, m.text) for m in found] == [(3, "ERROR after")]
+
+
+def test_tail_shows_the_end_of_a_last_line_longer_than_the_window(tmp_path: Path) -> None:
+    for ending in (b"\n", b""):
+        log = _write(tmp_path / "log.txt", b"ok line\n" + b"y" * 300_000 + b" the end" + ending)
+        window = read_tail(log, max_lines=200, max_bytes=64 * 1024, redactor=redact)
+        assert window.shown_lines == 1 and window.truncated
+        assert window.text.startswith("[line cut] y") and window.text.endswith("y the end" + ending.decode())
+        assert len(window.text) <= logfile.MAX_LINE_BYTES + 20
+        assert window.shown_bytes == 64 * 1024
+
+
+def test_tail_of_a_cut_line_shows_no_part_of_a_secret_split_at_its_start(tmp_path: Path) -> None:
+    secret = "abcdefghijklmnopqrstuvwxyz0123456789" * 3
+    after = logfile.MAX_LINE_BYTES - 51  # a line's last MAX_LINE_BYTES would start 50 bytes before the secret's end
+    line = "y" * 100_000 + " Authorization: Bearer " + secret + " " + "z" * after
+    log = _write(tmp_path / "log.txt", line.encode() + b"\n")
+    # Windows that hold the whole secret and its "Bearer", only the secret, and only the secret's end.
+    for max_bytes in (64 * 1024, after + 140, after + 80):
+        text = read_tail(log, max_lines=10, max_bytes=max_bytes, redactor=redact).text
+        assert text.startswith("[line cut] ") and text.endswith("zzz\n")
+        assert not any(secret[i : i + 6] in text for i in range(len(secret) - 5)), max_bytes
+
+
+def test_a_secret_split_by_the_line_cut_shows_no_prefix(tmp_path: Path) -> None:
+    key = "sk-proj-" + "A1b2C3d4E5f6G7h8I9j0K1l2"
+    line = b"x" * (logfile.MAX_LINE_BYTES - 20) + b" apikey " + key.encode()  # the cut falls inside the key
+    log = _write(tmp_path / "log.txt", line + b"\nnext\n")
+    texts = [
+        read_page(log, limit=1, redactor=redact).lines[0].text,
+        search(log, re.compile("apikey"), limit=1, redactor=redact).matches[0].text,
+        read_tail(log, max_lines=2, max_bytes=64 * 1024, redactor=redact).text.split("\n")[0],
+    ]
+    for text in texts:
+        assert text.endswith("x apikey [line cut]")
+        assert "sk-" not in text and "A1b2" not in text
+
+
+def test_a_cut_with_no_space_near_it_drops_the_bytes_before_it(tmp_path: Path) -> None:
+    log = _write(tmp_path / "log.txt", b"a" * (logfile.MAX_LINE_BYTES + 100) + b"\n")
+    (line,) = read_page(log, limit=1).lines
+    assert line.text == "a" * (logfile.MAX_LINE_BYTES - 256) + " [line cut]"

@@ -21,6 +21,16 @@ from incident_desk.core.redact import MASK, redact
         ("slack xoxb-1234567890-abcdefghij", "xoxb-1234567890-abcdefghij"),
         ("aws AKIAABCDEFGHIJKLMNOP in env", "AKIAABCDEFGHIJKLMNOP"),
         ("jwt eyJhbGciOiJIUzI1.eyJzdWIiOiIxMjM0.SflKxwRJSMeKKF2QT4", "SflKxwRJSMeKKF2QT4"),
+        # Environment dumps: NAME=value as `env` prints it, and NAME = value as print(k, "=", v) does.
+        ("INCIDENT_DESK_SEALING_KEY=sealing-SECRET-789", "sealing-SECRET-789"),
+        ("INCIDENT_DESK_SEALING_KEY = sealing-SECRET-789", "sealing-SECRET-789"),
+        ('{"sealing-key": "sealing-SECRET-789"}', "sealing-SECRET-789"),
+        ("INCIDENT_DESK_HTTP_TOKEN=desk-bearer-SECRET-123", "desk-bearer-SECRET-123"),
+        ("INCIDENT_DESK_HTTP_TOKEN = desk-bearer-SECRET-123", "desk-bearer-SECRET-123"),
+        ("INCIDENT_DESK_PROVIDER_API_KEY=plainkeyvalue-SECRET-456", "plainkeyvalue-SECRET-456"),
+        ("export PAYMENTS_SIGNING_KEY='signing-SECRET-1'", "signing-SECRET-1"),
+        ("apikey: k-SECRET-2", "k-SECRET-2"),
+        ("db passwd=pw-SECRET-3", "pw-SECRET-3"),
     ],
 )
 def test_secrets_are_masked(line: str, secret: str) -> None:

@@ -6,8 +6,10 @@ Layout (documented in the README)::
     <data_dir>/incidents/<INCIDENT-ID>/log.txt         the raw log, any size
     <data_dir>/runbooks/<service>.md                   one Markdown runbook per service
 
-Entries are re-read when their files change, so incidents filed while the desk runs show up without a
-restart. A malformed entry is reported (``problems``) and skipped; it never takes the rest of the desk down.
+Entries are re-read when their files change (``incident.toml`` or ``log.txt``), so incidents filed while the desk
+runs show up without a restart. A malformed entry is reported (``problems``) and skipped; it never takes the rest
+of the desk down. Nothing is served from outside the data directory: a log or runbook that is a symlink leading
+out of it is refused.
 """
 
 from __future__ import annotations
@@ -45,6 +47,15 @@ class UnknownService(DeskError):
     def __init__(self, service: str) -> None:
         super().__init__(f"No such service: {service}")
         self.service = service
+
+
+class LogUnavailable(DeskError):
+    """An incident's log could not be read (gone, unreadable) after the desk listed the incident."""
+
+    def __init__(self, incident_id: str, reason: str) -> None:
+        super().__init__(f"Log of {incident_id} cannot be read: {reason}")
+        self.incident_id = incident_id
+        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -87,7 +98,27 @@ def _inside(root: Path, candidate: Path) -> bool:
         return False
 
 
-def _parse_incident(entry: Path) -> Incident:
+def _content_key(path: Path) -> tuple[int, int]:
+    """(mtime in ns, size) of ``path``, or (-1, -1) when it cannot be read: changes whenever it is edited."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return -1, -1
+    return stat.st_mtime_ns, stat.st_size
+
+
+def _identity_key(path: Path) -> tuple[int, int]:
+    """(device, inode) of the file ``path`` leads to, or (-1, -1) when there is none: changes when the file is
+    created, deleted, replaced or re-linked, but not while it is appended to."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return -1, -1
+    return stat.st_dev, stat.st_ino
+
+
+def _parse_incident(entry: Path, root: Path) -> Incident:
+    """The incident in directory ``entry`` of the data directory ``root``; ValueError says why it is skipped."""
     meta_path = entry / METADATA_FILE
     try:
         meta = tomllib.loads(meta_path.read_text(encoding="utf-8"))
@@ -115,6 +146,8 @@ def _parse_incident(entry: Path) -> Incident:
     log_path = entry / LOG_FILE
     if not log_path.is_file():
         raise ValueError(f"missing {LOG_FILE}")
+    if not _inside(root, log_path):
+        raise ValueError(f"{LOG_FILE} points outside the data directory")
     return Incident(
         id=entry.name,
         title=meta["title"].strip(),
@@ -122,7 +155,8 @@ def _parse_incident(entry: Path) -> Incident:
         severity=meta["severity"].strip(),
         status=meta["status"].strip(),
         opened=opened,
-        log_path=log_path,
+        # Resolved now, so that re-pointing a symlink later cannot make the desk read a file it did not check.
+        log_path=log_path.resolve(),
     )
 
 
@@ -134,21 +168,25 @@ class Desk:
         self._incidents_dir = root / "incidents"
         self._runbooks_dir = root / "runbooks"
         self._lock = threading.Lock()
-        self._signature: tuple[tuple[str, int, int], ...] | None = None
+        self._signature: tuple[tuple[str, int, int, int, int], ...] | None = None
         self._incidents: dict[str, Incident] = {}
         self._problems: list[Problem] = []
 
-    def _current_signature(self) -> tuple[tuple[str, int, int], ...]:
-        entries: list[tuple[str, int, int]] = []
+    def _current_signature(self) -> tuple[tuple[str, int, int, int, int], ...]:
+        """Per entry: its name, the (mtime, size) of its metadata and the identity of the file its log leads to.
+
+        The log counts too: an incident whose log.txt is written after its incident.toml (or deleted, or re-linked)
+        must be re-read, not stay skipped or listed until the metadata happens to change. Its identity, not its
+        size, so that a log being appended to does not make every request re-parse every incident.
+        """
         if not self._incidents_dir.is_dir():
             return ()
-        for entry in self._incidents_dir.iterdir():
-            try:
-                meta = (entry / METADATA_FILE).stat()
-                entries.append((entry.name, meta.st_mtime_ns, meta.st_size))
-            except OSError:
-                entries.append((entry.name, -1, -1))
-        return tuple(sorted(entries))
+        return tuple(
+            sorted(
+                (entry.name, *_content_key(entry / METADATA_FILE), *_identity_key(entry / LOG_FILE))
+                for entry in self._incidents_dir.iterdir()
+            )
+        )
 
     def _refresh(self) -> None:
         signature = self._current_signature()
@@ -157,7 +195,7 @@ class Desk:
                 return
             incidents: dict[str, Incident] = {}
             problems: list[Problem] = []
-            for name, _, _ in signature:
+            for name, *_ in signature:
                 entry = self._incidents_dir / name
                 if not entry.is_dir():
                     problems.append(Problem(f"incidents/{name}", "not a directory"))
@@ -165,7 +203,7 @@ class Desk:
                     problems.append(Problem(f"incidents/{name}", "not a valid incident id"))
                 else:
                     try:
-                        incidents[name] = _parse_incident(entry)
+                        incidents[name] = _parse_incident(entry, self.root)
                     except ValueError as exc:
                         problems.append(Problem(f"incidents/{name}", str(exc)))
             for problem in problems:
@@ -200,7 +238,7 @@ class Desk:
         return sorted(
             path.stem
             for path in self._runbooks_dir.glob("*.md")
-            if _is_safe_name(path.stem, SERVICE_NAME) and path.is_file()
+            if _is_safe_name(path.stem, SERVICE_NAME) and _inside(self._runbooks_dir, path) and path.is_file()
         )
 
     def runbook(self, service: str) -> str:

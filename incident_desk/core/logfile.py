@@ -3,6 +3,9 @@
 Nothing here reads a whole file. The tail window reads backwards in blocks up to a byte cap; paging and search
 walk forward from a cursor and stop at a line or byte budget. Memory stays flat in the size of the log, and a
 pathological line with no newline is cut at ``MAX_LINE_BYTES``.
+
+Redaction runs on what is shown, after the cut, so a cut never splits a token: it backs off to a space (or by
+``_CUT_MARGIN`` bytes), because half a key no longer looks like one and would pass unmasked.
 """
 
 from __future__ import annotations
@@ -18,6 +21,15 @@ MAX_LINE_BYTES = 8 * 1024
 SEARCH_SCAN_BUDGET_BYTES = 64 * 1024 * 1024
 _BLOCK = 64 * 1024
 _SCAN_BLOCK = 1024 * 1024
+_CUT_MARGIN = 256  # how far a cut backs off to a space; and how much of a line's cut-off end is kept as context
+_SPACES = (b" ", b"\t", b"\r", b"\f", b"\v")
+_CUT_MARK = b" [line cut]"
+_LEADING_CUT_MARK = "[line cut] "
+
+# Constructs that can tell a line's edge from the newline next to it in a block of lines: \A, \Z (\z),
+# negative lookarounds, atomic groups, possessive repeats, and inline flags that turn MULTILINE back off.
+# A pattern using one (or text that merely looks like one) is tested line by line, never a block at once.
+_LINE_EDGE_SENSITIVE = re.compile(r"\\[AZz]|\(\?<?!|\(\?>|[*+?}]\+|\(\?[aiLmsux]*-")
 
 Redactor = Callable[[str], str]
 
@@ -107,14 +119,20 @@ def read_tail(path: Path, *, max_lines: int, max_bytes: int, redactor: Redactor 
     data = b"".join(reversed(chunks))
     ends_with_newline = data.endswith(b"\n")
     raw_lines = (data[:-1] if ends_with_newline else data).split(b"\n") if data else []
-    if not starts_clean:
+    # The first line read is partial unless it starts the file or follows a newline: drop it, unless it is the
+    # only one (the last line is longer than the window), then show its end rather than nothing.
+    end_of_long_line = not starts_clean and len(raw_lines) == 1
+    if not starts_clean and not end_of_long_line:
         raw_lines = raw_lines[1:]
     raw_lines = raw_lines[-max_lines:]
     shown = sum(len(raw) + 1 for raw in raw_lines) - (0 if ends_with_newline or not raw_lines else 1)
-    cut = [raw[:MAX_LINE_BYTES] + (b" [line cut]" if len(raw) > MAX_LINE_BYTES else b"") for raw in raw_lines]
-    body = b"\n".join(cut) + (b"\n" if ends_with_newline and cut else b"")
+    newline = "\n" if ends_with_newline and raw_lines else ""
+    if end_of_long_line:
+        text = _LEADING_CUT_MARK + _end_of_line(raw_lines[0], redactor) + newline
+    else:
+        text = _decode(b"\n".join(_cut(raw, len(raw)) for raw in raw_lines), redactor) + newline
     return TailWindow(
-        text=_decode(body, redactor),
+        text=text,
         truncated=shown < total,
         shown_bytes=shown,
         total_bytes=total,
@@ -122,30 +140,41 @@ def read_tail(path: Path, *, max_lines: int, max_bytes: int, redactor: Redactor 
     )
 
 
-def _iter_lines(handle: BinaryIO, start: Cursor, byte_budget: int | None) -> Iterator[tuple[Line, Cursor, bytes]]:
-    """Yield (line, cursor after it, raw bytes) from ``start``, each line cut at MAX_LINE_BYTES."""
+def _end_of_line(partial: bytes, redactor: Redactor) -> str:
+    """The end of a line whose start was not read, redacted, as it follows a leading "[line cut] ".
+
+    The whole part read is redacted before it is cut, so a key name or "Bearer" just before the shown end still
+    masks the secret after it; its first ``_CUT_MARGIN`` characters serve only as that context. The token the
+    cut splits is dropped, so neither the start nor the end of a split secret shows.
+    """
+    text = redactor(partial.decode("utf-8", errors="replace"))
+    text = text[max(_CUT_MARGIN, len(text) - MAX_LINE_BYTES) :]
+    head = text[:_CUT_MARGIN]
+    space = next((index for index, char in enumerate(head) if char.isspace()), None)
+    return text[space + 1 :] if space is not None else text[_CUT_MARGIN:]
+
+
+def _iter_lines(handle: BinaryIO, start: Cursor, byte_budget: int | None) -> Iterator[tuple[int, Cursor, bytes]]:
+    """Yield (line number, cursor after it, raw bytes) from ``start``, each line cut at MAX_LINE_BYTES."""
     handle.seek(start.offset)
     number, offset, scanned = start.line, start.offset, 0
     while byte_budget is None or scanned < byte_budget:
-        raw = handle.readline(MAX_LINE_BYTES)
+        raw = handle.readline(MAX_LINE_BYTES + 1)
         if not raw:
             return
         consumed = len(raw)
-        if not raw.endswith(b"\n"):
-            # Either the last line without a newline, or an over-long one: skip the rest of it.
-            while True:
-                rest = handle.readline(_BLOCK)
-                if not rest:
-                    break
-                consumed += len(rest)
-                if rest.endswith(b"\n"):
-                    break
-            if consumed > len(raw):
-                raw = raw + b" [line cut]"
+        ends_with_newline = raw.endswith(b"\n")
+        # Either the last line without a newline, or an over-long one: skip the rest of it.
+        while not ends_with_newline:
+            rest = handle.readline(_BLOCK)
+            if not rest:
+                break
+            consumed += len(rest)
+            ends_with_newline = rest.endswith(b"\n")
         offset += consumed
         scanned += consumed
         body = raw[:-1] if raw.endswith(b"\n") else raw
-        yield Line(number, ""), Cursor(number + 1, offset), body
+        yield number, Cursor(number + 1, offset), _cut(body, consumed - 1 if ends_with_newline else consumed)
         number += 1
 
 
@@ -165,8 +194,8 @@ def read_page(path: Path, *, cursor: Cursor = START, limit: int, redactor: Redac
         _check_cursor(handle, cursor, total)
         lines: list[Line] = []
         next_cursor: Cursor | None = cursor
-        for line, after, body in _iter_lines(handle, cursor, None):
-            lines.append(Line(line.number, _decode(body, redactor)))
+        for number, after, body in _iter_lines(handle, cursor, None):
+            lines.append(Line(number, _decode(body, redactor)))
             next_cursor = after
             if len(lines) >= limit:
                 break
@@ -179,13 +208,16 @@ def _line_blocks(handle: BinaryIO, start: Cursor, byte_budget: int) -> Iterator[
     """Yield runs of whole lines read in large blocks: (cursor of the first, raw lines, cursor after the last).
 
     Lines over MAX_LINE_BYTES are cut (the rest is skipped, never held). Reading in blocks rather than line by
-    line is what makes a search over hundreds of megabytes take seconds instead of minutes.
+    line is what makes a search over hundreds of megabytes take seconds instead of minutes. The budget is checked
+    between blocks, and reading goes on past it until one line is out: a line longer than the budget must not
+    hand the caller back its own cursor, or a client paging on would loop forever.
     """
     handle.seek(start.offset)
     number, offset, scanned = start.line, start.offset, 0
-    carry = b""  # the unfinished line at the end of the previous block (at most MAX_LINE_BYTES of it)
+    carry = b""  # the unfinished line at the end of the previous block (at most MAX_LINE_BYTES + 1 of it)
     carry_length = 0  # its true length, which may exceed what is kept
-    while scanned < byte_budget:
+    progressed = False
+    while scanned < byte_budget or not progressed:
         chunk = handle.read(_SCAN_BLOCK)
         if not chunk:
             if carry_length:
@@ -195,7 +227,7 @@ def _line_blocks(handle: BinaryIO, start: Cursor, byte_budget: int) -> Iterator[
         last_newline = chunk.rfind(b"\n")
         if last_newline == -1:
             carry_length += len(chunk)
-            carry = (carry + chunk)[: MAX_LINE_BYTES + 1]
+            carry += chunk[: max(0, MAX_LINE_BYTES + 1 - len(carry))]
             continue
         body = chunk[: last_newline + 1]
         raw_lines = body.split(b"\n")[:-1]
@@ -206,14 +238,35 @@ def _line_blocks(handle: BinaryIO, start: Cursor, byte_budget: int) -> Iterator[
         number += len(lines)
         offset += consumed
         yield first, lines, Cursor(number, offset)
+        progressed = True
         rest = chunk[last_newline + 1 :]
         carry, carry_length = rest[: MAX_LINE_BYTES + 1], len(rest)
 
 
 def _cut(raw: bytes, true_length: int) -> bytes:
-    if true_length > MAX_LINE_BYTES:
-        return raw[:MAX_LINE_BYTES] + b" [line cut]"
-    return raw
+    """``raw`` as it is, or if the line is longer than MAX_LINE_BYTES its start, marked as cut.
+
+    The cut backs off to the last space within ``_CUT_MARGIN`` bytes of it, or by that much when there is none,
+    so that the token it splits (maybe a secret, which redaction would no longer recognise) is not shown.
+    """
+    if true_length <= MAX_LINE_BYTES:
+        return raw
+    head = raw[:MAX_LINE_BYTES]
+    floor = max(0, len(head) - _CUT_MARGIN)
+    space = max(head.rfind(char, floor) for char in _SPACES)
+    return (head[:space] if space >= 0 else head[:floor]) + _CUT_MARK
+
+
+def _block_prefilter(pattern: re.Pattern[str]) -> re.Pattern[str] | None:
+    """``pattern`` made fit to test a block of lines at once, or None when only line by line is exact.
+
+    A block may be skipped only if no line in it matches, so the block test must never miss what a line test
+    finds. With MULTILINE, ``^`` and ``$`` match at every line's edges as they do on a lone line; the constructs
+    in ``_LINE_EDGE_SENSITIVE`` can still tell a line's edge from a newline, so they get no prefilter.
+    """
+    if _LINE_EDGE_SENSITIVE.search(pattern.pattern):
+        return None
+    return re.compile(pattern.pattern, pattern.flags | re.MULTILINE)
 
 
 def search(
@@ -228,8 +281,10 @@ def search(
     """Lines matching ``pattern`` from ``cursor`` on, stopping at ``limit`` matches or the scan budget.
 
     Matching runs on the redacted text, so a search cannot be used to probe for a secret's value. A whole block
-    is tested first: when nothing in it matches, none of its lines is looked at one by one.
+    is tested first (see ``_block_prefilter``): when nothing in it matches, none of its lines is looked at one by
+    one. Each call moves on by at least one line, however long, so paging with next_cursor always ends.
     """
+    prefilter = _block_prefilter(pattern)
     with path.open("rb") as handle:
         total = handle.seek(0, os.SEEK_END)
         _check_cursor(handle, cursor, total)
@@ -238,7 +293,7 @@ def search(
         for first, raw_lines, after in _line_blocks(handle, cursor, scan_budget_bytes):
             next_cursor = after
             text = redactor(b"\n".join(raw_lines).decode("utf-8", errors="replace"))
-            if not pattern.search(text):
+            if prefilter is not None and not prefilter.search(text):
                 continue
             for index, line_text in enumerate(text.split("\n")):
                 if pattern.search(line_text):
@@ -257,7 +312,7 @@ def search(
 def _cursor_after_line(handle: BinaryIO, first: Cursor, index: int) -> Cursor:
     """The cursor just past line ``first.line + index``, found by walking from ``first`` (within one block)."""
     after = first
-    for _, after, _ in _iter_lines(handle, first, None):
+    for _number, after, _body in _iter_lines(handle, first, None):
         if after.line > first.line + index:
             break
     return after

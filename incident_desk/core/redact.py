@@ -12,7 +12,12 @@ import re
 
 MASK = "[REDACTED]"
 
-_KEY_NAMES = r"api[_-]?key|apikey|secret|passw(?:or)?d|passwd|pwd|access[_-]?key|private[_-]?key|token|credentials?"
+# Matched anywhere in a name, so env-dump style NAME=value lines are caught by their suffix too:
+# INCIDENT_DESK_HTTP_TOKEN=, INCIDENT_DESK_PROVIDER_API_KEY=, INCIDENT_DESK_SEALING_KEY=. Alternatives are grouped
+# by first letter: the key=value rule tries each at every position of a triggered block, so fewer means faster.
+_KEY_NAMES = (
+    r"(?:api|access|private)[_-]?key|s(?:ecret|ealing[_-]?key|igning[_-]?key)|p(?:assw(?:or)?d|wd)|token|credentials?"
+)
 
 # (literal triggers, lower case; pattern; replacement)
 _RULES: tuple[tuple[tuple[str, ...], re.Pattern[str], str], ...] = (

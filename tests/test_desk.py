@@ -1,0 +1,72 @@
+"""The desk's data directory: incidents re-read when their files change, and nothing served from outside it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from incident_desk.core.desk import Desk, DeskError, LogUnavailable, Problem
+
+TOML = 'title="t"\nservice="svc"\nseverity="SEV2"\nstatus="open"\nopened="2026-01-01T00:00:00Z"\n'
+
+
+def _incident(root: Path, incident_id: str = "INC-1", log: str | None = "hello\n") -> Path:
+    entry = root / "incidents" / incident_id
+    entry.mkdir(parents=True)
+    (entry / "incident.toml").write_text(TOML)
+    if log is not None:
+        (entry / "log.txt").write_text(log)
+    return entry
+
+
+def test_an_incident_shows_up_once_its_log_is_written_after_its_metadata(tmp_path: Path) -> None:
+    entry = _incident(tmp_path, log=None)
+    desk = Desk(tmp_path)
+    assert desk.incidents() == []
+    assert desk.problems() == [Problem("incidents/INC-1", "missing log.txt")]
+    (entry / "log.txt").write_text("line\n")
+    assert [incident.id for incident in desk.incidents()] == ["INC-1"]
+    assert desk.problems() == []
+    listed = desk.incident("INC-1")
+    with (entry / "log.txt").open("a") as log:
+        log.write("a log being appended to is not a reason to re-read the incident\n")
+    assert desk.incident("INC-1") is listed
+    (entry / "log.txt").unlink()
+    assert desk.incidents() == []
+    assert desk.problems() == [Problem("incidents/INC-1", "missing log.txt")]
+
+
+def test_log_unavailable_names_the_incident_and_the_reason() -> None:
+    error = LogUnavailable("INC-7", "permission denied")
+    assert isinstance(error, DeskError)
+    assert str(error) == "Log of INC-7 cannot be read: permission denied"
+    assert (error.incident_id, error.reason) == ("INC-7", "permission denied")
+
+
+def test_a_log_linked_to_outside_the_data_directory_is_refused(tmp_path: Path) -> None:
+    root = tmp_path / "desk"
+    outside = tmp_path / "secret.txt"
+    outside.write_text("root:outside-the-data-dir\n")
+    (_incident(root, "INC-OUT", log=None) / "log.txt").symlink_to(outside)
+    shared = root / "shared-logs" / "inc-in.log"
+    shared.parent.mkdir(parents=True)
+    shared.write_text("inside\n")
+    (_incident(root, "INC-IN", log=None) / "log.txt").symlink_to(shared)
+    desk = Desk(root)
+    assert [incident.id for incident in desk.incidents()] == ["INC-IN"]
+    assert desk.problems() == [Problem("incidents/INC-OUT", "log.txt points outside the data directory")]
+    assert desk.incident("INC-IN").log_path.read_text() == "inside\n"
+
+
+def test_runbooks_linked_to_outside_the_data_directory_are_not_offered(tmp_path: Path) -> None:
+    runbooks = tmp_path / "desk" / "runbooks"
+    runbooks.mkdir(parents=True)
+    (runbooks / "svc.md").write_text("# svc\n")
+    outside = tmp_path / "elsewhere.md"
+    outside.write_text("# not a runbook\n")
+    (runbooks / "escape.md").symlink_to(outside)
+    desk = Desk(tmp_path / "desk")
+    assert desk.runbook_services() == ["svc"]
+    with pytest.raises(DeskError):
+        desk.runbook("escape")
