@@ -291,3 +291,29 @@ async def test_catastrophic_patterns_are_refused_with_a_reason(make_server, patt
     assert refused.is_error
     assert text_of(refused).startswith(f"Refused regular expression {pattern!r}: a repeated group")
     assert not fine.is_error and len(fine.structured_content["matches"]) == 2
+
+
+async def test_a_log_that_cannot_be_read_is_a_clear_error_everywhere(
+    make_server, era: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between listing and reading, a log can vanish or lose its permissions: say so, never a masked crash."""
+
+    def unreadable(*args: object, **kwargs: object) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr("incident_desk.core.logfile.read_page", unreadable)
+    monkeypatch.setattr("incident_desk.core.logfile.search", unreadable)
+    monkeypatch.setattr("incident_desk.features.resources_.read_tail", unreadable)
+    expected = "Log of INC-1043 cannot be read: Permission denied"
+    async with connect(make_server(), era) as client:
+        page = await client.call_tool("read_incident_log", {"incidentId": "INC-1043"})
+        found = await client.call_tool("search_incident_log", {"incidentId": "INC-1043", "pattern": "x"})
+        summary = await client.call_tool("summarize_incident", {"incidentId": "INC-1043"})
+        with pytest.raises(MCPError) as resource_error:
+            await client.read_resource("incident://INC-1043/log")
+        with pytest.raises(MCPError) as prompt_error:
+            await client.get_prompt("postmortem", {"incidentId": "INC-1043"})
+    for result in (page, found, summary):
+        assert result.is_error and text_of(result) == expected
+    assert (resource_error.value.code, resource_error.value.message) == (-32603, expected)
+    assert prompt_error.value.message == expected

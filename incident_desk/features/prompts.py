@@ -7,10 +7,10 @@ from typing import Annotated
 import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
-from mcp_types import INVALID_PARAMS
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 from pydantic import Field
 
-from incident_desk.core.desk import UnknownIncident
+from incident_desk.core.desk import LogUnavailable, UnknownIncident
 from incident_desk.features.resources_ import bounded_log
 from incident_desk.server import DeskApp
 
@@ -36,4 +36,6 @@ def register(server: MCPServer, app: DeskApp) -> None:
         except UnknownIncident as exc:
             # An MCPError keeps its message in both protocol eras; anything else is masked in 2026-07-28.
             raise MCPError(INVALID_PARAMS, str(exc)) from None
+        except LogUnavailable as exc:
+            raise MCPError(INTERNAL_ERROR, str(exc)) from None
         return postmortem_text(audience, log)

@@ -15,6 +15,7 @@ from incident_desk.core import logfile
 from incident_desk.core.audit import format_decisions
 from incident_desk.core.desk import DeskError, UnknownService
 from incident_desk.features import results
+from incident_desk.features.resources_ import read_log
 from incident_desk.server import DeskApp
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
@@ -144,15 +145,14 @@ def register(server: MCPServer, app: DeskApp) -> None:
     ) -> Annotated[CallToolResult, LogPage]:
         """Read one page of an incident's raw log, oldest line first; page on with next_cursor."""
         try:
-            incident = app.desk.incident(incidentId)
             start = logfile.Cursor.decode(cursor) if cursor else logfile.START
             page = await anyio.to_thread.run_sync(
-                lambda: logfile.read_page(
-                    incident.log_path,
-                    cursor=start,
-                    limit=limit or app.settings.page_lines,
-                    redactor=app.redactor,
-                )
+                read_log,
+                app,
+                incidentId,
+                lambda path: logfile.read_page(
+                    path, cursor=start, limit=limit or app.settings.page_lines, redactor=app.redactor
+                ),
             )
         except (DeskError, logfile.CursorError) as exc:
             return results.error(str(exc))
@@ -185,11 +185,13 @@ def register(server: MCPServer, app: DeskApp) -> None:
         except re.error as exc:
             return results.error(f"Invalid regular expression {pattern!r}: {exc}")
         try:
-            incident = app.desk.incident(incidentId)
             start = logfile.Cursor.decode(cursor) if cursor else logfile.START
             found = await anyio.to_thread.run_sync(
+                read_log,
+                app,
+                incidentId,
+                lambda path: logfile.search(path, regex, cursor=start, limit=limit, redactor=app.redactor),
                 # Searches get their own threads, so a slow pattern can never starve the journal's writes.
-                lambda: logfile.search(incident.log_path, regex, cursor=start, limit=limit, redactor=app.redactor),
                 limiter=search_threads(),
             )
         except (DeskError, logfile.CursorError) as exc:

@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 
 from incident_desk import client_features
 from incident_desk.core import credentials, provider
-from incident_desk.core.desk import UnknownIncident
+from incident_desk.core.desk import DeskError
 from incident_desk.features import results
 from incident_desk.features.resources_ import bounded_log
 from incident_desk.server import DeskApp
@@ -91,7 +91,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
         """Summarize an incident log in two sentences (raw log when no model is available, and it says so)."""
         try:
             log_text = await anyio.to_thread.run_sync(bounded_log, app, incidentId)
-        except UnknownIncident as exc:
+        except DeskError as exc:
             return results.error(str(exc))
         skipped: list[str] = []
 
