@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from contextlib import contextmanager
 
-import keyring
 import pytest
 from keyring.backend import KeyringBackend
 from keyring.backends import fail, null
@@ -28,7 +26,7 @@ from incident_desk.core.credentials import (
     resolve_secret,
     store_secret,
 )
-from tests.fakes import MemoryKeyring
+from tests.fakes import MemoryKeyring, using_keyring
 
 SERVICE = "incident-desk-test"
 SECRET = "sk-live-0123456789abcdefghijWXYZ"
@@ -44,32 +42,22 @@ class BrokenKeyring(MemoryKeyring):
         raise PasswordSetError(f"could not write {password!r} to the collection")
 
 
-@contextmanager
-def _use(backend: KeyringBackend) -> Iterator[KeyringBackend]:
-    previous = keyring.get_keyring()
-    keyring.set_keyring(backend)
-    try:
-        yield backend
-    finally:
-        keyring.set_keyring(previous)
-
-
 @pytest.fixture
 def memory() -> Iterator[MemoryKeyring]:
-    with _use(MemoryKeyring()) as backend:
+    with using_keyring(MemoryKeyring()) as backend:
         assert isinstance(backend, MemoryKeyring)
         yield backend
 
 
 @pytest.fixture
 def failing() -> Iterator[KeyringBackend]:
-    with _use(fail.Keyring()) as backend:
+    with using_keyring(fail.Keyring()) as backend:
         yield backend
 
 
 @pytest.fixture
 def broken() -> Iterator[KeyringBackend]:
-    with _use(BrokenKeyring()) as backend:
+    with using_keyring(BrokenKeyring()) as backend:
         yield backend
 
 
@@ -133,7 +121,7 @@ def test_broken_backend_errors_never_contain_the_secret(broken: KeyringBackend) 
 
 def test_null_backend_that_drops_secrets_is_reported() -> None:
     with (
-        _use(null.Keyring()),
+        using_keyring(null.Keyring()),
         pytest.raises(CredentialStoreError, match=r"did not keep sealing-key \(it stores nothing\)"),
     ):
         store_secret(SERVICE, SEALING_KEY, SECRET)
