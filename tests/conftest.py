@@ -38,6 +38,14 @@ def _isolated_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
 
 
+def child_env(audit_db: Path, **extra: str) -> dict[str, str]:
+    """The environment of a desk started as a child process: none of the developer's settings or keychain."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INCIDENT_DESK_")}
+    env.update(INCIDENT_DESK_AUDIT_DB=str(audit_db), PYTHON_KEYRING_BACKEND="keyring.backends.null.Keyring")
+    env.update(extra)
+    return env
+
+
 @pytest.fixture(params=ERAS)
 def era(request: pytest.FixtureRequest) -> str:
     return str(request.param)

@@ -2,23 +2,19 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, child_env
 
 pytestmark = pytest.mark.subprocess
 
 
 def _doctor(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("INCIDENT_DESK_")}
-    env.update(
-        INCIDENT_DESK_AUDIT_DB=str(tmp_path / "audit.sqlite3"), PYTHON_KEYRING_BACKEND="keyring.backends.null.Keyring"
-    )
+    env = child_env(tmp_path / "audit.sqlite3")
     return subprocess.run(
         [sys.executable, "-m", "incident_desk", "doctor", *args],
         capture_output=True,

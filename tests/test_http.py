@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import socket
 import subprocess
 import sys
@@ -19,7 +18,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import ElicitResult, InputRequiredResult
 
-from tests.conftest import ROOT, SAMPLE_1043_LOG, text_of
+from tests.conftest import ROOT, SAMPLE_1043_LOG, child_env, text_of
 
 pytestmark = [pytest.mark.anyio, pytest.mark.http]
 
@@ -45,13 +44,7 @@ class Desk:
 
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("INCIDENT_DESK_")}
-    env.update(
-        INCIDENT_DESK_AUDIT_DB=str(tmp_path / "audit.sqlite3"),
-        PYTHON_KEYRING_BACKEND="keyring.backends.null.Keyring",
-    )
-    env.update(extra)
-    return env
+    return child_env(tmp_path / "audit.sqlite3", **extra)
 
 
 @contextmanager

@@ -41,7 +41,7 @@ from incident_desk import client_features
 from incident_desk.cli import main as cli_main
 from incident_desk.core.audit import AuditJournal, Decision
 from incident_desk.server import DeskApp, build_server
-from tests.conftest import ROOT, AppFactory, connect, text_of
+from tests.conftest import ROOT, AppFactory, child_env, connect, text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -587,8 +587,7 @@ class RawDesk:
         for name, action in services.items():
             lines += [f'[services."{name}"]', f'kind = "{action["kind"]}"', f"argv = {json.dumps(action['argv'])}"]
         config.write_text("\n".join(lines) + "\n", encoding="utf-8")
-        env = {k: v for k, v in os.environ.items() if not k.startswith("INCIDENT_DESK_")}
-        env.update(INCIDENT_DESK_AUDIT_DB=str(self.audit), PYTHON_KEYRING_BACKEND="keyring.backends.null.Keyring")
+        env = child_env(self.audit)
         self.stderr_path = tmp_path / "desk-stderr.log"
         self._stderr = self.stderr_path.open("w")
         self.process = subprocess.Popen(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -13,19 +12,13 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
-from tests.conftest import ROOT, SAMPLE_1043_LOG, text_of
+from tests.conftest import ROOT, SAMPLE_1043_LOG, child_env, text_of
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 
 
 def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("INCIDENT_DESK_")}
-    env.update(
-        INCIDENT_DESK_AUDIT_DB=str(tmp_path / "audit.sqlite3"),
-        PYTHON_KEYRING_BACKEND="keyring.backends.null.Keyring",
-        **extra,
-    )
-    return env
+    return child_env(tmp_path / "audit.sqlite3", **extra)
 
 
 def server_params(tmp_path: Path, *args: str, **env: str) -> StdioServerParameters:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import logging
-import os
 import socket
 import sys
 import time
@@ -46,7 +45,7 @@ from mcp_types import (
 
 from incident_desk import client_features
 from incident_desk import log as desk_logging
-from tests.conftest import ROOT, SAMPLE_1043_LOG, connect, text_of
+from tests.conftest import ROOT, SAMPLE_1043_LOG, child_env, connect, text_of
 from tests.fakes import FakeProvider, MemoryKeyring, using_keyring
 
 pytestmark = pytest.mark.anyio
@@ -718,10 +717,8 @@ async def test_stdio_subprocess_uses_the_provider_and_never_logs_the_key(
     tmp_path: Path, fake_provider: FakeProvider
 ) -> None:
     """What a desktop client launches, key from the environment, everything the server logs at DEBUG captured."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("INCIDENT_DESK_")}
-    env.update(
-        INCIDENT_DESK_AUDIT_DB=str(tmp_path / "audit.sqlite3"),
-        PYTHON_KEYRING_BACKEND="keyring.backends.null.Keyring",
+    env = child_env(
+        tmp_path / "audit.sqlite3",
         INCIDENT_DESK_PROVIDER="openai",
         INCIDENT_DESK_PROVIDER_BASE_URL=fake_provider.url + "/v1",
         INCIDENT_DESK_PROVIDER_MODEL="gpt-test",

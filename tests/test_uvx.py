@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from mcp import Client, StdioServerParameters
 
-from tests.conftest import ROOT, SAMPLE_1043_LOG, text_of
+from tests.conftest import ROOT, SAMPLE_1043_LOG, child_env, text_of
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess, pytest.mark.slow]
 
@@ -22,11 +22,7 @@ def _uvx() -> str | None:
 
 @pytest.mark.skipif(_uvx() is None, reason="uv is not installed (it comes with the test extra)")
 async def test_uvx_from_the_checkout_serves_the_sample_desk(tmp_path: Path) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("INCIDENT_DESK_")}
-    env.update(
-        INCIDENT_DESK_AUDIT_DB=str(tmp_path / "audit.sqlite3"),
-        PYTHON_KEYRING_BACKEND="keyring.backends.null.Keyring",
-    )
+    env = child_env(tmp_path / "audit.sqlite3")
     # pyproject.toml sets uv cache keys on the package files, so this always runs the checkout as it is now.
     params = StdioServerParameters(
         command=str(_uvx()),
