@@ -7,34 +7,27 @@ config file may not hold them, and the CLI reads them from the OS keychain (see 
 from __future__ import annotations
 
 import os
-import re
-import sys
 import tomllib
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
-from types import MappingProxyType
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Discriminator,
-    Field,
-    SecretStr,
-    Tag,
-    ValidationError,
-    field_validator,
-    model_validator,
+import platformdirs
+from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
 )
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
-ENV_PREFIX = "INCIDENT_DESK_"
-# Service names become file names (runbooks) and journal rows; the desk's data layer uses the same rule.
-SERVICE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+from incident_desk.core.actions import RestartAction
+from incident_desk.core.credentials import ENV_PREFIX, SECRET_SETTINGS
+from incident_desk.core.names import SERVICE_NAME, is_safe_name
+
 APP_NAME = "incident-desk"
-SECRET_FIELDS = frozenset({"provider_api_key", "http_token", "sealing_key"})
 
 
 class SettingsError(Exception):
@@ -42,65 +35,34 @@ class SettingsError(Exception):
 
 
 def user_data_dir() -> Path:
-    """Where the desk keeps its own state (the audit journal), per platform convention."""
-    if sys.platform == "win32":
-        base = Path(os.environ.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
-    elif sys.platform == "darwin":
-        base = Path.home() / "Library" / "Application Support"
-    else:
-        base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
-    return base / APP_NAME
+    """Where the desk keeps its own state (the audit journal), per platform convention.
+
+    Linux: ``$XDG_DATA_HOME`` or ``~/.local/share``; macOS: ``~/Library/Application Support``; Windows: the
+    local (not roaming) app data folder. Each followed by ``incident-desk``.
+    """
+    return Path(platformdirs.user_data_dir(APP_NAME, appauthor=False, roaming=False))
 
 
-class CommandAction(BaseModel):
-    """Restart by running a command: an argv list, never a shell."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    kind: Literal["command"] = "command"
-    argv: Annotated[list[str], Field(min_length=1)]
-    timeout_seconds: Annotated[float, Field(gt=0)] = 120.0
-    cwd: Path | None = None
-
-    @field_validator("argv")
-    @classmethod
-    def _no_empty_program(cls, argv: list[str]) -> list[str]:
-        if not argv[0].strip():
-            raise ValueError("the first argv entry (the program) is empty")
-        return argv
+_config_file_path: ContextVar[Path | None] = ContextVar("_config_file_path", default=None)
 
 
-class SimulateAction(BaseModel):
-    """Restart nothing and say so: the sample desk's default."""
+class _ConfigFile(TomlConfigSettingsSource):
+    """pydantic-settings' own TOML source, refusing secrets: a config file gets copied, pasted and committed."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    kind: Literal["simulate"] = "simulate"
-
-
-def _action_kind(value: Any) -> str:
-    """``kind`` when given; otherwise a table with an ``argv`` is a command, anything else a simulation."""
-    if isinstance(value, dict):
-        return str(value.get("kind") or ("command" if "argv" in value else "simulate"))
-    return str(getattr(value, "kind", "simulate"))
-
-
-RestartAction = Annotated[
-    Annotated[CommandAction, Tag("command")] | Annotated[SimulateAction, Tag("simulate")],
-    Discriminator(_action_kind),
-]
-
-_config_file_data: ContextVar[Mapping[str, Any]] = ContextVar("_config_file_data", default=MappingProxyType({}))
-
-
-class _ConfigFileSource(PydanticBaseSettingsSource):
-    """Feeds the already-parsed config file into pydantic-settings at its place in the priority order."""
-
-    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
-        return _config_file_data.get().get(field_name), field_name, False
-
-    def __call__(self) -> dict[str, Any]:
-        return dict(_config_file_data.get())
+    def _read_file(self, file_path: Any) -> dict[str, Any]:
+        try:
+            data = super()._read_file(file_path)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise SettingsError(f"config file {file_path} cannot be read: {exc}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise SettingsError(f"config file {file_path} is not valid TOML: {exc}") from None
+        leaked = sorted(SECRET_SETTINGS & data.keys())
+        if leaked:
+            raise SettingsError(
+                f"config file {file_path} holds {', '.join(leaked)}: secrets belong in the OS keychain "
+                f"(`incident-desk key set` / `incident-desk token create`) or {ENV_PREFIX}* environment variables"
+            )
+        return data
 
 
 class Settings(BaseSettings):
@@ -185,7 +147,7 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return init_settings, env_settings, _ConfigFileSource(settings_cls)
+        return init_settings, env_settings, _ConfigFile(settings_cls, toml_file=_config_file_path.get())
 
     @field_validator("data_dir", "audit_db", mode="before")
     @classmethod
@@ -209,7 +171,7 @@ class Settings(BaseSettings):
     @field_validator("services")
     @classmethod
     def _service_names_are_valid(cls, value: dict[str, Any]) -> dict[str, Any]:
-        bad = sorted(name for name in value if not SERVICE_NAME.fullmatch(name) or ".." in name)
+        bad = sorted(name for name in value if not is_safe_name(name, SERVICE_NAME))
         if bad:
             raise ValueError(f"invalid service name(s) {', '.join(map(repr, bad))}: use letters, digits, . _ -")
         return value
@@ -225,42 +187,26 @@ class Settings(BaseSettings):
         return self.audit_db or user_data_dir() / "audit.sqlite3"
 
 
-def read_config_file(path: Path) -> dict[str, Any]:
-    """Parse the TOML config, refusing secrets in it: a config file gets copied, pasted and committed."""
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise SettingsError(f"config file {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SettingsError(f"config file {path} cannot be read: {exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise SettingsError(f"config file {path} is not valid TOML: {exc}") from None
-    leaked = sorted(SECRET_FIELDS & data.keys())
-    if leaked:
-        raise SettingsError(
-            f"config file {path} holds {', '.join(leaked)}: secrets belong in the OS keychain "
-            f"(`incident-desk key set` / `incident-desk token create`) or {ENV_PREFIX}* environment variables"
-        )
-    return data
-
-
 @contextmanager
-def _config_data(data: Mapping[str, Any]) -> Iterator[None]:
-    token = _config_file_data.set(data)
+def _reading(config_file: Path | None) -> Iterator[None]:
+    token = _config_file_path.set(config_file)
     try:
         yield
     finally:
-        _config_file_data.reset(token)
+        _config_file_path.reset(token)
 
 
 def load_settings(overrides: Mapping[str, Any] | None = None, config_file: Path | None = None) -> Settings:
     """Build settings from every source, turning validation failures into one message per bad setting."""
     if config_file is None and os.environ.get(f"{ENV_PREFIX}CONFIG"):
         config_file = Path(os.environ[f"{ENV_PREFIX}CONFIG"]).expanduser()
-    file_data = read_config_file(config_file) if config_file else {}
+    if config_file is not None and not config_file.is_file():
+        # pydantic-settings skips a missing file; a typo in --config must not silently mean "no config".
+        problem = "is not a file" if config_file.exists() else "does not exist"
+        raise SettingsError(f"config file {config_file} {problem}")
     cli_values = {k: v for k, v in (overrides or {}).items() if v is not None}
     try:
-        with _config_data(file_data):
+        with _reading(config_file):
             return Settings(**cli_values)
     except ValidationError as exc:
         raise SettingsError(describe_validation_error(exc)) from None

@@ -42,6 +42,10 @@ _SELECT_RECENT = (
 )
 
 
+# The most decisions a client or the CLI can ask for in one read (get_audit_log, `incident-desk audit`).
+MAX_RECENT_DECISIONS = 500
+
+
 class AuditError(Exception):
     """The journal cannot be opened, read or written; the message names the file."""
 

@@ -12,10 +12,12 @@ import secrets
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from incident_desk.settings import ENV_PREFIX
-
 if TYPE_CHECKING:
     from pydantic import SecretStr
+
+ENV_PREFIX = "INCIDENT_DESK_"
+# The settings that hold secrets: never accepted from a config file, never handed to a restart command.
+SECRET_SETTINGS = frozenset({"provider_api_key", "http_token", "sealing_key"})
 
 # Keychain entry names (the keyring "username" under the configured service).
 PROVIDER_API_KEY = "provider-api-key"

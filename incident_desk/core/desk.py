@@ -14,7 +14,6 @@ out of it is refused.
 
 from __future__ import annotations
 
-import re
 import threading
 import tomllib
 from dataclasses import dataclass
@@ -24,10 +23,10 @@ from pathlib import Path
 
 import structlog
 
+from incident_desk.core.names import INCIDENT_ID, SERVICE_NAME, is_safe_name
+
 log = structlog.get_logger(__name__)
 
-INCIDENT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-SERVICE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 CLOSED_STATUSES = frozenset({"resolved", "closed"})
 METADATA_FILE = "incident.toml"
 LOG_FILE = "log.txt"
@@ -86,10 +85,6 @@ def bundled_sample_desk() -> Path:
     return Path(str(resources.files("incident_desk") / "data" / "sample_desk"))
 
 
-def _is_safe_name(name: str, pattern: re.Pattern[str]) -> bool:
-    return bool(pattern.fullmatch(name)) and ".." not in name
-
-
 def _inside(root: Path, candidate: Path) -> bool:
     """True when ``candidate`` (symlinks resolved) stays under ``root``."""
     try:
@@ -130,7 +125,7 @@ def _parse_incident(entry: Path, root: Path) -> Incident:
     if missing:
         raise ValueError(f"{METADATA_FILE} lacks {', '.join(missing)}")
     service = meta["service"]
-    if not isinstance(service, str) or not _is_safe_name(service, SERVICE_NAME):
+    if not isinstance(service, str) or not is_safe_name(service, SERVICE_NAME):
         raise ValueError(f"service {service!r} is not a valid service name")
     opened = meta["opened"]
     if isinstance(opened, str):
@@ -199,7 +194,7 @@ class Desk:
                 entry = self._incidents_dir / name
                 if not entry.is_dir():
                     problems.append(Problem(f"incidents/{name}", "not a directory"))
-                elif not _is_safe_name(name, INCIDENT_ID) or not _inside(self._incidents_dir, entry):
+                elif not is_safe_name(name, INCIDENT_ID) or not _inside(self._incidents_dir, entry):
                     problems.append(Problem(f"incidents/{name}", "not a valid incident id"))
                 else:
                     try:
@@ -220,7 +215,7 @@ class Desk:
         return [incident.id for incident in self.incidents() if incident.is_open]
 
     def incident(self, incident_id: str) -> Incident:
-        if not _is_safe_name(incident_id, INCIDENT_ID):
+        if not is_safe_name(incident_id, INCIDENT_ID):
             raise UnknownIncident(incident_id)
         self._refresh()
         try:
@@ -238,11 +233,11 @@ class Desk:
         return sorted(
             path.stem
             for path in self._runbooks_dir.glob("*.md")
-            if _is_safe_name(path.stem, SERVICE_NAME) and _inside(self._runbooks_dir, path) and path.is_file()
+            if is_safe_name(path.stem, SERVICE_NAME) and _inside(self._runbooks_dir, path) and path.is_file()
         )
 
     def runbook(self, service: str) -> str:
-        if not _is_safe_name(service, SERVICE_NAME):
+        if not is_safe_name(service, SERVICE_NAME):
             raise UnknownService(service)
         path = self._runbooks_dir / f"{service}.md"
         if not _inside(self._runbooks_dir, path) or not path.is_file():
@@ -255,5 +250,5 @@ class Desk:
     def services(self, extra: list[str] | None = None) -> list[str]:
         """Every service the desk knows: from runbooks, incidents and ``extra`` (configured actions)."""
         names = set(self.runbook_services()) | {incident.service for incident in self.incidents()}
-        names |= {name for name in extra or [] if _is_safe_name(name, SERVICE_NAME)}
+        names |= {name for name in extra or [] if is_safe_name(name, SERVICE_NAME)}
         return sorted(names)

@@ -21,11 +21,12 @@ from pathlib import Path
 import anyio
 from anyio.abc import ByteReceiveStream, Process
 
-from incident_desk.settings import ENV_PREFIX, SECRET_FIELDS, CommandAction, SimulateAction
+from incident_desk.core.actions import CommandAction, SimulateAction
+from incident_desk.core.credentials import ENV_PREFIX, SECRET_SETTINGS
 
 SERVICE_ENV_VAR = "INCIDENT_DESK_SERVICE"
 # The desk's own secrets are never handed to a restart command: its output is shown to the client.
-WITHHELD_ENV_VARS = frozenset(ENV_PREFIX + name.upper() for name in SECRET_FIELDS)
+WITHHELD_ENV_VARS = frozenset(ENV_PREFIX + name.upper() for name in SECRET_SETTINGS)
 OUTPUT_LIMIT_BYTES = 64 * 1024
 # After the command exits, how long to keep reading output that is still in flight. A background process the
 # command left holding its stdout would otherwise keep the restart "running" forever.
