@@ -18,16 +18,13 @@ from __future__ import annotations
 import json
 import secrets
 import time
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 import anyio
-import structlog
-from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
-from mcp.server.mcpserver import Context, MCPServer
-from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+from mcp.server.mcpserver import Context
+from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
 from mcp_types import (
     CONNECTION_CLOSED,
@@ -38,11 +35,8 @@ from mcp_types import (
     ElicitRequest,
     ElicitRequestFormParams,
     ElicitResult,
-    EmptyResult,
     InputRequiredResult,
-    LoggingLevel,
     SamplingMessage,
-    SetLevelRequestParams,
     TextContent,
 )
 from pydantic import BaseModel
@@ -51,7 +45,7 @@ ResultT = TypeVar("ResultT", bound=BaseModel)
 
 ERA_2025 = "2025-11-25"
 ERA_2026 = "2026-07-28"
-_ROUND_TRIP_ERAS = frozenset({ERA_2026})
+ROUND_TRIP_ERAS = frozenset({ERA_2026})
 _STATE_VERSION = 1
 
 
@@ -88,7 +82,7 @@ def view(ctx: Context) -> ClientView:
     caps = ctx.client_capabilities
     era = ctx.protocol_version or ERA_2025
     elicitation = caps.elicitation if caps else None
-    round_trip = era in _ROUND_TRIP_ERAS
+    round_trip = era in ROUND_TRIP_ERAS
     return ClientView(
         era=era,
         can_sample=bool(caps and caps.sampling is not None),
@@ -359,108 +353,14 @@ async def ask_approval(
     return Answered(action=result.action, content=dict(result.content or {}), nonce=secrets.token_hex(16))
 
 
-def approver(ctx: Context) -> str:
-    """Who is answering: the authenticated HTTP principal, else the OS user running the desk.
-
-    Never a form field: the spec forbids trusting an identity typed into an elicitation form.
-    """
-    from mcp.server.auth.middleware.auth_context import get_access_token
-
-    token = get_access_token()
-    if token is not None:
-        return f"token:{token.subject or token.client_id}"
-    headers = ctx.headers or {}
-    # Set only by the desk's own bearer-auth layer after it checked the token (incident_desk.http).
-    principal = headers.get("x-incident-desk-principal")
-    if principal:
-        return principal
-    if headers:
-        return f"http-unauthenticated:{_os_user()}"
-    return f"os:{_os_user()}"
-
-
-def _os_user() -> str:
-    import getpass
-
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return "unknown"
-
-
-# Logging -------------------------------------------------------------------------------------------------
-#
-# MCP logging is deprecated by 2026-07-28 but still what 2025 clients use to watch a server. The desk forwards
-# its own decision events (why a summary step was skipped, what became of a restart) to clients that ask:
-# 2025 clients by `logging/setLevel`, 2026 clients by the per-request `_meta` log level the SDK already honours.
-
-_LEVELS: tuple[str, ...] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
-_STDIO_CONNECTION = "stdio"
-
-
-class ClientLogLevels:
-    """The level each 2025 connection asked for; a connection that never asked gets no log notifications.
-
-    stdio and in-memory transports carry one connection (no headers); Streamable HTTP names each stateful
-    session. A stateless HTTP request has no connection to remember a level for, so setLevel there is a no-op.
-    """
-
-    MAX_CONNECTIONS = 10_000
-
-    def __init__(self) -> None:
-        self._levels: dict[str, str] = {}
-
-    @staticmethod
-    def connection_key(headers: Mapping[str, str] | None) -> str | None:
-        if headers is None:
-            return _STDIO_CONNECTION
-        return headers.get("mcp-session-id")
-
-    def set(self, key: str | None, level: str) -> None:
-        if key is None:
-            return
-        self._levels.pop(key, None)
-        self._levels[key] = level
-        while len(self._levels) > self.MAX_CONNECTIONS:
-            del self._levels[next(iter(self._levels))]  # forget the connection that set its level longest ago
-
-    def wants(self, key: str | None, level: str) -> bool:
-        asked = self._levels.get(key) if key is not None else None
-        return asked is not None and _LEVELS.index(level) >= _LEVELS.index(asked)
-
-
-def install_logging(server: MCPServer, levels: ClientLogLevels) -> None:
-    """Serve `logging/setLevel` (MCPServer has no decorator for it) and tag every request's log lines."""
-
-    async def set_level(ctx: ServerRequestContext[Any, Any], params: SetLevelRequestParams) -> EmptyResult:
-        headers = getattr(ctx.request, "headers", None)
-        levels.set(ClientLogLevels.connection_key(headers), params.level)
-        return EmptyResult()
-
-    server._lowlevel_server.add_request_handler("logging/setLevel", SetLevelRequestParams, set_level)
-    server._lowlevel_server.middleware.append(_RequestLogContext())
-
-
-class _RequestLogContext:
-    """Bind the JSON-RPC request id and method to every structlog line written while a request is handled."""
-
-    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        if ctx.request_id is None:
-            return await call_next(ctx)
-        with structlog.contextvars.bound_contextvars(request_id=str(ctx.request_id), method=ctx.method):
-            return await call_next(ctx)
-
-
-async def tell_client(ctx: Context, levels: ClientLogLevels, level: LoggingLevel, event: str, **fields: Any) -> None:
-    """Forward one desk event to the client as `notifications/message`, if the client asked for that level."""
-    if ctx.protocol_version not in _ROUND_TRIP_ERAS and not levels.wants(
-        ClientLogLevels.connection_key(ctx.headers), level
-    ):
-        return
-    data = {"event": event, **fields}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", MCPDeprecationWarning)
-        try:
-            await ctx.log(level, data, logger_name="incident-desk")
-        except (MCPError, anyio.ClosedResourceError, anyio.BrokenResourceError):
-            return  # a client that went away does not fail the tool that was telling it something
+def era_features(*, stateless: bool) -> dict[str, str]:
+    """What each protocol era gets from the desk over HTTP, logged at start so a stateless surprise is never silent."""
+    if stateless:
+        legacy = (
+            "tools listed in full; no back-channel: summarize_incident uses the provider or the raw log, "
+            "restart_service refuses (ELICITATION_UNAVAILABLE)"
+        )
+    else:
+        legacy = "sampling and elicitation on the open call (stateful sessions)"
+    modern = "approval and sampling by multi round-trip (input_required), in any mode"
+    return {ERA_2025: legacy, ERA_2026: modern}

@@ -24,7 +24,8 @@ def _launch_command() -> tuple[str, list[str]]:
 
 async def _tools_of_this_installation(settings: Settings) -> set[str]:
     """What the launched desk should list: the tools this very package registers."""
-    from incident_desk.server import build_app, build_server
+    from incident_desk.app import build_app
+    from incident_desk.server import build_server
 
     return {tool.name for tool in await build_server(build_app(settings)).list_tools()}
 

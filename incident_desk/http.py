@@ -1,19 +1,13 @@
 """Streamable HTTP mode: a shared desk at ``/mcp`` with ``/healthz``, DNS-rebinding checks and bearer auth.
 
 Loopback by default. Binding any other address requires a bearer token (from the keychain or the environment,
-never a flag), and the desk refuses to start without one. The auth layer is a small pure-ASGI wrapper: one
-shared token is what a team desk behind a VPN needs, and it keeps the SDK's OAuth machinery (which would
-advertise an authorization server the desk does not have) out of the picture.
+never a flag), and the desk refuses to start without one (the token check itself lives in ``auth``).
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import ipaddress
 import sys
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
 
 import structlog
 from mcp.server.mcpserver import MCPServer
@@ -22,20 +16,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
 from incident_desk import __version__
-from incident_desk.server import DeskApp
+from incident_desk.app import DeskApp
+from incident_desk.auth import HEALTH_PATH, ASGIApp, BearerAuth
+from incident_desk.client_features import era_features
 from incident_desk.settings import Settings
 
 logger = structlog.get_logger(__name__)
 
-PRINCIPAL_HEADER = "x-incident-desk-principal"
-HEALTH_PATH = "/healthz"
 MCP_PATH = "/mcp"
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 def is_loopback(host: str) -> bool:
@@ -45,56 +33,6 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
-
-
-def token_fingerprint(token: str) -> str:
-    """A stable, non-reversible name for a token: who approved, without storing the secret."""
-    return hashlib.sha256(token.encode()).hexdigest()[:12]
-
-
-class BearerAuth:
-    """Require ``Authorization: Bearer <token>`` on everything but /healthz; name the principal for the tools.
-
-    The principal header is always stripped from the incoming request, so a client can never claim one: it is
-    set only after the token has been checked.
-    """
-
-    def __init__(self, app: ASGIApp, token: str | None) -> None:
-        self._app = app
-        self._token = token.encode() if token else None
-        self._principal = f"bearer:{token_fingerprint(token)}" if token else None
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self._app(scope, receive, send)
-            return
-        headers = [(k, v) for k, v in scope.get("headers", []) if k.decode("latin-1").lower() != PRINCIPAL_HEADER]
-        if self._token is not None and scope.get("path") != HEALTH_PATH:
-            presented = dict(headers).get(b"authorization", b"")
-            scheme, _, credential = presented.partition(b" ")
-            if scheme.lower() != b"bearer" or not hmac.compare_digest(credential.strip(), self._token):
-                error = "invalid_token" if presented else None
-                await _unauthorized(send, error)
-                return
-            headers.append((PRINCIPAL_HEADER.encode(), (self._principal or "").encode()))
-        await self._app({**scope, "headers": headers}, receive, send)
-
-
-async def _unauthorized(send: Send, error: str | None) -> None:
-    challenge = 'Bearer realm="incident-desk"' + (f', error="{error}"' if error else "")
-    body = b'{"error":"unauthorized","message":"a valid bearer token is required"}'
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 401,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"www-authenticate", challenge.encode()),
-                (b"content-length", str(len(body)).encode()),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
 
 
 def transport_security(settings: Settings) -> TransportSecuritySettings:
@@ -110,19 +48,6 @@ def transport_security(settings: Settings) -> TransportSecuritySettings:
         allowed_hosts=hosts + list(settings.allowed_hosts),
         allowed_origins=origins + list(settings.allowed_origins),
     )
-
-
-def era_features(settings: Settings) -> dict[str, str]:
-    """What each protocol era gets in this mode, logged at start so a stateless surprise is never silent."""
-    if settings.stateless:
-        legacy = (
-            "tools listed in full; no back-channel: summarize_incident uses the provider or the raw log, "
-            "restart_service refuses (ELICITATION_UNAVAILABLE)"
-        )
-    else:
-        legacy = "sampling and elicitation on the open call (stateful sessions)"
-    modern = "approval and sampling by multi round-trip (input_required), in any mode"
-    return {"2025-11-25": legacy, "2026-07-28": modern}
 
 
 def build_asgi(server: MCPServer, app: DeskApp, token: str | None) -> ASGIApp:
@@ -178,7 +103,7 @@ def serve_http(server: MCPServer, app: DeskApp) -> int:
         url=f"http://{settings.host}:{settings.port}{MCP_PATH}",
         stateless=settings.stateless,
         auth="bearer token from " + source if token and source else "none (loopback only)",
-        **{f"era_{era}": features for era, features in era_features(settings).items()},
+        **{f"era_{era}": features for era, features in era_features(stateless=settings.stateless).items()},
     )
     config = uvicorn.Config(
         asgi,

@@ -1,63 +1,29 @@
-"""The server factory: build one MCPServer from settings and register the thin feature modules."""
+"""The server factory: build one MCPServer for a desk and register the thin feature modules on it.
+
+Only the transports and ``doctor`` import this module; features never do.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from importlib import resources
-from pathlib import Path
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.request_state import RequestStateSecurity
 
 from incident_desk import __version__
-from incident_desk.client_features import ClientLogLevels, install_logging
-from incident_desk.core.audit import AuditJournal
-from incident_desk.core.desk import Desk, bundled_sample_desk
-from incident_desk.core.redact import redact
-from incident_desk.settings import Settings
+from incident_desk.app import DeskApp
+from incident_desk.client_logging import RequestLogContext, serve_set_level
+from incident_desk.features import completions, prompts, read_tools, resources_, restart, summarize
 
 SERVER_NAME = "incident-desk"
-
-
-@dataclass
-class DeskApp:
-    """What the feature modules share: settings, data, and the services built from them."""
-
-    settings: Settings
-    desk: Desk
-    journal: AuditJournal
-    sealing_keys: list[bytes] = field(default_factory=list)
-    log_levels: ClientLogLevels = field(default_factory=ClientLogLevels)
-
-    @property
-    def data_root(self) -> Path:
-        return self.desk.root
-
-    def redactor(self, text: str) -> str:
-        return redact(text) if self.settings.redact_secrets else text
-
-    def services(self) -> list[str]:
-        return self.desk.services(extra=list(self.settings.services))
+FEATURES = (resources_, prompts, completions, read_tools, summarize, restart)
 
 
 def instructions() -> str:
     return (resources.files("incident_desk") / "data" / "instructions.md").read_text(encoding="utf-8")
 
 
-def build_app(settings: Settings, sealing_keys: list[bytes] | None = None) -> DeskApp:
-    root = settings.data_dir if settings.data_dir is not None else bundled_sample_desk()
-    return DeskApp(
-        settings=settings,
-        desk=Desk(root),
-        journal=AuditJournal(settings.audit_path),
-        sealing_keys=sealing_keys or [],
-    )
-
-
 def build_server(app: DeskApp) -> MCPServer:
-    # Imported here so importing the factory stays cheap for CLI subcommands that never serve.
-    from incident_desk.features import completions, prompts, read_tools, resources_, restart, summarize
-
     # The sealed 2026 round-trip state must outlive the longest wait for a human, or a slow approval would
     # fail with the SDK's bare "expired requestState" instead of the desk's own timeout text.
     ttl = max(app.settings.approval_timeout_seconds, app.settings.sampling_timeout_seconds) + 120
@@ -72,12 +38,9 @@ def build_server(app: DeskApp) -> MCPServer:
         title="Incident desk",
         instructions=instructions(),
         request_state_security=sealing,
+        middleware=[RequestLogContext()],
     )
-    install_logging(server, app.log_levels)
-    resources_.register(server, app)
-    prompts.register(server, app)
-    completions.register(server, app)
-    read_tools.register(server, app)
-    summarize.register(server, app)
-    restart.register(server, app)
+    serve_set_level(server, app.log_levels)
+    for feature in FEATURES:
+        feature.register(server, app)
     return server

@@ -29,8 +29,9 @@ def _sealing_keys(settings: Settings) -> list[bytes]:
 
 def serve(settings: Settings) -> int:
     log.configure(settings.log_level, settings.log_format)
+    from incident_desk.app import build_app
     from incident_desk.core.audit import AuditError
-    from incident_desk.server import build_app, build_server
+    from incident_desk.server import build_server
 
     try:
         app = build_app(settings, sealing_keys=_sealing_keys(settings))

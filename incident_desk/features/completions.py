@@ -11,7 +11,7 @@ from mcp_types import (
     ResourceTemplateReference,
 )
 
-from incident_desk.server import DeskApp
+from incident_desk.app import DeskApp
 
 MAX_VALUES = 100  # the spec's cap on values per completion response
 

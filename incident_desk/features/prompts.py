@@ -10,9 +10,8 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 from pydantic import Field
 
+from incident_desk.app import DeskApp
 from incident_desk.core.desk import LogUnavailable, UnknownIncident
-from incident_desk.features.resources_ import bounded_log
-from incident_desk.server import DeskApp
 
 DEFAULT_AUDIENCE = "the engineering team"
 
@@ -32,7 +31,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
         audience: Annotated[str | None, Field(description="who will read it")] = None,
     ) -> str:
         try:
-            log = await anyio.to_thread.run_sync(bounded_log, app, incidentId)
+            log = await anyio.to_thread.run_sync(app.bounded_log, incidentId)
         except UnknownIncident as exc:
             # An MCPError keeps its message in both protocol eras; anything else is masked in 2026-07-28.
             raise MCPError(INVALID_PARAMS, str(exc)) from None

@@ -11,12 +11,11 @@ from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, Field
 
+from incident_desk import tool_results as results
+from incident_desk.app import DeskApp
 from incident_desk.core import logfile
-from incident_desk.core.audit import format_decisions
+from incident_desk.core.audit import MAX_RECENT_DECISIONS, format_decisions
 from incident_desk.core.desk import DeskError, UnknownService
-from incident_desk.features import results
-from incident_desk.features.resources_ import read_log
-from incident_desk.server import DeskApp
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 MAX_PAGE_LINES = 5_000
@@ -147,8 +146,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
         try:
             start = logfile.Cursor.decode(cursor) if cursor else logfile.START
             page = await anyio.to_thread.run_sync(
-                read_log,
-                app,
+                app.read_log,
                 incidentId,
                 lambda path: logfile.read_page(
                     path, cursor=start, limit=limit or app.settings.page_lines, redactor=app.redactor
@@ -187,8 +185,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
         try:
             start = logfile.Cursor.decode(cursor) if cursor else logfile.START
             found = await anyio.to_thread.run_sync(
-                read_log,
-                app,
+                app.read_log,
                 incidentId,
                 lambda path: logfile.search(path, regex, cursor=start, limit=limit, redactor=app.redactor),
                 # Searches get their own threads, so a slow pattern can never starve the journal's writes.
@@ -222,7 +219,9 @@ def register(server: MCPServer, app: DeskApp) -> None:
 
     @server.tool(annotations=READ_ONLY)
     async def get_audit_log(
-        limit: Annotated[int, Field(ge=1, le=500, description="How many decisions, newest first")] = 20,
+        limit: Annotated[
+            int, Field(ge=1, le=MAX_RECENT_DECISIONS, description="How many decisions, newest first")
+        ] = 20,
     ) -> Annotated[CallToolResult, AuditLog]:
         """The most recent restart decisions from the audit journal (the twin of the audit://recent resource)."""
         decisions = await anyio.to_thread.run_sync(app.journal.recent, limit)

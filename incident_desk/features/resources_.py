@@ -5,49 +5,13 @@ Named ``resources_`` to stay clear of :mod:`importlib.resources`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
-from typing import TypeVar
-
 import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 
+from incident_desk.app import DeskApp
 from incident_desk.core.audit import format_decisions
 from incident_desk.core.desk import LogUnavailable, UnknownIncident, UnknownService
-from incident_desk.core.logfile import read_tail
-from incident_desk.server import DeskApp
-
-T = TypeVar("T")
-
-
-def read_log(app: DeskApp, incident_id: str, reader: Callable[[Path], T]) -> T:
-    """Run ``reader`` on an incident's log; a log that vanished or cannot be read is a named domain error."""
-    incident = app.desk.incident(incident_id)
-    try:
-        return reader(incident.log_path)
-    except OSError as exc:
-        raise LogUnavailable(incident_id, exc.strerror or exc.__class__.__name__) from None
-
-
-def bounded_log(app: DeskApp, incident_id: str) -> str:
-    """The tail window of an incident's log, with a note when older lines were left out."""
-    window = read_log(
-        app,
-        incident_id,
-        lambda path: read_tail(
-            path,
-            max_lines=app.settings.log_window_lines,
-            max_bytes=app.settings.log_window_bytes,
-            redactor=app.redactor,
-        ),
-    )
-    if not window.truncated:
-        return window.text
-    return (
-        f"[incident-desk: showing the last {window.shown_lines} lines ({window.shown_bytes} of "
-        f"{window.total_bytes} bytes); page or search the rest with read_incident_log]\n{window.text}"
-    )
 
 
 def register(server: MCPServer, app: DeskApp) -> None:
@@ -68,7 +32,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
     )
     async def incident_log(id: str) -> str:
         try:
-            return await anyio.to_thread.run_sync(bounded_log, app, id)
+            return await anyio.to_thread.run_sync(app.bounded_log, id)
         except UnknownIncident as exc:
             raise ResourceNotFoundError(str(exc)) from None
         except LogUnavailable as exc:

@@ -10,13 +10,13 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
-from incident_desk import client_features
+from incident_desk import auth, client_features, client_logging
+from incident_desk import tool_results as results
+from incident_desk.app import DeskApp
 from incident_desk.core import approval, executor
+from incident_desk.core.actions import SimulateAction
 from incident_desk.core.audit import AuditError, Decision, DuplicateApproval
 from incident_desk.core.redact import redact
-from incident_desk.features import results
-from incident_desk.server import DeskApp
-from incident_desk.settings import SimulateAction
 
 log = structlog.get_logger(__name__)
 
@@ -63,7 +63,7 @@ class _Recorder:
             await anyio.to_thread.run_sync(self._journal.record, decision)
         fields = {"service": self._service, "outcome": outcome, "ticket": ticket, "era": self._era}
         log.info("restart decision", **fields)
-        await client_features.tell_client(self._ctx, self._app.log_levels, "info", "restart decision", **fields)
+        await client_logging.tell_client(self._ctx, self._app.log_levels, "info", "restart decision", **fields)
 
     async def quietly(self, outcome: str, **fields: Any) -> str | None:
         """Record after the action ran: a journal failure is returned (and logged), never raised over the result."""
@@ -115,7 +115,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
         ctx: Context, service: str
     ) -> Annotated[CallToolResult, RestartReport] | InputRequiredResult:
         client = client_features.view(ctx)
-        approver = client_features.approver(ctx)
+        approver = auth.approver(ctx)
         record = _Recorder(ctx, app, service, approver, client.era)
 
         if service not in app.services():

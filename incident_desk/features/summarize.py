@@ -10,12 +10,11 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import BaseModel, Field
 
-from incident_desk import client_features
+from incident_desk import client_features, client_logging
+from incident_desk import tool_results as results
+from incident_desk.app import DeskApp
 from incident_desk.core import credentials, provider
 from incident_desk.core.desk import DeskError
-from incident_desk.features import results
-from incident_desk.features.resources_ import bounded_log
-from incident_desk.server import DeskApp
 
 log = structlog.get_logger(__name__)
 
@@ -75,7 +74,7 @@ async def _skipped(ctx: Context, app: DeskApp, incident_id: str, step: str, reas
     """Record why a step of the chain did not answer: in the desk's log, and for a client that asked for logs."""
     log.info("summary step skipped", step=step, incident=incident_id, reason=reason)
     fields = {"step": step, "incident": incident_id, "reason": reason}
-    await client_features.tell_client(ctx, app.log_levels, "warning", "summary step skipped", **fields)
+    await client_logging.tell_client(ctx, app.log_levels, "warning", "summary step skipped", **fields)
 
 
 def register(server: MCPServer, app: DeskApp) -> None:
@@ -90,7 +89,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
     ) -> Annotated[CallToolResult, Summary] | InputRequiredResult:
         """Summarize an incident log in two sentences (raw log when no model is available, and it says so)."""
         try:
-            log_text = await anyio.to_thread.run_sync(bounded_log, app, incidentId)
+            log_text = await anyio.to_thread.run_sync(app.bounded_log, incidentId)
         except DeskError as exc:
             return results.error(str(exc))
         skipped: list[str] = []

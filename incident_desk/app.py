@@ -1,0 +1,78 @@
+"""The desk as the feature modules see it: settings, data, journal, and the log reads every feature shares.
+
+Features import this module, the core and ``client_features``; never the server factory and never each other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+from incident_desk.client_logging import ClientLogLevels
+from incident_desk.core.audit import AuditJournal
+from incident_desk.core.desk import Desk, LogUnavailable, bundled_sample_desk
+from incident_desk.core.logfile import read_tail
+from incident_desk.core.redact import redact
+from incident_desk.settings import Settings
+
+T = TypeVar("T")
+
+
+@dataclass
+class DeskApp:
+    """What the feature modules share: settings, data, and the services built from them."""
+
+    settings: Settings
+    desk: Desk
+    journal: AuditJournal
+    sealing_keys: list[bytes] = field(default_factory=list)
+    log_levels: ClientLogLevels = field(default_factory=ClientLogLevels)
+
+    @property
+    def data_root(self) -> Path:
+        return self.desk.root
+
+    def redactor(self, text: str) -> str:
+        return redact(text) if self.settings.redact_secrets else text
+
+    def services(self) -> list[str]:
+        return self.desk.services(extra=list(self.settings.services))
+
+    def read_log(self, incident_id: str, reader: Callable[[Path], T]) -> T:
+        """Run ``reader`` on an incident's log; a log that vanished or cannot be read is a named domain error."""
+        incident = self.desk.incident(incident_id)
+        try:
+            return reader(incident.log_path)
+        except OSError as exc:
+            raise LogUnavailable(incident_id, exc.strerror or exc.__class__.__name__) from None
+
+    def bounded_log(self, incident_id: str) -> str:
+        """The tail window of an incident's log, with a note when older lines were left out."""
+        settings = self.settings
+        window = self.read_log(
+            incident_id,
+            lambda path: read_tail(
+                path,
+                max_lines=settings.log_window_lines,
+                max_bytes=settings.log_window_bytes,
+                redactor=self.redactor,
+            ),
+        )
+        if not window.truncated:
+            return window.text
+        return (
+            f"[incident-desk: showing the last {window.shown_lines} lines ({window.shown_bytes} of "
+            f"{window.total_bytes} bytes); page or search the rest with read_incident_log]\n{window.text}"
+        )
+
+
+def build_app(settings: Settings, sealing_keys: list[bytes] | None = None) -> DeskApp:
+    root = settings.data_dir if settings.data_dir is not None else bundled_sample_desk()
+    return DeskApp(
+        settings=settings,
+        desk=Desk(root),
+        journal=AuditJournal(settings.audit_path),
+        sealing_keys=sealing_keys or [],
+    )

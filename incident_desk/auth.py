@@ -1,0 +1,101 @@
+"""Who is asking: the HTTP bearer-token layer, and the approver identity the restart journal records.
+
+The auth layer is a small pure-ASGI wrapper: one shared token is what a team desk behind a VPN needs, and it keeps
+the SDK's OAuth machinery (which would advertise an authorization server the desk does not have) out of the
+picture. It names the checked principal in a header that only it can set; :func:`approver` reads it back.
+"""
+
+from __future__ import annotations
+
+import getpass
+import hashlib
+import hmac
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.mcpserver import Context
+
+PRINCIPAL_HEADER = "x-incident-desk-principal"
+HEALTH_PATH = "/healthz"
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+def token_fingerprint(token: str) -> str:
+    """A stable, non-reversible name for a token: who approved, without storing the secret."""
+    return hashlib.sha256(token.encode()).hexdigest()[:12]
+
+
+class BearerAuth:
+    """Require ``Authorization: Bearer <token>`` on everything but /healthz; name the principal for the tools.
+
+    The principal header is always stripped from the incoming request, so a client can never claim one: it is
+    set only after the token has been checked.
+    """
+
+    def __init__(self, app: ASGIApp, token: str | None) -> None:
+        self._app = app
+        self._token = token.encode() if token else None
+        self._principal = f"bearer:{token_fingerprint(token)}" if token else None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        headers = [(k, v) for k, v in scope.get("headers", []) if k.decode("latin-1").lower() != PRINCIPAL_HEADER]
+        if self._token is not None and scope.get("path") != HEALTH_PATH:
+            presented = dict(headers).get(b"authorization", b"")
+            scheme, _, credential = presented.partition(b" ")
+            if scheme.lower() != b"bearer" or not hmac.compare_digest(credential.strip(), self._token):
+                error = "invalid_token" if presented else None
+                await _unauthorized(send, error)
+                return
+            headers.append((PRINCIPAL_HEADER.encode(), (self._principal or "").encode()))
+        await self._app({**scope, "headers": headers}, receive, send)
+
+
+async def _unauthorized(send: Send, error: str | None) -> None:
+    challenge = 'Bearer realm="incident-desk"' + (f', error="{error}"' if error else "")
+    body = b'{"error":"unauthorized","message":"a valid bearer token is required"}'
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 401,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"www-authenticate", challenge.encode()),
+                (b"content-length", str(len(body)).encode()),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+def approver(ctx: Context) -> str:
+    """Who is answering: the authenticated HTTP principal, else the OS user running the desk.
+
+    Never a form field: the spec forbids trusting an identity typed into an elicitation form.
+    """
+    token = get_access_token()
+    if token is not None:
+        return f"token:{token.subject or token.client_id}"
+    headers = ctx.headers or {}
+    # Set only by BearerAuth after it checked the token; it strips any copy a client sent.
+    principal = headers.get(PRINCIPAL_HEADER)
+    if principal:
+        return principal
+    if headers:
+        return f"http-unauthenticated:{_os_user()}"
+    return f"os:{_os_user()}"
+
+
+def _os_user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "unknown"
