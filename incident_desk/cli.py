@@ -65,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     audit = commands.add_parser("audit", help="print the most recent restart decisions")
     _add_settings_flags(audit)
-    audit.add_argument("--limit", type=int, default=50, help="how many decisions (default 50)")
+    audit.add_argument("--limit", type=_audit_limit, default=50, help="how many decisions, 1-500 (default 50)")
 
     key = commands.add_parser("key", help="store, show (masked) or delete the model provider's API key")
     _add_settings_flags(key)
@@ -76,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     token.add_argument("action", choices=["create", "show", "delete"])
     token.add_argument("--kind", choices=["http", "sealing"], default="http", help="which secret (default http)")
 
-    from incident_desk.client_configs import CLIENT_NAMES
+    from incident_desk.client_configs.registry import CLIENT_NAMES
 
     config = commands.add_parser("config", help="print or install the config snippet for a desktop client")
     config.add_argument("client", choices=CLIENT_NAMES)
@@ -88,6 +88,19 @@ def build_parser() -> argparse.ArgumentParser:
     doctor = commands.add_parser("doctor", help="check this installation end to end")
     _add_settings_flags(doctor)
     return parser
+
+
+def _audit_limit(text: str) -> int:
+    """The same bounds as the get_audit_log tool, checked before the journal is opened."""
+    from incident_desk.core.audit import MAX_RECENT_DECISIONS
+
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 1 <= value <= MAX_RECENT_DECISIONS:
+        raise argparse.ArgumentTypeError(f"{value} is not between 1 and {MAX_RECENT_DECISIONS}")
+    return value
 
 
 def _settings_from(args: argparse.Namespace) -> Settings:

@@ -1,13 +1,15 @@
 """Client configs: the shipped files, the snippets, and merging into real-looking existing config files.
 
 The expectations table below restates the reference's facts (wrapper key, field names) independently of
-``incident_desk.client_configs``, so a wrong spelling in the module is caught rather than mirrored.
+``incident_desk.client_configs``, so a wrong spelling in the module is caught rather than mirrored. Results are
+read with parsers the module does not use: PyYAML, ``tomllib``, and ``json`` after this file strips comments.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 import tomllib
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from incident_desk import client_configs as cc
 from incident_desk.client_configs import (
@@ -26,11 +29,12 @@ from incident_desk.client_configs import (
     Launcher,
     default_config_path,
     detect_launcher,
+    registry,
     render_snippet,
     uvx_launcher,
     write_config,
 )
-from tests.conftest import ROOT, connect
+from tests.helpers import ROOT, connect
 
 CONFIG_DIR = ROOT / "client_configs"
 
@@ -52,13 +56,18 @@ EXPECTED: dict[str, tuple[str, str, str, str | None]] = {
 
 
 def load_yaml(text: str) -> Any:
-    """PyYAML when installed (an independent parser), else the module's own strict subset parser."""
-    try:
-        import yaml  # type: ignore[import-untyped]
-    except ImportError:
-        node = cc._yaml_parse(text)
-        return node.value if node else None
     return yaml.safe_load(text)
+
+
+_JSON_STRING = r'"(?:[^"\\]|\\.)*"'
+_JSONC_COMMENT = re.compile(rf"({_JSON_STRING})|//[^\n]*|/\*.*?\*/", re.DOTALL)
+_JSONC_TRAILING_COMMA = re.compile(rf"({_JSON_STRING})|,(?=\s*[}}\]])")
+
+
+def load_jsonc(text: str) -> Any:
+    """JSON with comments and trailing commas, as VS Code and Zed read it: strip both, keep strings whole."""
+    without_comments = _JSONC_COMMENT.sub(lambda m: m.group(1) or "", text)
+    return json.loads(_JSONC_TRAILING_COMMA.sub(lambda m: m.group(1) or "", without_comments))
 
 
 def parse(fmt: str, text: str) -> Any:
@@ -339,7 +348,10 @@ def test_write_creates_missing_file_and_folders(tmp_path: Path) -> None:
 
 
 def test_write_default_path_comes_from_the_registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(cc, "default_config_path", lambda client, platform=sys.platform: tmp_path / f"{client}.json")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # if the patch ever misses, the real home stays untouched
+    monkeypatch.setattr(
+        registry, "default_config_path", lambda client, platform=sys.platform: tmp_path / f"{client}.json"
+    )
     report = write_config("gemini-cli", EXE)
     assert report.path == tmp_path / "gemini-cli.json"
     assert report.path.exists()
@@ -364,9 +376,7 @@ def test_write_jsonc_keeps_comments_and_trailing_commas(tmp_path: Path) -> None:
     for line in text.splitlines()[:5]:
         assert line in new
     assert "/* a server */" in new
-    value = cc._JsonParser(new, comments=True).parse()
-    assert value is not None
-    servers = value.value["context_servers"]
+    servers = load_jsonc(new)["context_servers"]
     assert set(servers) == {"postgres", "incident-desk"}
     assert servers["incident-desk"] == {"command": EXE.command, "args": [], "env": {}}
 
@@ -382,9 +392,7 @@ def test_write_vscode_http_adds_the_secret_input_once(tmp_path: Path) -> None:
     write_config("vscode", path=path, http_url=DEFAULT_HTTP_URL)
     new = path.read_text(encoding="utf-8")
     assert "// GitHub" in new
-    node = cc._JsonParser(new, comments=True).parse()
-    assert node is not None
-    doc = node.value
+    doc = load_jsonc(new)
     assert [item["id"] for item in doc["inputs"]] == ["gh", "incident-desk-token"]
     assert doc["servers"]["incident-desk"]["headers"]["Authorization"] == "Bearer ${input:incident-desk-token}"
     assert "github" in doc["servers"]
@@ -568,3 +576,218 @@ def test_write_refuses_http_for_claude_desktop_without_touching_the_file(tmp_pat
     with pytest.raises(ClientConfigError, match="Connectors"):
         write_config("claude-desktop", path=path, http_url=DEFAULT_HTTP_URL)
     assert path.read_text(encoding="utf-8") == "{}\n"
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Comments survive a merge wherever the client's format allows them; strict JSON refuses them
+
+
+def test_only_vscode_and_zed_read_json_with_comments() -> None:
+    jsonc = {spec.name for spec in cc.CLIENTS.values() if spec.comments_allowed}
+    strict = {spec.name for spec in cc.CLIENTS.values() if spec.format == "json" and not spec.comments_allowed}
+    assert jsonc == {"vscode", "zed"}
+    assert len(strict) == 7
+
+
+@pytest.mark.parametrize("client", ["vscode", "zed"])
+def test_jsonc_comments_are_kept_when_the_entry_is_added_then_replaced(tmp_path: Path, client: str) -> None:
+    _, where, _, _ = EXPECTED[client]
+    path = tmp_path / "settings.json"
+    text = (
+        "// my editor settings\n"
+        "{\n"
+        '  "fontSize": 14, // points\n'
+        "  /* servers I use */\n"
+        f'  "{where}": {{\n'
+        '    "docs": {"command": "docs-mcp", "args": []} // the docs server\n'
+        "  }\n"
+        "}\n"
+    )
+    path.write_text(text, encoding="utf-8")
+    write_config(client, EXE, path=path)
+    report = write_config(client, Launcher("/new/incident-desk"), path=path)
+    assert report.replaced is True
+    new = path.read_text(encoding="utf-8")
+    for comment in ("// my editor settings", "// points", "/* servers I use */", "// the docs server"):
+        assert comment in new
+    doc = load_jsonc(new)
+    assert doc["fontSize"] == 14
+    assert doc[where]["docs"] == {"command": "docs-mcp", "args": []}
+    assert doc[where]["incident-desk"]["command"] == "/new/incident-desk"
+    assert len(backups(path)) == 2
+
+
+STRICT_JSON = [c for c in CLIENT_NAMES if EXPECTED[c][0] == "json" and c not in {"vscode", "zed"}]
+
+
+@pytest.mark.parametrize("client", STRICT_JSON)
+@pytest.mark.parametrize("comment", ["// servers\n", "/* servers */\n"])
+def test_strict_json_file_with_a_comment_is_refused_and_untouched(tmp_path: Path, client: str, comment: str) -> None:
+    path = tmp_path / "config.json"
+    text = "{\n  " + comment + '  "mcpServers": {"other": {"command": "x"}}\n}\n'
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ClientConfigError) as err:
+        write_config(client, EXE, path=path)
+    message = str(err.value)
+    assert str(path) in message
+    assert "not valid JSON" in message
+    assert "comments" in message
+    assert "line 2, column 3" in message
+    assert "untouched" in message
+    assert path.read_text(encoding="utf-8") == text
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["config.json"]
+
+
+def test_strict_json_is_rewritten_in_its_own_key_order_and_indentation(tmp_path: Path) -> None:
+    path = tmp_path / "mcp.json"
+    path.write_text('{\n   "z": 1,\n   "mcpServers": {"b": {"command": "b"}},\n   "a": 2\n}\n', encoding="utf-8")
+    write_config("cursor", EXE, path=path)
+    text = path.read_text(encoding="utf-8")
+    doc = json.loads(text)
+    assert list(doc) == ["z", "mcpServers", "a"]
+    assert list(doc["mcpServers"]) == ["b", "incident-desk"]
+    assert '\n   "mcpServers": {\n      "b": {' in text, "three-space indentation is kept"
+
+
+def test_jsonc_file_with_a_repeated_key_is_left_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "settings.json"
+    text = '{\n  // two blocks\n  "context_servers": {"a": {}},\n  "context_servers": {}\n}\n'
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(ClientConfigError, match="left untouched"):
+        write_config("zed", EXE, path=path)
+    assert path.read_text(encoding="utf-8") == text
+
+
+GOOSE_WITH_COMMENTS = (
+    "# goose config, edited by hand\n"
+    "GOOSE_PROVIDER: anthropic  # the provider\n"
+    "extensions:\n"
+    "  # the old desk\n"
+    "  incident-desk:\n"
+    "    cmd: /old/incident-desk\n"
+    "    args:\n"
+    "    - --verbose\n"
+    "  # fetch server\n"
+    "  fetch:\n"
+    "    args:\n"
+    "    - mcp-server-fetch\n"
+    "    cmd: uvx  # from PATH\n"
+    "    enabled: true\n"
+    "    type: stdio\n"
+    "\n"
+    "# approval mode\n"
+    "GOOSE_MODE: smart_approve\n"
+)
+
+
+def test_goose_yaml_comments_and_layout_are_kept_when_the_entry_is_replaced(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(GOOSE_WITH_COMMENTS, encoding="utf-8")
+    report = write_config("goose", EXE, path=path)
+    assert report.replaced is True
+    new = path.read_text(encoding="utf-8")
+    for line in GOOSE_WITH_COMMENTS.splitlines()[8:]:
+        assert line + "\n" in new, f"{line!r} is kept as it was"
+    for kept in (
+        "# goose config, edited by hand\n",
+        "GOOSE_PROVIDER: anthropic  # the provider\n",
+        "  # the old desk\n",
+    ):
+        assert kept in new
+    doc = load_yaml(new)
+    assert doc["GOOSE_PROVIDER"] == "anthropic"
+    assert doc["GOOSE_MODE"] == "smart_approve"
+    assert doc["extensions"]["fetch"] == {"args": ["mcp-server-fetch"], "cmd": "uvx", "enabled": True, "type": "stdio"}
+    assert doc["extensions"]["incident-desk"]["cmd"] == EXE.command
+    assert list(doc["extensions"]) == ["incident-desk", "fetch"]
+    assert write_config("goose", EXE, path=path).backup is None, "a second identical write changes nothing"
+
+
+def test_goose_comment_above_the_next_key_stays_there_when_the_entry_is_added(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    path.write_text(
+        "extensions:\n  fetch:\n    cmd: uvx\n    args:\n    - a  # first\n# mode\nGOOSE_MODE: x\n", encoding="utf-8"
+    )
+    write_config("goose", EXE, path=path)
+    write_config("goose", Launcher("/new/incident-desk"), path=path)
+    new = path.read_text(encoding="utf-8")
+    assert "    - a  # first\n  incident-desk:\n" in new, "the list keeps its indentation and its own comment"
+    assert new.endswith("\n# mode\nGOOSE_MODE: x\n")
+    assert load_yaml(new)["extensions"]["incident-desk"]["cmd"] == "/new/incident-desk"
+
+
+def test_continue_yaml_comments_are_kept(tmp_path: Path) -> None:
+    path = tmp_path / "config.yaml"
+    text = (
+        "name: Local config  # shown in the picker\n"
+        "version: 1.0.0\n"
+        "schema: v1\n"
+        "mcpServers:\n"
+        "  # the old desk\n"
+        "  - name: incident-desk\n"
+        "    command: /old\n"
+        "  # the other server\n"
+        "  - name: other\n"
+        "    command: npx\n"
+        "models: []  # none yet\n"
+    )
+    path.write_text(text, encoding="utf-8")
+    write_config("continue", EXE, path=path)
+    new = path.read_text(encoding="utf-8")
+    for comment in ("# shown in the picker", "  # the old desk\n", "  # the other server\n", "models: []  # none yet"):
+        assert comment in new
+    doc = load_yaml(new)
+    assert [item["name"] for item in doc["mcpServers"]] == ["incident-desk", "other"]
+    assert doc["mcpServers"][0]["command"] == EXE.command
+
+
+CODEX_WITH_COMMENTS = (
+    "# codex settings\n"
+    'model = "o3"  # the default model\n'
+    "\n"
+    "# servers\n"
+    "[mcp_servers.docs]\n"
+    'command = "npx"  # needs node\n'
+    "\n"
+    "# our desk\n"
+    "[mcp_servers.incident-desk]\n"
+    'command = "/old/incident-desk"  # old build\n'
+    "args = []\n"
+    "\n"
+    "# work profile\n"
+    "[profiles.work]\n"
+    'model = "o4-mini"\n'
+)
+
+
+def test_codex_toml_comments_are_kept_when_the_entry_is_replaced(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    path.write_text(CODEX_WITH_COMMENTS, encoding="utf-8")
+    report = write_config("codex", EXE, path=path, env={"INCIDENT_DESK_LOG_LEVEL": "debug"})
+    assert report.replaced is True
+    new = path.read_text(encoding="utf-8")
+    assert new.startswith(CODEX_WITH_COMMENTS.split("[mcp_servers.incident-desk]")[0]), "everything before is kept"
+    assert new.endswith('\n\n# work profile\n[profiles.work]\nmodel = "o4-mini"\n'), "the next table's comment too"
+    doc = tomllib.loads(new)
+    assert doc["model"] == "o3"
+    assert doc["mcp_servers"]["docs"] == {"command": "npx"}
+    assert doc["mcp_servers"]["incident-desk"] == {
+        "command": EXE.command,
+        "args": [],
+        "env": {"INCIDENT_DESK_LOG_LEVEL": "debug"},
+    }
+    assert doc["profiles"] == {"work": {"model": "o4-mini"}}
+
+
+def test_codex_toml_comments_are_kept_when_the_entry_is_added(tmp_path: Path) -> None:
+    path = tmp_path / "config.toml"
+    without_desk = CODEX_WITH_COMMENTS.split("# our desk\n")[0] + CODEX_WITH_COMMENTS.split("args = []\n\n")[1]
+    path.write_text(without_desk, encoding="utf-8")
+    assert write_config("codex", EXE, path=path).replaced is False
+    new = path.read_text(encoding="utf-8")
+    for comment in ("# codex settings", "# the default model", "# servers", "# needs node"):
+        assert comment in new
+    assert "\n# work profile\n[profiles.work]\n" in new, "the comment still introduces the table it was above"
+    doc = tomllib.loads(new)
+    assert list(doc["mcp_servers"]) == ["docs", "incident-desk"]
+    assert doc["profiles"] == {"work": {"model": "o4-mini"}}
