@@ -14,10 +14,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import keyring
 from keyring.backend import KeyringBackend
+from keyring.backends import fail, null
 
 
 @dataclass
@@ -106,7 +107,7 @@ class MemoryKeyring(KeyringBackend):
     priority = -10
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__()  # type: ignore[no-untyped-call]
         self.store: dict[tuple[str, str], str] = {}
 
     def get_password(self, service: str, username: str) -> str | None:
@@ -119,8 +120,21 @@ class MemoryKeyring(KeyringBackend):
         del self.store[(service, username)]
 
 
+def null_keyring() -> KeyringBackend:
+    """keyring's null backend (stores nothing), behind a typed call: its constructor is unannotated."""
+    return null.Keyring()  # type: ignore[no-untyped-call]
+
+
+def failing_keyring() -> KeyringBackend:
+    """keyring's fail backend (every operation raises), behind a typed call: its constructor is unannotated."""
+    return fail.Keyring()  # type: ignore[no-untyped-call]
+
+
+Backend = TypeVar("Backend", bound=KeyringBackend)
+
+
 @contextmanager
-def using_keyring(backend: KeyringBackend) -> Iterator[KeyringBackend]:
+def using_keyring(backend: Backend) -> Iterator[Backend]:
     """Install ``backend`` as the process's keyring for the block, then put the previous one back."""
     previous = keyring.get_keyring()
     keyring.set_keyring(backend)

@@ -5,12 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import pytest
-from keyring.backends import fail
 from mcp.server.mcpserver import MCPServer
 
 from incident_desk import cli
-from tests.conftest import connect, text_of
-from tests.fakes import FakeProvider, MemoryKeyring, using_keyring
+from tests.fakes import FakeProvider, MemoryKeyring, failing_keyring, using_keyring
+from tests.helpers import connect, text_of
 
 KEY = "sk-proj-CLIKEY0123456789abcdefghSECRET"
 SERVICE = "incident-desk"
@@ -111,7 +110,7 @@ def test_headless_keychain_exits_1_with_a_clear_message(
 ) -> None:
     _typed(monkeypatch, KEY)
     verb = "store" if action == "set" else "read"
-    with using_keyring(fail.Keyring()):
+    with using_keyring(failing_keyring()):
         code, out, err = _run(capsys, action)
     assert code == 1
     assert out == ""

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import io
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 import structlog
+from mcp.server.mcpserver import MCPServer
 from mcp_types import LoggingMessageNotificationParams
 
 from incident_desk import log
-from tests.conftest import connect
+from tests.helpers import connect
 
 pytestmark = pytest.mark.anyio
 
@@ -28,7 +30,7 @@ class Collected:
         return [(m.level, m.data.get("event") if isinstance(m.data, dict) else m.data) for m in self.messages]
 
 
-async def test_2025_clients_get_events_only_after_set_level(make_server) -> None:
+async def test_2025_clients_get_events_only_after_set_level(make_server: Callable[..., MCPServer]) -> None:
     collected = Collected()
     async with connect(make_server(), "legacy", logging_callback=collected) as client:
         assert client.server_capabilities.logging is not None, "the desk advertises logging to 2025 clients"
@@ -49,7 +51,9 @@ async def test_2025_clients_get_events_only_after_set_level(make_server) -> None
 
 
 @pytest.mark.parametrize(("level", "expected"), [(None, 0), ("warning", 2), ("error", 0)])
-async def test_2026_clients_opt_in_per_request(make_server, level: str | None, expected: int) -> None:
+async def test_2026_clients_opt_in_per_request(
+    make_server: Callable[..., MCPServer], level: str | None, expected: int
+) -> None:
     collected = Collected()
     async with connect(make_server(), "2026-07-28", logging_callback=collected, log_level=level) as client:
         await client.call_tool("summarize_incident", {"incidentId": "INC-1043"})
@@ -57,7 +61,7 @@ async def test_2026_clients_opt_in_per_request(make_server, level: str | None, e
     assert all(event == "summary step skipped" for _, event in collected.events())
 
 
-async def test_structured_log_lines_carry_the_request_id(make_server) -> None:
+async def test_structured_log_lines_carry_the_request_id(make_server: Callable[..., MCPServer]) -> None:
     stream = io.StringIO()
     log.configure("info", "json", stream=stream)
     try:

@@ -7,7 +7,6 @@ from collections.abc import Iterator
 
 import pytest
 from keyring.backend import KeyringBackend
-from keyring.backends import fail, null
 from keyring.errors import PasswordSetError
 from pydantic import SecretStr
 
@@ -26,7 +25,7 @@ from incident_desk.core.credentials import (
     resolve_secret,
     store_secret,
 )
-from tests.fakes import MemoryKeyring, using_keyring
+from tests.fakes import MemoryKeyring, failing_keyring, null_keyring, using_keyring
 
 SERVICE = "incident-desk-test"
 SECRET = "sk-live-0123456789abcdefghijWXYZ"
@@ -51,7 +50,7 @@ def memory() -> Iterator[MemoryKeyring]:
 
 @pytest.fixture
 def failing() -> Iterator[KeyringBackend]:
-    with using_keyring(fail.Keyring()) as backend:
+    with using_keyring(failing_keyring()) as backend:
         yield backend
 
 
@@ -121,7 +120,7 @@ def test_broken_backend_errors_never_contain_the_secret(broken: KeyringBackend) 
 
 def test_null_backend_that_drops_secrets_is_reported() -> None:
     with (
-        using_keyring(null.Keyring()),
+        using_keyring(null_keyring()),
         pytest.raises(CredentialStoreError, match=r"did not keep sealing-key \(it stores nothing\)"),
     ):
         store_secret(SERVICE, SEALING_KEY, SECRET)

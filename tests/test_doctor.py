@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, child_env
+from tests.helpers import ROOT, child_env
 
 pytestmark = pytest.mark.subprocess
 

@@ -13,8 +13,8 @@ import anyio
 import pytest
 
 from incident_desk.core import executor
+from incident_desk.core.actions import CommandAction, SimulateAction
 from incident_desk.core.executor import OUTPUT_LIMIT_BYTES, SERVICE_ENV_VAR, ExecutionResult, run_restart
-from incident_desk.settings import CommandAction, SimulateAction
 
 pytestmark = pytest.mark.anyio
 

@@ -15,7 +15,7 @@ from types import ModuleType
 
 import pytest
 
-from tests.conftest import ROOT, text_of
+from tests.helpers import ROOT, text_of
 
 pytestmark = [pytest.mark.frozen, pytest.mark.slow, pytest.mark.timeout(900)]
 

@@ -16,9 +16,9 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from mcp_types import ElicitResult, InputRequiredResult
+from mcp_types import ElicitResult, InputRequiredResult, InputResponses
 
-from tests.conftest import ROOT, SAMPLE_1043_LOG, child_env, text_of
+from tests.helpers import ROOT, SAMPLE_1043_LOG, child_env, text_of
 
 pytestmark = [pytest.mark.anyio, pytest.mark.http]
 
@@ -184,7 +184,7 @@ async def test_approval_started_on_one_replica_finishes_on_another(tmp_path: Pat
             )
         assert isinstance(asked, InputRequiredResult)
         (key,) = asked.input_requests or {}
-        answer = {key: ElicitResult(action="accept", content={"confirm": True, "ticket": "CHG-7"})}
+        answer: InputResponses = {key: ElicitResult(action="accept", content={"confirm": True, "ticket": "CHG-7"})}
         async with _client(second.url, "2026-07-28", elicitation_callback=_accept) as client:
             finished = await client.session.call_tool(
                 "restart_service",

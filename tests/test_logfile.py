@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import re
 import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from mcp.server.mcpserver import MCPServer
 
 from incident_desk.core import logfile
 from incident_desk.core.logfile import Cursor, CursorError, read_page, read_tail, search
 from incident_desk.core.redact import redact
-from tests.conftest import connect, text_of
+from tests.helpers import connect, text_of
 
 
 def _write(path: Path, content: bytes) -> Path:
@@ -97,7 +99,7 @@ def test_search_stops_at_its_scan_budget_and_says_where_to_resume(tmp_path: Path
     assert budget - 13 < partial.scanned_bytes <= budget
     found = []
     calls = 1
-    cursor = partial.next_cursor
+    cursor: Cursor | None = partial.next_cursor
     while cursor is not None:
         step = search(log, re.compile("NEEDLE"), cursor=cursor, limit=5, scan_budget_bytes=budget)
         found += step.matches
@@ -141,7 +143,9 @@ def _generate_big_log(path: Path) -> int:
 
 @pytest.mark.slow
 @pytest.mark.anyio
-async def test_paging_and_search_on_a_200_mb_log_keep_memory_flat(tmp_path: Path, make_server) -> None:
+async def test_paging_and_search_on_a_200_mb_log_keep_memory_flat(
+    tmp_path: Path, make_server: Callable[..., MCPServer]
+) -> None:
     root = tmp_path / "desk"
     entry = root / "incidents" / "INC-BIG"
     entry.mkdir(parents=True)

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
+from mcp_types import TextContent
 
-from tests.conftest import ROOT, SAMPLE_1043_LOG, child_env, text_of
+from tests.helpers import ROOT, SAMPLE_1043_LOG, child_env, text_of
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 
@@ -42,7 +43,9 @@ async def test_transcripts_over_stdio(tmp_path: Path, mode: str) -> None:
             await client.get_prompt("postmortem", {"incidentId": "INC-9999"})
     assert index == "INC-1042\nINC-1043"
     assert log == SAMPLE_1043_LOG
-    assert prompt.messages[0].content.text.endswith("Use only the log below.\n\n" + SAMPLE_1043_LOG)
+    prompt_content = prompt.messages[0].content
+    assert isinstance(prompt_content, TextContent)
+    assert prompt_content.text.endswith("Use only the log below.\n\n" + SAMPLE_1043_LOG)
     assert "summarize_incident" in tools and "restart_service" in tools
     # A client with neither capability gets transcript 06.
     assert text_of(summary) == "SAMPLING_UNAVAILABLE -- client has no model to lend. Raw log:\n" + SAMPLE_1043_LOG

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
-from mcp_types import PromptReference, ResourceTemplateReference
+from mcp_types import PromptReference, ResourceTemplateReference, TextContent
 
-from tests.conftest import SAMPLE_1043_LOG, connect, text_of
+from tests.helpers import SAMPLE_1043_LOG, connect, text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -23,7 +25,7 @@ EXPECTED_TOOLS = [
 ]
 
 
-async def test_resources_and_templates_are_listed(make_server, era: str) -> None:
+async def test_resources_and_templates_are_listed(make_server: Callable[..., MCPServer], era: str) -> None:
     async with connect(make_server(), era) as client:
         resources = (await client.list_resources()).resources
         templates = (await client.list_resource_templates()).resource_templates
@@ -38,7 +40,7 @@ async def test_resources_and_templates_are_listed(make_server, era: str) -> None
     ]
 
 
-async def test_reads_reproduce_transcript_02(make_server, era: str) -> None:
+async def test_reads_reproduce_transcript_02(make_server: Callable[..., MCPServer], era: str) -> None:
     async with connect(make_server(), era) as client:
         index = text_of(await client.read_resource("incident://index"))
         log = text_of(await client.read_resource("incident://INC-1043/log"))
@@ -49,7 +51,9 @@ async def test_reads_reproduce_transcript_02(make_server, era: str) -> None:
     assert text_of(runbook).startswith("# payments-api runbook")
 
 
-async def test_unknown_incident_resource_is_a_clean_protocol_error(make_server, era: str) -> None:
+async def test_unknown_incident_resource_is_a_clean_protocol_error(
+    make_server: Callable[..., MCPServer], era: str
+) -> None:
     async with connect(make_server(), era) as client:
         with pytest.raises(MCPError) as caught:
             await client.read_resource("incident://INC-9999/log")
@@ -62,7 +66,7 @@ async def test_unknown_incident_resource_is_a_clean_protocol_error(make_server, 
     assert runbook_error.value.message == "No such service: no-such-service"
 
 
-async def test_postmortem_prompt_reproduces_transcript_03(make_server, era: str) -> None:
+async def test_postmortem_prompt_reproduces_transcript_03(make_server: Callable[..., MCPServer], era: str) -> None:
     async with connect(make_server(), era) as client:
         (prompt,) = (await client.list_prompts()).prompts
         got = await client.get_prompt("postmortem", {"incidentId": "INC-1043", "audience": "the on-call manager"})
@@ -72,14 +76,19 @@ async def test_postmortem_prompt_reproduces_transcript_03(make_server, era: str)
     assert [(a.name, a.required) for a in prompt.arguments or []] == [("incidentId", True), ("audience", False)]
     (message,) = got.messages
     assert message.role == "user"
+    assert isinstance(message.content, TextContent)
     assert message.content.text == (
         "Write a blameless postmortem for the on-call manager. Sections: impact, timeline, root cause, "
         "follow-ups. Use only the log below.\n\n" + SAMPLE_1043_LOG
     )
-    assert default.messages[0].content.text.startswith("Write a blameless postmortem for the engineering team. ")
+    default_content = default.messages[0].content
+    assert isinstance(default_content, TextContent)
+    assert default_content.text.startswith("Write a blameless postmortem for the engineering team. ")
 
 
-async def test_postmortem_for_unknown_incident_keeps_its_message(make_server, era: str) -> None:
+async def test_postmortem_for_unknown_incident_keeps_its_message(
+    make_server: Callable[..., MCPServer], era: str
+) -> None:
     async with connect(make_server(), era) as client:
         with pytest.raises(MCPError) as caught:
             await client.get_prompt("postmortem", {"incidentId": "INC-9999"})
@@ -87,7 +96,7 @@ async def test_postmortem_for_unknown_incident_keeps_its_message(make_server, er
     assert caught.value.code == -32602
 
 
-async def test_completions_are_prefix_matches_sorted(make_server, era: str) -> None:
+async def test_completions_are_prefix_matches_sorted(make_server: Callable[..., MCPServer], era: str) -> None:
     async with connect(make_server(), era) as client:
         prompt_ids = await client.complete(PromptReference(name="postmortem"), {"name": "incidentId", "value": "INC"})
         narrowed = await client.complete(
@@ -107,7 +116,7 @@ async def test_completions_are_prefix_matches_sorted(make_server, era: str) -> N
     assert nothing.completion.values == []
 
 
-async def test_tools_are_listed_with_annotations(make_server, era: str) -> None:
+async def test_tools_are_listed_with_annotations(make_server: Callable[..., MCPServer], era: str) -> None:
     async with connect(make_server(), era) as client:
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
     assert sorted(tools) == EXPECTED_TOOLS
@@ -119,14 +128,18 @@ async def test_tools_are_listed_with_annotations(make_server, era: str) -> None:
         "get_audit_log",
         "summarize_incident",
     ):
-        assert tools[name].annotations.read_only_hint is True, name
+        annotations = tools[name].annotations
+        assert annotations is not None, name
+        assert annotations.read_only_hint is True, name
         assert tools[name].description
-    assert tools["restart_service"].annotations.destructive_hint is True
-    assert tools["restart_service"].annotations.read_only_hint is False
+    restart_annotations = tools["restart_service"].annotations
+    assert restart_annotations is not None
+    assert restart_annotations.destructive_hint is True
+    assert restart_annotations.read_only_hint is False
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])
-async def test_server_sends_instructions(make_server, mode: str) -> None:
+async def test_server_sends_instructions(make_server: Callable[..., MCPServer], mode: str) -> None:
     """Pinned 2026 clients skip discovery; "auto" discovers, so it is how a 2026 client learns about the desk."""
     async with connect(make_server(), mode) as client:
         name = client.server_info.name if client.server_info else None
@@ -137,7 +150,7 @@ async def test_server_sends_instructions(make_server, mode: str) -> None:
     assert "restart_service" in instructions and "human" in instructions
 
 
-async def test_read_tools_twin_the_resources(make_server, era: str) -> None:
+async def test_read_tools_twin_the_resources(make_server: Callable[..., MCPServer], era: str) -> None:
     async with connect(make_server(), era) as client:
         listing = await client.call_tool("list_incidents", {})
         page = await client.call_tool("read_incident_log", {"incidentId": "INC-1043"})
@@ -153,7 +166,7 @@ async def test_read_tools_twin_the_resources(make_server, era: str) -> None:
     assert runbook.structured_content["markdown"].startswith("# search-api runbook")
 
 
-async def test_unknown_ids_in_tools_are_error_results(make_server, era: str) -> None:
+async def test_unknown_ids_in_tools_are_error_results(make_server: Callable[..., MCPServer], era: str) -> None:
     async with connect(make_server(), era) as client:
         results = [
             await client.call_tool("read_incident_log", {"incidentId": "INC-9999"}),
@@ -175,7 +188,7 @@ async def test_unknown_ids_in_tools_are_error_results(make_server, era: str) -> 
 
 
 @pytest.mark.parametrize("hostile", ["../../etc/passwd", "..", "INC-1042/../../x", "/etc/passwd", "a\\..\\b"])
-async def test_traversal_ids_are_refused(make_server, era: str, hostile: str) -> None:
+async def test_traversal_ids_are_refused(make_server: Callable[..., MCPServer], era: str, hostile: str) -> None:
     async with connect(make_server(), era) as client:
         by_tool = await client.call_tool("read_incident_log", {"incidentId": hostile})
         runbook = await client.call_tool("get_runbook", {"service": hostile})
@@ -189,7 +202,7 @@ async def test_traversal_ids_are_refused(make_server, era: str, hostile: str) ->
     assert prompt_error is not None and prompt_error.message == f"No such incident: {hostile}"
 
 
-async def test_symlink_escape_is_refused(tmp_path: Path, make_server) -> None:
+async def test_symlink_escape_is_refused(tmp_path: Path, make_server: Callable[..., MCPServer]) -> None:
     root = tmp_path / "desk"
     (root / "incidents").mkdir(parents=True)
     (root / "runbooks").mkdir()
@@ -210,7 +223,9 @@ async def test_symlink_escape_is_refused(tmp_path: Path, make_server) -> None:
     assert runbook.is_error
 
 
-async def test_redaction_on_by_default_and_can_be_turned_off(tmp_path: Path, make_server, era: str) -> None:
+async def test_redaction_on_by_default_and_can_be_turned_off(
+    tmp_path: Path, make_server: Callable[..., MCPServer], era: str
+) -> None:
     root = tmp_path / "desk"
     entry = root / "incidents" / "INC-7"
     entry.mkdir(parents=True)
@@ -226,7 +241,9 @@ async def test_redaction_on_by_default_and_can_be_turned_off(tmp_path: Path, mak
         resource = text_of(await client.read_resource("incident://INC-7/log"))
         page = text_of(await client.call_tool("read_incident_log", {"incidentId": "INC-7"}))
         probe = await client.call_tool("search_incident_log", {"incidentId": "INC-7", "pattern": "hunter2"})
-        prompt = (await client.get_prompt("postmortem", {"incidentId": "INC-7"})).messages[0].content.text
+        prompt_content = (await client.get_prompt("postmortem", {"incidentId": "INC-7"})).messages[0].content
+        assert isinstance(prompt_content, TextContent)
+        prompt = prompt_content.text
     async with connect(make_server(data_dir=root, redact_secrets=False), era) as client:
         raw = text_of(await client.read_resource("incident://INC-7/log"))
     for shown in (resource, page, prompt):
@@ -238,7 +255,9 @@ async def test_redaction_on_by_default_and_can_be_turned_off(tmp_path: Path, mak
     assert "hunter2secret" in raw
 
 
-async def test_bad_data_entries_are_reported_and_skipped(tmp_path: Path, make_server, era: str) -> None:
+async def test_bad_data_entries_are_reported_and_skipped(
+    tmp_path: Path, make_server: Callable[..., MCPServer], era: str
+) -> None:
     root = tmp_path / "desk"
     good = root / "incidents" / "INC-1"
     good.mkdir(parents=True)
@@ -267,7 +286,9 @@ async def test_bad_data_entries_are_reported_and_skipped(tmp_path: Path, make_se
     assert "skipped incidents/INC-2" in text_of(listing)
 
 
-async def test_closed_incidents_leave_the_index_but_stay_listable(tmp_path: Path, make_server) -> None:
+async def test_closed_incidents_leave_the_index_but_stay_listable(
+    tmp_path: Path, make_server: Callable[..., MCPServer]
+) -> None:
     root = tmp_path / "desk"
     for name, status in (("INC-2", "resolved"), ("INC-1", "open")):
         entry = root / "incidents" / name
@@ -284,7 +305,9 @@ async def test_closed_incidents_leave_the_index_but_stay_listable(tmp_path: Path
 
 
 @pytest.mark.parametrize("pattern", ["(a+)+b", "(\\w+\\s?)*$", "(x*)*y"])
-async def test_catastrophic_patterns_are_refused_with_a_reason(make_server, pattern: str) -> None:
+async def test_catastrophic_patterns_are_refused_with_a_reason(
+    make_server: Callable[..., MCPServer], pattern: str
+) -> None:
     async with connect(make_server(), "legacy") as client:
         refused = await client.call_tool("search_incident_log", {"incidentId": "INC-1043", "pattern": pattern})
         fine = await client.call_tool("search_incident_log", {"incidentId": "INC-1043", "pattern": "(merge|p99)+"})
@@ -294,7 +317,7 @@ async def test_catastrophic_patterns_are_refused_with_a_reason(make_server, patt
 
 
 async def test_a_log_that_cannot_be_read_is_a_clear_error_everywhere(
-    make_server, era: str, monkeypatch: pytest.MonkeyPatch
+    make_server: Callable[..., MCPServer], era: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Between listing and reading, a log can vanish or lose its permissions: say so, never a masked crash."""
 
@@ -303,7 +326,7 @@ async def test_a_log_that_cannot_be_read_is_a_clear_error_everywhere(
 
     monkeypatch.setattr("incident_desk.core.logfile.read_page", unreadable)
     monkeypatch.setattr("incident_desk.core.logfile.search", unreadable)
-    monkeypatch.setattr("incident_desk.features.resources_.read_tail", unreadable)
+    monkeypatch.setattr("incident_desk.app.read_tail", unreadable)
     expected = "Log of INC-1043 cannot be read: Permission denied"
     async with connect(make_server(), era) as client:
         page = await client.call_tool("read_incident_log", {"incidentId": "INC-1043"})

@@ -1,0 +1,45 @@
+"""Helpers shared by the tests: paths, eras, a client connected to an in-process server, result text."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from mcp import Client
+from mcp.server.mcpserver import MCPServer
+
+from incident_desk.app import DeskApp
+
+ROOT = Path(__file__).resolve().parent.parent
+ERAS = ["legacy", "2026-07-28"]
+SAMPLE_1043_LOG = (
+    "11:02:44 search-api WARN index segment merge running\n11:02:51 search-api INFO p99 latency 840ms (SLO 500ms)\n"
+)
+
+AppFactory = Callable[..., DeskApp]
+
+
+def child_env(audit_db: Path, **extra: str) -> dict[str, str]:
+    """The environment of a desk started as a child process: none of the developer's settings or keychain."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INCIDENT_DESK_")}
+    env.update(INCIDENT_DESK_AUDIT_DB=str(audit_db), PYTHON_KEYRING_BACKEND="keyring.backends.null.Keyring")
+    env.update(extra)
+    return env
+
+
+@asynccontextmanager
+async def connect(server: MCPServer, mode: str, **callbacks: Any) -> AsyncIterator[Client]:
+    async with Client(server, mode=mode, **callbacks) as client:
+        yield client
+
+
+def text_of(result: Any) -> str:
+    """The single text block of a tool result or a resource read."""
+    if hasattr(result, "contents"):
+        (content,) = result.contents
+        return str(content.text)
+    (content,) = result.content
+    return str(content.text)
