@@ -62,19 +62,20 @@ class ClientView:
     @property
     def sampling_route(self) -> str | None:
         """Why sampling is impossible here, or None when it can be tried."""
+        # Checked first: stateless HTTP never learns a 2025 client's capabilities, so "did not declare" would lie.
+        if not (self.round_trip or self.back_channel):
+            return f"stateless HTTP cannot send a sampling request to a {ERA_2025} client (no back-channel)"
         if not self.can_sample:
             return "the client did not declare the sampling capability"
-        if not (self.round_trip or self.back_channel):
-            return "this connection has no back-channel (stateless HTTP) for a sampling request"
         return None
 
     @property
     def elicitation_route(self) -> str | None:
         """Why asking the human is impossible here, or None when it can be tried."""
+        if not (self.round_trip or self.back_channel):
+            return f"stateless HTTP cannot send an approval question to a {ERA_2025} client (no back-channel)"
         if not self.can_elicit_form:
             return "the client did not declare the form elicitation capability"
-        if not (self.round_trip or self.back_channel):
-            return "this connection has no back-channel (stateless HTTP) for an approval question"
         return None
 
 

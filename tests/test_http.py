@@ -16,7 +16,7 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from mcp_types import ElicitResult, InputRequiredResult, InputResponses
+from mcp_types import CreateMessageResult, ElicitResult, InputRequiredResult, InputResponses, TextContent
 
 from tests.helpers import ROOT, SAMPLE_1043_LOG, child_env, text_of
 
@@ -111,13 +111,17 @@ async def _accept(context: Any, params: Any) -> ElicitResult:
     return ElicitResult(action="accept", content={"confirm": True, "ticket": "CHG-2291"})
 
 
-async def _tools_and_calls(url: str, mode: str, token: str | None = None) -> dict[str, Any]:
-    async with _client(url, mode, token, elicitation_callback=_accept) as client:
+async def _sample(context: Any, params: Any) -> CreateMessageResult:
+    return CreateMessageResult(role="assistant", content=TextContent(type="text", text="Sampled."), model="m")
+
+
+async def _tools_and_calls(url: str, mode: str, token: str | None = None, **callbacks: Any) -> dict[str, Any]:
+    async with _client(url, mode, token, elicitation_callback=_accept, **callbacks) as client:
         tools = sorted(tool.name for tool in (await client.list_tools()).tools)
         log = text_of(await client.read_resource("incident://INC-1043/log"))
         restart = await client.call_tool("restart_service", {"service": "payments-api"})
         summary = await client.call_tool("summarize_incident", {"incidentId": "INC-1043"})
-    return {"tools": tools, "log": log, "restart": text_of(restart), "summary": summary}
+    return {"tools": tools, "log": log, "restart": text_of(restart), "restart_result": restart, "summary": summary}
 
 
 @pytest.mark.parametrize("stateless", [False, True], ids=["stateful", "stateless"])
@@ -126,6 +130,7 @@ async def test_tools_and_approval_per_mode_and_era(tmp_path: Path, stateless: bo
     with run_desk(tmp_path, *args) as desk:
         legacy = await _tools_and_calls(desk.url, "legacy")
         modern = await _tools_and_calls(desk.url, "2026-07-28")
+        declared = await _tools_and_calls(desk.url, "legacy", sampling_callback=_sample)
         stderr = desk.stderr()
     assert legacy["tools"] == modern["tools"]
     assert len(legacy["tools"]) == 7
@@ -136,6 +141,14 @@ async def test_tools_and_approval_per_mode_and_era(tmp_path: Path, stateless: bo
         # 2025-11-25 over stateless HTTP has no back-channel: the degrade text, never Unknown tool or a gap.
         assert legacy["restart"] == (
             "ELICITATION_UNAVAILABLE -- refusing to restart payments-api without an approval channel"
+        )
+        # The client declared both capabilities: the reason is the transport, never "did not declare".
+        restart_reason = declared["restart_result"].structured_content["reason"]
+        assert (
+            restart_reason == "stateless HTTP cannot send an approval question to a 2025-11-25 client (no back-channel)"
+        )
+        assert declared["summary"].structured_content["skipped"][0] == (
+            "sampling: stateless HTTP cannot send a sampling request to a 2025-11-25 client (no back-channel)"
         )
     else:
         assert legacy["restart"].startswith("RESTARTED payments-api under CHG-2291")

@@ -128,7 +128,7 @@ async def test_simulate_says_nothing_was_executed(make_server: Callable[..., Any
         result = await client.call_tool("restart_service", {"service": SERVICE})
         audit = text_of(await client.read_resource("audit://recent"))
     assert text_of(result) == (
-        "RESTARTED payments-api under CHG-2291\n"
+        "RESTARTED payments-api under CHG-2291 (simulated)\n"
         "simulated: no restart command is configured for payments-api, so nothing was executed"
     )
     assert result.structured_content is not None

@@ -202,7 +202,11 @@ async def _approved_restart(
     output = redact(run.output)
     if isinstance(action, SimulateAction):
         problem = await record.quietly("simulated", ticket=ticket, detail=output)
-        text = f"{verdict.text}\nsimulated: no restart command is configured for {service}, so nothing was executed"
+        # The first line keeps the RESTARTED prefix a client may match on, and says at once that nothing ran.
+        text = (
+            f"{verdict.text} (simulated)\n"
+            f"simulated: no restart command is configured for {service}, so nothing was executed"
+        )
         report = _report(service, "simulated", ticket=ticket, approver=approver, output=output)
         return _with_journal_problem(results.ok(text, report), problem)
     if run.succeeded:
