@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 import tomllib
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, date, datetime, time
 from importlib import resources
 from pathlib import Path
 
@@ -127,14 +127,7 @@ def _parse_incident(entry: Path, root: Path) -> Incident:
     service = meta["service"]
     if not isinstance(service, str) or not is_safe_name(service, SERVICE_NAME):
         raise ValueError(f"service {service!r} is not a valid service name")
-    opened = meta["opened"]
-    if isinstance(opened, str):
-        try:
-            opened = datetime.fromisoformat(opened)
-        except ValueError:
-            raise ValueError(f"opened {opened!r} is not an ISO 8601 time") from None
-    if not isinstance(opened, datetime):
-        raise ValueError("opened must be a date-time, e.g. 2026-11-29T10:58:00Z")
+    opened = opened_time(meta["opened"])
     for key in ("title", "severity", "status"):
         if not isinstance(meta[key], str) or not meta[key].strip():
             raise ValueError(f"{key} must be a non-empty string")
@@ -153,6 +146,24 @@ def _parse_incident(entry: Path, root: Path) -> Incident:
         # Resolved now, so that re-pointing a symlink later cannot make the desk read a file it did not check.
         log_path=log_path.resolve(),
     )
+
+
+def opened_time(value: object) -> datetime:
+    """When an incident opened, always with a time zone: a time or date written without one is taken as UTC.
+
+    TOML allows local date-times (``2026-11-29 10:58:12``) and dates; clients validate ``opened`` as an RFC 3339
+    date-time, which requires an offset, so a naive value must never reach them as it is.
+    """
+    if isinstance(value, str):
+        try:
+            value = datetime.fromisoformat(value.strip())  # a date alone reads as its midnight
+        except ValueError:
+            raise ValueError(f"opened {value!r} is not an ISO 8601 time") from None
+    if isinstance(value, datetime):
+        return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    if isinstance(value, date):
+        return datetime.combine(value, time.min, tzinfo=UTC)
+    raise ValueError("opened must be a date-time, e.g. 2026-11-29T10:58:00Z")
 
 
 class Desk:
