@@ -62,6 +62,16 @@ async def _handshake(settings: Settings) -> list[str]:
     return problems
 
 
+def _secrets_from_the_keychain(settings: Settings) -> list[str]:
+    """The secrets these settings need that the environment does not supply, so only the keychain can."""
+    needed = []
+    if settings.provider == "anthropic" and settings.provider_api_key is None:
+        needed.append("the anthropic API key")
+    if settings.transport == "http" and settings.http_token is None:
+        needed.append("the HTTP bearer token")
+    return needed
+
+
 def run_doctor(settings: Settings) -> int:
     from incident_desk import __version__
     from incident_desk.core import credentials
@@ -70,10 +80,11 @@ def run_doctor(settings: Settings) -> int:
 
     failures = 0
 
-    def report(ok: bool, what: str, detail: str = "") -> None:
+    def report(ok: bool, what: str, detail: str = "", *, warn_only: bool = False) -> None:
         nonlocal failures
-        failures += 0 if ok else 1
-        sys.stdout.write(f"[{'ok' if ok else 'FAIL'}] {what}{': ' + detail if detail else ''}\n")
+        failures += 0 if ok or warn_only else 1
+        status = "ok" if ok else "warn" if warn_only else "FAIL"
+        sys.stdout.write(f"[{status}] {what}{': ' + detail if detail else ''}\n")
 
     sys.stdout.write(f"incident-desk {__version__} ({'frozen' if getattr(sys, 'frozen', False) else sys.executable})\n")
     root = settings.data_dir or bundled_sample_desk()
@@ -89,7 +100,20 @@ def run_doctor(settings: Settings) -> int:
         report(False, "audit journal", str(exc))
     backend = credentials.backend_description()
     key = credentials.resolve_secret(settings.provider_api_key, settings.keyring_service, credentials.PROVIDER_API_KEY)
-    report(key.problem is None, "keychain", backend + (f" -- {key.problem}" if key.problem else ""))
+    needed_by = _secrets_from_the_keychain(settings)
+    if key.problem is None:
+        report(True, "keychain", backend)
+    elif needed_by:
+        report(False, "keychain", f"{backend} -- {key.problem}; needed for {', '.join(needed_by)}")
+    else:
+        # A headless Linux box has no keychain; that only matters when a secret has nowhere else to come from.
+        report(
+            False,
+            "keychain",
+            f"{backend} -- {key.problem}; no configured secret needs it (secrets can also come from "
+            "INCIDENT_DESK_* environment variables)",
+            warn_only=True,
+        )
     if settings.provider != "none":
         where = key.source or "nowhere (set one with `incident-desk key set`)"
         report(key.value is not None or settings.provider == "openai", f"{settings.provider} API key", f"from {where}")

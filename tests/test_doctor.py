@@ -13,8 +13,8 @@ from tests.helpers import ROOT, child_env
 pytestmark = pytest.mark.subprocess
 
 
-def _doctor(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = child_env(tmp_path / "audit.sqlite3")
+def _doctor(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    env = child_env(tmp_path / "audit.sqlite3", **(env or {}))
     return subprocess.run(
         [sys.executable, "-m", "incident_desk", "doctor", *args],
         capture_output=True,
@@ -41,3 +41,26 @@ def test_doctor_reports_a_broken_data_entry(tmp_path: Path) -> None:
     assert completed.returncode == 1
     assert "[FAIL] data entry incidents/INC-1" in completed.stdout
     assert "[ok] stdio handshake" in completed.stdout, "one bad entry must not stop the desk from serving"
+
+
+def test_a_missing_keychain_is_a_warning_when_no_secret_needs_it(tmp_path: Path) -> None:
+    """Headless Linux has only keyring's fail backend; the stdio sample desk needs no secret from it."""
+    completed = _doctor(tmp_path, env={"PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring"})
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert "[warn] keychain: " in completed.stdout
+    assert "no configured secret needs it" in completed.stdout
+    assert "all checks passed" in completed.stdout
+
+
+def test_a_missing_keychain_fails_when_a_configured_secret_depends_on_it(tmp_path: Path) -> None:
+    completed = _doctor(
+        tmp_path,
+        env={
+            "PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring",
+            "INCIDENT_DESK_PROVIDER": "anthropic",
+            "INCIDENT_DESK_PROVIDER_MODEL": "claude-x",
+        },
+    )
+    assert completed.returncode == 1
+    assert "[FAIL] keychain: " in completed.stdout
+    assert "needed for the anthropic API key" in completed.stdout
