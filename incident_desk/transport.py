@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
+import threading
 
 import anyio
 import structlog
+from mcp.server.mcpserver import MCPServer
 
 from incident_desk import __version__, log
 from incident_desk.settings import Settings
 
 logger = structlog.get_logger(__name__)
+
+# How long in-flight requests get to wind down after SIGINT/SIGTERM before the process ends.
+STOP_GRACE_SECONDS = 0.5
 
 
 def _sealing_keys(settings: Settings) -> list[bytes]:
@@ -53,5 +60,38 @@ def serve(settings: Settings) -> int:
         from incident_desk.http import serve_http
 
         return serve_http(server, app)
-    anyio.run(server.run_stdio_async)
-    return 0
+    return anyio.run(_serve_stdio, server)
+
+
+async def _serve_stdio(server: MCPServer) -> int:
+    """Serve until stdin closes or SIGINT/SIGTERM arrives.
+
+    Ctrl-C must stop the desk even while the client keeps stdin open. The SDK reads stdin in a worker thread
+    that no cancellation reaches, so a signal cancels every request (restart commands are killed and journalled
+    on the way out) and, if the stdin read still holds the process after a grace period, ends it.
+    """
+    stopped_by: list[int] = []
+    async with anyio.create_task_group() as tasks:
+        if sys.platform != "win32":  # asyncio has no signal handlers there; Ctrl-C raises KeyboardInterrupt
+            tasks.start_soon(_stop_on_signal, tasks.cancel_scope, stopped_by)
+        await server.run_stdio_async()
+        tasks.cancel_scope.cancel()
+    return 128 + stopped_by[0] if stopped_by else 0
+
+
+async def _stop_on_signal(scope: anyio.CancelScope, stopped_by: list[int]) -> None:
+    with anyio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+        async for signum in signals:
+            logger.info("incident-desk stopping", signal=signal.Signals(signum).name)
+            stopped_by.append(signum)
+            watchdog = threading.Timer(STOP_GRACE_SECONDS, _exit_now, args=(128 + signum,))
+            watchdog.daemon = True
+            watchdog.start()
+            scope.cancel()
+            return
+
+
+def _exit_now(status: int) -> None:
+    """The blocked stdin read is all that is left: every decision was journalled when it was made."""
+    sys.stderr.flush()
+    os._exit(status)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import signal
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +16,8 @@ from types import ModuleType
 
 import pytest
 
-from tests.helpers import ROOT, text_of
+from tests.helpers import ROOT, child_env, text_of
+from tests.signals import stop_stdio_desk
 
 pytestmark = [pytest.mark.frozen, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -85,3 +87,12 @@ def test_frozen_build_bundles_package_data_and_keyring_metadata(frozen_exe: Path
     assert (internal / "incident_desk" / "data" / "sample_desk" / "incidents" / "INC-1042").is_dir()
     assert (internal / "incident_desk" / "data" / "sample_desk" / "runbooks").is_dir()
     assert list(internal.glob("keyring-*.dist-info/entry_points.txt"))
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=lambda s: s.name)
+def test_frozen_executable_stops_on_a_signal(frozen_exe: Path, tmp_path: Path, signum: signal.Signals) -> None:
+    env = child_env(tmp_path / "audit.sqlite3", XDG_DATA_HOME=str(tmp_path / "xdg"))
+    took, status = stop_stdio_desk([str(frozen_exe)], env, tmp_path, signum)
+    assert took < 1.0, f"still running {took:.2f}s after {signum.name}"
+    assert status == 128 + signum
