@@ -7,6 +7,7 @@ never a flag), and the desk refuses to start without one (the token check itself
 from __future__ import annotations
 
 import ipaddress
+import socket
 import sys
 
 import structlog
@@ -97,6 +98,14 @@ def serve_http(server: MCPServer, app: DeskApp) -> int:
             "INCIDENT_DESK_ALLOWED_HOSTS='[\"desk.example.com:*\"]'.\n"
         )
         return 2
+    try:
+        listener = listen(settings.host, settings.port)
+    except OSError as exc:
+        sys.stderr.write(
+            f"incident-desk: cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}. "
+            "Is another desk already running there? Choose another port with --port or INCIDENT_DESK_PORT.\n"
+        )
+        return 2
     asgi = build_asgi(server, app, token)
     logger.info(
         "serving Streamable HTTP",
@@ -114,5 +123,20 @@ def serve_http(server: MCPServer, app: DeskApp) -> int:
         lifespan="on",
         server_header=False,
     )
-    uvicorn.Server(config).run()
+    uvicorn.Server(config).run(sockets=[listener])
     return 0
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """Bind before announcing anything: a busy port is a clear error at start, not a log line after 'serving'."""
+    family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock

@@ -250,6 +250,26 @@ async def test_dns_rebinding_attempts_are_refused(tmp_path: Path) -> None:
     assert bad_origin.status_code == 403
 
 
+def test_a_busy_port_is_an_error_before_anything_is_announced(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        completed = subprocess.run(
+            [sys.executable, "-m", "incident_desk", "--transport", "http", "--port", str(port)],
+            capture_output=True,
+            text=True,
+            env=_env(tmp_path),
+            timeout=30,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+    assert completed.returncode == 2
+    assert f"cannot listen on 127.0.0.1:{port}: Address already in use" in completed.stderr
+    assert "serving Streamable HTTP" not in completed.stderr
+    assert completed.stdout == ""
+
+
 def test_refuses_to_bind_beyond_loopback_without_a_token(tmp_path: Path) -> None:
     completed = subprocess.run(
         [sys.executable, "-m", "incident_desk", "--transport", "http", "--host", "0.0.0.0", "--port", "1"],
