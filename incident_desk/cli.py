@@ -126,6 +126,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not arguments or (arguments[0].startswith("-") and arguments[0] not in ("-h", "--help", "--version")):
         arguments.insert(0, "serve")
     args = build_parser().parse_args(arguments)
+    if args.command != "serve":
+        # `serve` sets logging up from its settings; the other commands print for people on stdout, and a log line
+        # written by the code they call (a skipped data entry, say) belongs on stderr, not in that output.
+        from incident_desk import log
+
+        log.configure("warning")
     try:
         if args.command == "config":
             return _config(args)

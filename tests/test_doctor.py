@@ -40,6 +40,8 @@ def test_doctor_reports_a_broken_data_entry(tmp_path: Path) -> None:
     completed = _doctor(tmp_path, "--data-dir", str(root))
     assert completed.returncode == 1
     assert "[FAIL] data entry incidents/INC-1" in completed.stdout
+    assert "skipped data entry" not in completed.stdout, "the desk's own log lines belong on stderr"
+    assert "skipped data entry" in completed.stderr
     assert "[ok] stdio handshake" in completed.stdout, "one bad entry must not stop the desk from serving"
 
 
