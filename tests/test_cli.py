@@ -25,7 +25,7 @@ def test_config_uvx_form_names_the_checkout(tmp_path: Path, capsys: pytest.Captu
     assert main(["config", "cursor", "--uvx", str(tmp_path)]) == 0
     entry = json.loads(capsys.readouterr().out)["mcpServers"]["incident-desk"]
     assert entry["command"].endswith("uvx")
-    assert entry["args"] == ["--from", str(tmp_path), "incident-desk"]
+    assert entry["args"] == ["--offline", "--from", str(tmp_path), "incident-desk"]
 
 
 def test_config_write_merges_and_keeps_other_servers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
