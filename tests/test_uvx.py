@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from mcp import Client, StdioServerParameters
 
+from incident_desk.cli import main
 from incident_desk.client_configs import uvx_launcher
 from tests.helpers import ROOT, SAMPLE_1043_LOG, child_env, text_of
 
@@ -107,3 +108,22 @@ async def test_the_uvx_entry_starts_with_the_package_index_unreachable(tmp_path:
     assert launcher.args[0] == "--offline"
     assert "restart_service" in tools and len(tools) == 7
     assert [i["id"] for i in listing.structured_content["incidents"]] == ["INC-1042", "INC-1043"]
+
+
+@needs_uv
+def test_config_uvx_says_when_uvs_cache_cannot_start_it_offline(
+    tmp_path: Path, warm_uv_cache: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PATH", str(Path(str(_uvx())).parent) + os.pathsep + os.environ.get("PATH", ""))
+    for name, value in index_unreachable().items():
+        monkeypatch.setenv(name, value)
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("UV_CACHE_DIR", str(tmp_path / "cold-cache"))
+    assert main(["config", "cursor", "--uvx", str(ROOT)]) == 0
+    cold = capsys.readouterr().err
+    assert f"uv's cache cannot start {ROOT} offline yet" in cold
+    assert f"run `uvx --from {ROOT} incident-desk --version` once while online" in cold
+    monkeypatch.setenv("UV_CACHE_DIR", str(warm_uv_cache))
+    assert main(["config", "cursor", "--uvx", str(ROOT)]) == 0
+    assert "uv's cache" not in capsys.readouterr().err
