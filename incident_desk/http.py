@@ -6,7 +6,6 @@ never a flag), and the desk refuses to start without one (the token check itself
 
 from __future__ import annotations
 
-import ipaddress
 import socket
 import sys
 
@@ -20,20 +19,11 @@ from incident_desk import __version__
 from incident_desk.app import DeskApp
 from incident_desk.auth import HEALTH_PATH, ASGIApp, BearerAuth
 from incident_desk.client_features import era_features
-from incident_desk.settings import Settings
+from incident_desk.settings import Settings, is_loopback
 
 logger = structlog.get_logger(__name__)
 
 MCP_PATH = "/mcp"
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def transport_security(settings: Settings) -> TransportSecuritySettings:

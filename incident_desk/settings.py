@@ -6,11 +6,13 @@ config file may not hold them, and the CLI reads them from the OS keychain (see 
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import tomllib
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -28,6 +30,11 @@ from incident_desk.core.credentials import ENV_PREFIX, SECRET_SETTINGS
 from incident_desk.core.names import SERVICE_NAME, is_safe_name
 
 APP_NAME = "incident-desk"
+CONFIG_ENV_VAR = "INCIDENT_DESK_CONFIG"
+# How a desk serves: a client starts its desk over stdio, whatever the shell that ran `config` serves with.
+_SERVING_SETTINGS = frozenset({"transport", "host", "port", "stateless", "allowed_hosts", "allowed_origins"})
+# Read relative to the working directory, which is the client's own when a client starts the desk.
+_PATH_SETTINGS = ("config", "data_dir", "audit_db")
 
 
 class SettingsError(Exception):
@@ -198,8 +205,8 @@ def _reading(config_file: Path | None) -> Iterator[None]:
 
 def load_settings(overrides: Mapping[str, Any] | None = None, config_file: Path | None = None) -> Settings:
     """Build settings from every source, turning validation failures into one message per bad setting."""
-    if config_file is None and os.environ.get(f"{ENV_PREFIX}CONFIG"):
-        config_file = Path(os.environ[f"{ENV_PREFIX}CONFIG"]).expanduser()
+    if config_file is None and os.environ.get(CONFIG_ENV_VAR):
+        config_file = Path(os.environ[CONFIG_ENV_VAR]).expanduser()
     if config_file is not None and not config_file.is_file():
         # pydantic-settings skips a missing file; a typo in --config must not silently mean "no config".
         problem = "is not a file" if config_file.exists() else "does not exist"
@@ -210,6 +217,80 @@ def load_settings(overrides: Mapping[str, Any] | None = None, config_file: Path 
             return Settings(**cli_values)
     except ValidationError as exc:
         raise SettingsError(describe_validation_error(exc)) from None
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a name or an address, IPv6 with or without brackets) can only be reached from here."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True)
+class ClientLaunch:
+    """What ``incident-desk config`` puts in a client's entry so the desk the client starts is the user's own."""
+
+    env: dict[str, str]  # INCIDENT_DESK_* variables: non-secret, paths absolute
+    left_out: dict[str, str]  # variable -> why it is not written
+    settings: Settings  # what the launched desk will load, already validated
+    config_file: Path | None
+
+    def desk(self) -> str:
+        """Which desk the client will see, in words."""
+        data = self.settings.data_dir
+        where = f"the desk in {data}" if data is not None else "the bundled sample desk"
+        return where + (f", configured by {self.config_file}" if self.config_file else "")
+
+
+def client_launch(flags: Mapping[str, Any]) -> ClientLaunch:
+    """The settings this shell runs with, ``flags`` over ``INCIDENT_DESK_*`` variables, as a client entry's env.
+
+    Paths become absolute (a client starts the desk in a working directory of its own); secrets are left out (a
+    client config gets copied and shared); so are serving settings (the client talks stdio). Everything carried
+    is loaded as the launched desk will load it, so a typo fails here instead of in the client's log.
+    """
+    env: dict[str, str] = {}
+    left_out: dict[str, str] = {}
+    for name, value in sorted(os.environ.items()):
+        if not name.upper().startswith(ENV_PREFIX) or not value.strip():
+            continue
+        setting = name[len(ENV_PREFIX) :].lower().split("__")[0]
+        if setting in SECRET_SETTINGS:
+            left_out[name] = (
+                "a secret; the desk the client starts reads it from the OS keychain (`incident-desk key set` / "
+                "`incident-desk token create`) or from the client's own environment"
+            )
+        elif setting in _SERVING_SETTINGS:
+            left_out[name] = "the client starts its desk over stdio"
+        elif setting in Settings.model_fields or setting == "config":
+            env[name if "__" in name else name.upper()] = value
+        else:
+            left_out[name] = "not a setting of this desk"
+    env.update({ENV_PREFIX + name.upper(): str(value) for name, value in flags.items() if value is not None})
+    paths = {name: ENV_PREFIX + name.upper() for name in _PATH_SETTINGS}
+    for variable in paths.values():
+        if variable in env:
+            env[variable] = str(Path(env[variable]).expanduser().absolute())
+    config_file = Path(env[CONFIG_ENV_VAR]) if CONFIG_ENV_VAR in env else None
+    # The launched desk serves stdio with defaults for the rest, whatever this shell's serving variables say.
+    serving = {name: Settings.model_fields[name].get_default(call_default_factory=True) for name in _SERVING_SETTINGS}
+    carried = {name: env[variable] for name, variable in paths.items() if variable in env and name != "config"}
+    other_flags = {name: value for name, value in flags.items() if name != "config"}
+    settings = load_settings({**other_flags, **serving, **carried}, config_file)
+    for name in ("data_dir", "audit_db"):
+        value = getattr(settings, name)
+        if value is not None and not value.is_absolute():
+            raise SettingsError(
+                f"invalid setting {name} in config file {config_file}: {value} is relative, and a client starts "
+                "the desk in a working directory of its own; make it absolute"
+            )
+    file_values = tomllib.loads(config_file.read_text(encoding="utf-8")) if config_file else {}
+    if file_values.get("transport", "stdio") != "stdio":
+        env[ENV_PREFIX + "TRANSPORT"] = "stdio"  # the file serves HTTP; the desk of this entry talks stdio
+    return ClientLaunch(dict(sorted(env.items())), left_out, settings, config_file)
 
 
 def describe_validation_error(exc: ValidationError) -> str:

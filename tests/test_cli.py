@@ -5,12 +5,17 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+from mcp import Client, StdioServerParameters
 
 from incident_desk.cli import main
+from incident_desk.client_configs import CLIENT_NAMES, detect_launcher, render_snippet
 from incident_desk.settings import SettingsError, load_settings
 from tests.fakes import MemoryKeyring
+from tests.helpers import child_env
+from tests.test_client_configs import EXPECTED, entry_of, parse
 
 
 def test_config_prints_the_snippet_with_this_machines_absolute_command(capsys: pytest.CaptureFixture[str]) -> None:
@@ -25,7 +30,7 @@ def test_config_uvx_form_names_the_checkout(tmp_path: Path, capsys: pytest.Captu
     assert main(["config", "cursor", "--uvx", str(tmp_path)]) == 0
     entry = json.loads(capsys.readouterr().out)["mcpServers"]["incident-desk"]
     assert entry["command"].endswith("uvx")
-    assert entry["args"] == ["--from", str(tmp_path), "incident-desk"]
+    assert entry["args"] == ["--offline", "--from", str(tmp_path), "incident-desk"]
 
 
 def test_config_write_merges_and_keeps_other_servers(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -52,6 +57,225 @@ def test_config_write_leaves_a_broken_file_untouched(tmp_path: Path, capsys: pyt
 def test_config_refuses_an_empty_uvx_source(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["config", "codex", "--uvx", ""]) == 1
     assert "uvx source is empty" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# config carries the user's own desk into the entry
+
+
+def make_desk(root: Path, incident_id: str = "INC-7") -> Path:
+    entry = root / "incidents" / incident_id
+    entry.mkdir(parents=True)
+    entry.joinpath("incident.toml").write_text(
+        'title = "queue backlog"\nservice = "billing"\nseverity = "SEV3"\nstatus = "open"\n'
+        "opened = 2026-02-01T09:00:00Z\n"
+    )
+    entry.joinpath("log.txt").write_text("09:00:01 billing WARN backlog 1200\n")
+    (root / "runbooks").mkdir()
+    return root
+
+
+def env_of(client: str, entry: dict[str, Any]) -> dict[str, str]:
+    return dict(entry.get("envs" if client == "goose" else "env") or {})
+
+
+SECRET_VALUES = {
+    "INCIDENT_DESK_PROVIDER_API_KEY": "sk-test-never-in-a-file",
+    "INCIDENT_DESK_HTTP_TOKEN": "http-token-never-in-a-file",
+    "INCIDENT_DESK_SEALING_KEY": "sealing-key-never-in-a-file",
+}
+
+
+@pytest.fixture
+def users_shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A user's working directory with a desk and a config file, provider settings and secrets in the environment."""
+    make_desk(tmp_path / "desk")
+    (tmp_path / "desk.toml").write_text('log_level = "debug"\n')
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("INCIDENT_DESK_AUDIT_DB")
+    monkeypatch.setenv("INCIDENT_DESK_PROVIDER", "openai")
+    monkeypatch.setenv("INCIDENT_DESK_PROVIDER_MODEL", "llama3.1")
+    monkeypatch.setenv("INCIDENT_DESK_PROVIDER_BASE_URL", "http://127.0.0.1:11434/v1")
+    monkeypatch.setenv("INCIDENT_DESK_TRANSPORT", "http")  # how this shell serves, not how a client starts it
+    for name, value in SECRET_VALUES.items():
+        monkeypatch.setenv(name, value)
+    return Path.cwd()
+
+
+def expected_env(cwd: Path) -> dict[str, str]:
+    return {
+        "INCIDENT_DESK_DATA_DIR": str(cwd / "desk"),
+        "INCIDENT_DESK_CONFIG": str(cwd / "desk.toml"),
+        "INCIDENT_DESK_AUDIT_DB": str(cwd / "journal" / "audit.sqlite3"),
+        "INCIDENT_DESK_PROVIDER": "openai",
+        "INCIDENT_DESK_PROVIDER_MODEL": "llama3.1",
+        "INCIDENT_DESK_PROVIDER_BASE_URL": "http://127.0.0.1:11434/v1",
+    }
+
+
+FLAGS = ["--data-dir", "desk", "--config", "desk.toml", "--audit-db", "journal/audit.sqlite3"]
+
+
+@pytest.mark.parametrize("client", CLIENT_NAMES)
+def test_config_prints_an_entry_for_the_users_own_desk(
+    client: str, users_shell: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["config", client, *FLAGS]) == 0
+    out, err = capsys.readouterr()
+    fmt = EXPECTED[client][0]
+    assert env_of(client, entry_of(client, parse(fmt, out))) == expected_env(users_shell)
+    # stdout is the snippet alone, so it can be piped into a file; every remark is on stderr.
+    assert out == render_snippet(client, detect_launcher(), env=dict(sorted(expected_env(users_shell).items())))
+    assert f"the client will see the desk in {users_shell / 'desk'}, configured by {users_shell / 'desk.toml'}" in err
+    for value in SECRET_VALUES.values():
+        assert value not in out + err
+    for name in SECRET_VALUES:
+        assert (
+            f"left out of the entry: {name}: a secret; the desk the client starts reads it from the OS keychain" in err
+        )
+    assert "left out of the entry: INCIDENT_DESK_TRANSPORT: the client starts its desk over stdio" in err
+
+
+@pytest.mark.parametrize("client", CLIENT_NAMES)
+def test_config_write_carries_the_environment_and_says_which_desk(
+    client: str, users_shell: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("INCIDENT_DESK_DATA_DIR", "desk")  # relative, as typed in the shell
+    monkeypatch.setenv("INCIDENT_DESK_CONFIG", "desk.toml")
+    monkeypatch.setenv("INCIDENT_DESK_AUDIT_DB", "journal/audit.sqlite3")
+    fmt = EXPECTED[client][0]
+    target = users_shell / "client" / f"settings.{fmt}"
+    assert main(["config", client, "--write", "--path", str(target)]) == 0
+    out, err = capsys.readouterr()
+    assert out == ""
+    text = target.read_text(encoding="utf-8")
+    assert env_of(client, entry_of(client, parse(fmt, text))) == expected_env(users_shell)
+    assert f"incident-desk added to {target}" in err
+    assert f"the client will see the desk in {users_shell / 'desk'}, configured by {users_shell / 'desk.toml'}" in err
+    for value in SECRET_VALUES.values():
+        assert value not in text + err
+
+
+def test_config_without_settings_says_the_client_sees_the_sample_desk(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["config", "cursor", "--write", "--path", str(tmp_path / "mcp.json")]) == 0
+    assert "the client will see the bundled sample desk" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("args", "config_text", "problem"),
+    [
+        (["--data-dir", "no-such-desk"], None, "invalid setting data_dir"),
+        (["--config", "missing.toml"], None, "missing.toml does not exist"),
+        (["--config", "desk.toml"], 'data_dir = "desk"\n', "invalid setting data_dir in config file"),
+        (["--config", "desk.toml"], 'provider = "anthropic"\n', "provider_model is required"),
+    ],
+)
+def test_config_validates_what_it_carries_before_writing(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    args: list[str],
+    config_text: str | None,
+    problem: str,
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    make_desk(tmp_path / "desk")
+    if config_text is not None:
+        (tmp_path / "desk.toml").write_text(config_text)
+    target = tmp_path / "client" / "mcp.json"
+    assert main(["config", "cursor", "--write", "--path", str(target), *args]) == 2
+    assert problem in capsys.readouterr().err
+    assert not target.parent.exists(), "nothing is written"
+
+
+def test_config_file_that_serves_http_still_gives_the_client_a_stdio_desk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "desk.toml").write_text('transport = "http"\nport = 9000\n')
+    assert main(["config", "codex", "--config", "desk.toml"]) == 0
+    entry = entry_of("codex", parse("toml", capsys.readouterr().out))
+    assert entry["env"]["INCIDENT_DESK_TRANSPORT"] == "stdio"
+
+
+@pytest.mark.anyio
+@pytest.mark.subprocess
+async def test_the_written_entry_starts_the_users_desk(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What the client will do: start the entry's command with its env, over stdio, from a directory of its own."""
+    monkeypatch.chdir(tmp_path)
+    make_desk(tmp_path / "desk")
+    target = tmp_path / "claude_desktop_config.json"
+    assert main(["config", "claude-desktop", "--write", "--path", str(target), "--data-dir", "desk"]) == 0
+    entry = json.loads(target.read_text())["mcpServers"]["incident-desk"]
+    env = child_env(tmp_path / "unused.sqlite3") | entry["env"]
+    elsewhere = tmp_path / "client-cwd"
+    elsewhere.mkdir()
+    params = StdioServerParameters(command=entry["command"], args=entry["args"], env=env, cwd=str(elsewhere))
+    async with Client(params, mode="legacy") as client:
+        listing = await client.call_tool("list_incidents", {})
+    assert [incident["id"] for incident in listing.structured_content["incidents"]] == ["INC-7"]
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# config for an HTTP desk: a token header only when a token is in use
+
+
+def http_entry(client: str, out: str) -> dict[str, Any]:
+    return entry_of(client, parse(EXPECTED[client][0], out))
+
+
+def test_config_http_loopback_sends_no_token_header(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["config", "claude-code", "--http-url", "http://127.0.0.1:8765/mcp"]) == 0
+    out, err = capsys.readouterr()
+    assert http_entry("claude-code", out) == {"type": "http", "url": "http://127.0.0.1:8765/mcp"}
+    assert "the client will see the desk serving http://127.0.0.1:8765/mcp" in err
+    assert "add --token" in err
+
+
+@pytest.mark.parametrize(
+    ("args", "header"),
+    [
+        (["--http-url", "http://127.0.0.1:8765/mcp", "--token"], "Bearer ${INCIDENT_DESK_HTTP_TOKEN}"),
+        (["--http-url", "https://desk.example.com/mcp"], "Bearer ${INCIDENT_DESK_HTTP_TOKEN}"),
+        (["--http-url", "http://[::1]:8765/mcp"], None),
+        (["--http-url", "http://localhost:8765/mcp"], None),
+    ],
+)
+def test_config_http_token_header_when_a_token_is_in_use(
+    capsys: pytest.CaptureFixture[str], args: list[str], header: str | None
+) -> None:
+    assert main(["config", "gemini-cli", *args]) == 0
+    entry = http_entry("gemini-cli", capsys.readouterr().out)
+    assert entry.get("headers") == ({"Authorization": header} if header else None)
+
+
+@pytest.mark.parametrize("client", ["zed", "cline", "goose", "lm-studio"])
+def test_config_http_token_refused_for_a_client_that_cannot_read_one(
+    client: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "settings"
+    assert main(["config", client, "--write", "--path", str(target), "--http-url", "https://desk.example/mcp"]) == 1
+    assert "cannot read a bearer token" in capsys.readouterr().err
+    assert not target.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "problem"),
+    [
+        (["--token"], "--token goes with --http-url"),
+        (["--http-url", "http://127.0.0.1:8765/mcp", "--data-dir", "."], "settings flags (--data-dir)"),
+    ],
+)
+def test_config_refuses_flags_that_do_not_fit(
+    capsys: pytest.CaptureFixture[str], args: list[str], problem: str
+) -> None:
+    assert main(["config", "cursor", *args]) == 1
+    captured = capsys.readouterr()
+    assert problem in captured.err and captured.out == ""
 
 
 @pytest.mark.parametrize(("kind", "name"), [("http", "http-token"), ("sealing", "sealing-key")])

@@ -1,13 +1,10 @@
 """Desktop MCP client configs: a registry of twelve clients, ready snippets, and a merge that keeps the rest."""
 
-from incident_desk.client_configs.merge import WriteReport as WriteReport
 from incident_desk.client_configs.merge import write_config as write_config
 from incident_desk.client_configs.registry import CLIENT_NAMES as CLIENT_NAMES
 from incident_desk.client_configs.registry import CLIENTS as CLIENTS
 from incident_desk.client_configs.registry import SERVER_NAME as SERVER_NAME
-from incident_desk.client_configs.registry import TOKEN_ENV_VAR as TOKEN_ENV_VAR
 from incident_desk.client_configs.registry import ClientConfigError as ClientConfigError
-from incident_desk.client_configs.registry import ClientSpec as ClientSpec
 from incident_desk.client_configs.registry import Launcher as Launcher
 from incident_desk.client_configs.registry import default_config_path as default_config_path
 from incident_desk.client_configs.registry import detect_launcher as detect_launcher

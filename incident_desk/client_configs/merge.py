@@ -236,17 +236,17 @@ def _parse(spec: ClientSpec, text: str) -> Any:
         raise _ParseError(f"not valid JSON: {problem}", text, exc.pos) from None
 
 
-def _merge(spec: ClientSpec, text: str, entry: dict[str, Any], http: bool) -> tuple[str, bool]:
+def _merge(spec: ClientSpec, text: str, entry: dict[str, Any]) -> tuple[str, bool]:
     """The new text and whether an entry was replaced; ``text`` itself when nothing would change."""
     before = _parse(spec, text)
     if before is None:  # empty, or only comments
-        fresh = render.render_document(spec, render.document(spec, entry, http))
+        fresh = render.render_document(spec, render.document(spec, entry))
         return (text.rstrip() + "\n" if text.strip() else "") + fresh, False
     if not isinstance(before, dict):
         raise _ParseError(f"the top level is not {'a JSON object' if spec.format == 'json' else 'a YAML mapping'}")
     expected = copy.deepcopy(before)
     replaced = _put_entry(spec, expected, entry)
-    add_input = spec.name == "vscode" and http  # its HTTP entry asks for the token through this input
+    add_input = spec.name == "vscode" and "headers" in entry  # its token header reads this input
     if add_input:
         inputs = expected.setdefault("inputs", [])
         if not isinstance(inputs, list):
@@ -298,11 +298,12 @@ def write_config(
     path: Path | None = None,
     http_url: str | None = None,
     env: Mapping[str, str] | None = None,
+    token: bool = False,
 ) -> WriteReport:
     """Merge the entry into ``client``'s config file (default: ``default_config_path``), backing it up first; a
     broken or unusual file is left untouched and ``ClientConfigError`` names it, the problem and the snippet."""
     spec = registry.client_spec(client)
-    entry = render.entry_for(spec, launcher, http_url, env or {})
+    entry = render.entry_for(spec, launcher, http_url, env or {}, token)
     target = (path or registry.default_config_path(client)).expanduser()
     if target.is_symlink():
         target = target.resolve()  # keep a dotfile manager's link; write where it points
@@ -315,11 +316,11 @@ def write_config(
         raise ClientConfigError(f"{target}: cannot be read: {exc}") from None
     bom, crlf = "\ufeff" if decoded.startswith("\ufeff") else "", "\r\n" in decoded
     try:
-        new_text, replaced = _merge(spec, decoded[len(bom) :].replace("\r\n", "\n"), entry, http_url is not None)
+        new_text, replaced = _merge(spec, decoded[len(bom) :].replace("\r\n", "\n"), entry)
     except _ParseError as exc:
         raise ClientConfigError(f"{target}: {exc}; the file was left untouched") from None
     except _Unsupported as exc:
-        snippet = render.render_snippet(client, launcher, http_url=http_url, env=env)
+        snippet = render.render_snippet(client, launcher, http_url=http_url, env=env, token=token)
         raise ClientConfigError(
             f"{target}: cannot be edited safely ({exc}); the file was left untouched. Add this by hand:\n{snippet}"
         ) from None

@@ -73,21 +73,21 @@ CLIENTS: Mapping[str, ClientSpec] = {spec.name: spec for spec in (
         http_token="Bearer ${" + TOKEN_ENV_VAR + "}",
         features="resources, prompts, tools, elicitation (declared unreliably); no sampling",
         notes="Save as `.mcp.json` at a repo root (project scope) or merge into `~/.claude.json` (user scope); "
-              "`claude mcp add` does the same. HTTP reads the token from `${INCIDENT_DESK_HTTP_TOKEN}`."),
+              "`claude mcp add` does the same. HTTP with a token reads it from `${INCIDENT_DESK_HTTP_TOKEN}`."),
     ClientSpec("cursor", "Cursor", "mcp", _everywhere("home", ".cursor/mcp.json"),
         http_token="Bearer ${env:" + TOKEN_ENV_VAR + "}",
         features="prompts, tools, elicitation (form); no resources, no sampling",
-        notes="Project scope: `.cursor/mcp.json`. HTTP reads the token from `${env:INCIDENT_DESK_HTTP_TOKEN}`."),
+        notes="Project scope: `.cursor/mcp.json`. HTTP with a token reads it from `${env:INCIDENT_DESK_HTTP_TOKEN}`."),
     ClientSpec("vscode", "VS Code (GitHub Copilot)", "mcp", _app_config("Code/User/mcp.json"),
         server_key="servers", comments_allowed=True, http_token="Bearer ${input:" + VSCODE_TOKEN_INPUT + "}",
         features="resources, templates, prompts, tools, completions, sampling, elicitation (form and url)",
         notes="The one client that exercises every degrade step's happy path. Workspace scope: "
-              "`.vscode/mcp.json`. HTTP asks for the token once through `inputs` (stored in VS Code's secret "
+              "`.vscode/mcp.json`. HTTP with a token asks for it once through `inputs` (kept in VS Code's secret "
               "storage). Comments in the file are kept."),
     ClientSpec("windsurf", "Windsurf", "mcp_config", _everywhere("home", ".codeium/windsurf/mcp_config.json"),
         http_token="Bearer ${env:" + TOKEN_ENV_VAR + "}",
         features="tools only; no resources, prompts, sampling or elicitation",
-        notes="HTTP uses `serverUrl` and reads the token from `${env:INCIDENT_DESK_HTTP_TOKEN}`. 100-tool limit."),
+        notes="HTTP uses `serverUrl`; a token is read from `${env:INCIDENT_DESK_HTTP_TOKEN}`. 100-tool limit."),
     ClientSpec("zed", "Zed", "settings", {
             "linux": ("xdg", "zed/settings.json"),
             "darwin": ("home", ".config/zed/settings.json"),
@@ -107,7 +107,7 @@ CLIENTS: Mapping[str, ClientSpec] = {spec.name: spec for spec in (
         format="yaml", layout="continue", http_token="Bearer ${{ secrets." + TOKEN_ENV_VAR + " }}",
         features="resources, prompts, tools (agent mode only); no sampling, no elicitation",
         notes="A standalone block file for `.continue/mcpServers/` (workspace or `~/.continue`); the same "
-              "`mcpServers` list can be merged into `config.yaml`. HTTP reads the token from "
+              "`mcpServers` list can be merged into `config.yaml`. HTTP with a token reads it from "
               "`${{ secrets.INCIDENT_DESK_HTTP_TOKEN }}`."),
     ClientSpec("goose", "Goose", "config", {
             "linux": ("xdg", "goose/config.yaml"),
@@ -121,14 +121,14 @@ CLIENTS: Mapping[str, ClientSpec] = {spec.name: spec for spec in (
     ClientSpec("codex", "OpenAI Codex", "config", _everywhere("codex", "config.toml"),
         format="toml", server_key="mcp_servers", http_token=TOKEN_ENV_VAR,
         features="resources (with templates), tools, elicitation (form); no prompts, no sampling",
-        notes="`[mcp_servers.incident-desk]` in `$CODEX_HOME/config.toml` (default `~/.codex`); comments are "
-              "kept. HTTP sends `Authorization: Bearer $INCIDENT_DESK_HTTP_TOKEN` via `bearer_token_env_var`. "
-              "The uvx form raises `startup_timeout_sec` for a cold start."),
+        notes="`[mcp_servers.incident-desk]` in `$CODEX_HOME/config.toml` (default `~/.codex`); comments are kept. "
+              "HTTP with a token: `bearer_token_env_var`. The uvx form raises `startup_timeout_sec` for rebuilds."),
     ClientSpec("gemini-cli", "Gemini CLI", "settings", _everywhere("home", ".gemini/settings.json"),
         http_token="Bearer ${" + TOKEN_ENV_VAR + "}",
         features="prompts (as slash commands), tools; no resources, no sampling, no elicitation",
-        notes="Project scope: `.gemini/settings.json`. HTTP uses `httpUrl` (plain `url` means SSE) and reads "
-              "the token from `${INCIDENT_DESK_HTTP_TOKEN}`."),
+        notes="Project scope: `.gemini/settings.json`. In an untrusted folder no MCP server connects (`gemini mcp "
+              "list`: Disabled): trust it with `/permissions`. HTTP uses `httpUrl` (plain `url` means SSE); a "
+              "token is read from `${INCIDENT_DESK_HTTP_TOKEN}`."),
     ClientSpec("lm-studio", "LM Studio", "mcp", _everywhere("home", ".lmstudio/mcp.json"),
         features="tools only; no resources, prompts, sampling or elicitation",
         notes="Edit in-app: Program → Install → Edit mcp.json. No secret indirection: HTTP on loopback only."),
@@ -155,13 +155,14 @@ def detect_launcher() -> Launcher:
 
 
 def uvx_launcher(source: str) -> Launcher:
-    """``uvx --from <source> incident-desk``, absolute where possible: GUI clients do not inherit the shell's PATH."""
+    """``uvx --offline --from <source> incident-desk``: a start never waits on the package index (uv's cache must
+    hold it: one online run fills it). Absolute where possible: GUI clients do not inherit the shell's PATH."""
     if not source.strip():
         raise ClientConfigError("uvx source is empty: give a checkout path or a git URL")
     local = Path(source).expanduser()
     resolved_source = str(local.absolute()) if "://" not in source and local.exists() else source
     uvx = shutil.which("uvx")
-    return Launcher(str(Path(uvx).absolute()) if uvx else "uvx", ("--from", resolved_source, SERVER_NAME))
+    return Launcher(str(Path(uvx).absolute()) if uvx else "uvx", ("--offline", "--from", resolved_source, SERVER_NAME))
 
 
 def _platform(platform: str) -> Platform:

@@ -23,7 +23,7 @@ DEFAULT_HTTP_URL = "http://127.0.0.1:8765/mcp"
 PLACEHOLDER_EXECUTABLE = "/ABSOLUTE/PATH/TO/incident-desk"
 PLACEHOLDER_CHECKOUT = "/ABSOLUTE/PATH/TO/incident-desk-checkout"
 _DESCRIPTION = "On-call incident desk: incidents, logs, runbooks; restarts need a human's approval."
-_CODEX_UVX_STARTUP_TIMEOUT_SECONDS = 60  # a cold uvx start resolves and installs; Codex's default is 10 s
+_CODEX_UVX_STARTUP_TIMEOUT_SECONDS = 60  # uvx rebuilds a changed checkout before it starts; Codex waits 10 s
 _SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSW|API_?KEY|SEALING|CREDENTIAL|(^|_)KEY$", re.IGNORECASE)
 # Strings the shipped YAML writes bare; everything else is double-quoted, as the files always had it.
 _YAML_BARE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-/]*$")
@@ -56,31 +56,32 @@ def _goose_entry(kind: str, **fields: Any) -> dict[str, Any]:
     return {"name": SERVER_NAME, "type": kind, "enabled": True, **fields, "timeout": 300, "description": _DESCRIPTION}
 
 
-def _http_entry(spec: ClientSpec, url: str) -> dict[str, Any]:
-    auth = {"Authorization": spec.http_token} if spec.http_token else None
+def _http_entry(spec: ClientSpec, url: str, token: bool) -> dict[str, Any]:
+    auth = {"headers": {"Authorization": spec.http_token}} if spec.http_token and token else {}
     match spec.name:
         case "claude-code" | "vscode":
-            return {"type": "http", "url": url, "headers": auth}
+            return {"type": "http", "url": url, **auth}
         case "windsurf":
-            return {"serverUrl": url, "headers": auth}
+            return {"serverUrl": url, **auth}
         case "gemini-cli":
-            return {"httpUrl": url, "headers": auth}
+            return {"httpUrl": url, **auth}
         case "cline":
             return {"type": "streamableHttp", "url": url, "disabled": False}
         case "continue":
-            return {"name": SERVER_NAME, "type": "streamable-http", "url": url, "requestOptions": {"headers": auth}}
+            options = {"requestOptions": auth} if auth else {}
+            return {"name": SERVER_NAME, "type": "streamable-http", "url": url, **options}
         case "goose":
             return _goose_entry("streamable_http", uri=url)
         case "codex":
-            return {"url": url, "bearer_token_env_var": registry.TOKEN_ENV_VAR}
-        case "cursor":
-            return {"url": url, "headers": auth}
-        case _:  # zed, lm-studio: url (+ headers, which they cannot fill from the environment)
-            return {"url": url}
+            return {"url": url, **({"bearer_token_env_var": spec.http_token} if auth else {})}
+        case _:  # cursor; zed, lm-studio: no header they could fill from the environment
+            return {"url": url, **auth}
 
 
-def entry_for(spec: ClientSpec, launcher: Launcher | None, url: str | None, env: Mapping[str, str]) -> dict[str, Any]:
-    """The ``incident-desk`` entry in ``spec``'s spelling; ``env`` is refused if it looks like it holds a secret."""
+def entry_for(
+    spec: ClientSpec, launcher: Launcher | None, url: str | None, env: Mapping[str, str], token: bool = False
+) -> dict[str, Any]:
+    """The ``incident-desk`` entry in ``spec``'s spelling (HTTP: a token header if ``token``); no secret-like env."""
     secret_like = sorted(name for name in env if _SECRET_NAME.search(name))
     if secret_like:
         raise ClientConfigError(
@@ -88,8 +89,7 @@ def entry_for(spec: ClientSpec, launcher: Launcher | None, url: str | None, env:
             "keychain (`incident-desk key set`) or the environment, never in a file that gets copied and shared"
         )
     if url is None:
-        env_vars = {str(name): str(value) for name, value in env.items()}
-        return _stdio_entry(spec, launcher or registry.detect_launcher(), env_vars)
+        return _stdio_entry(spec, launcher or registry.detect_launcher(), dict(env))
     if not re.match(r"^https?://[^\s/]+", url):
         raise ClientConfigError(f"HTTP URL {url!r} is not an http:// or https:// URL")
     if not spec.http_supported:
@@ -97,7 +97,7 @@ def entry_for(spec: ClientSpec, launcher: Launcher | None, url: str | None, env:
             f"{spec.title} does not take HTTP servers in its config file: add {url} in "
             "Settings → Connectors → Add custom connector, or use the stdio entry"
         )
-    return _http_entry(spec, url)
+    return _http_entry(spec, url, token)
 
 
 def vscode_input() -> dict[str, Any]:
@@ -110,12 +110,12 @@ def vscode_input() -> dict[str, Any]:
     }
 
 
-def document(spec: ClientSpec, entry: dict[str, Any], http: bool) -> dict[str, Any]:
+def document(spec: ClientSpec, entry: dict[str, Any]) -> dict[str, Any]:
     """The whole minimal file for ``spec`` holding just ``entry``."""
     if spec.layout == "continue":
         return {"name": SERVER_NAME, "version": "0.0.1", "schema": "v1", "mcpServers": [entry]}
     doc: dict[str, Any] = {spec.server_key: {SERVER_NAME: entry}}
-    return {"inputs": [vscode_input()], **doc} if spec.name == "vscode" and http else doc
+    return {"inputs": [vscode_input()], **doc} if spec.name == "vscode" and "headers" in entry else doc
 
 
 def yaml_styled(value: Any) -> Any:
@@ -181,17 +181,18 @@ def render_snippet(
     *,
     http_url: str | None = None,
     env: Mapping[str, str] | None = None,
+    token: bool = False,
 ) -> str:
     """A minimal config file for ``client``: stdio with ``launcher`` (default: this installation), or HTTP."""
     spec = registry.client_spec(client)
-    return render_document(spec, document(spec, entry_for(spec, launcher, http_url, env or {}), http_url is not None))
+    return render_document(spec, document(spec, entry_for(spec, launcher, http_url, env or {}, token)))
 
 
 def example_files() -> dict[str, str]:
     """The files under ``client_configs/``: relative path -> text. Tests keep the tree equal to this."""
     launchers = {
         "": Launcher(PLACEHOLDER_EXECUTABLE),
-        ".uvx": Launcher("uvx", ("--from", PLACEHOLDER_CHECKOUT, SERVER_NAME)),
+        ".uvx": Launcher("uvx", ("--offline", "--from", PLACEHOLDER_CHECKOUT, SERVER_NAME)),
     }
     files: dict[str, str] = {}
     for spec in registry.CLIENTS.values():
