@@ -18,6 +18,7 @@ import re
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, Literal
@@ -298,7 +299,7 @@ def _huge_line(handle: io.FileIO, buffer: bytearray, offset: int) -> tuple[_Huge
         length += got
 
 
-def _newlines_and_long_lines(run: _Run) -> tuple[int, list[tuple[int, int]]]:
+def _newlines_and_long_lines(run: _Run, scratch: Any) -> tuple[int, list[tuple[int, int]]]:
     """How many newlines ``run`` holds, and where its lines longer than MAX_LINE_BYTES are (start, end).
 
     numpy counts at memory speed with the interpreter lock released (``bytes.count`` is a byte-at-a-time loop
@@ -308,7 +309,7 @@ def _newlines_and_long_lines(run: _Run) -> tuple[int, list[tuple[int, int]]]:
     import numpy as np
 
     data = np.frombuffer(run.buffer, dtype=np.uint8, count=run.length)
-    is_newline = data == _NEWLINE
+    is_newline = np.equal(data, _NEWLINE, out=scratch[: run.length])  # reused: fresh pages cost more than the scan
     newlines = int(np.count_nonzero(is_newline))
     rows = run.length // _ROW
     empty_rows = np.flatnonzero(~is_newline[: rows * _ROW].reshape(rows, _ROW).any(axis=1)).tolist()
@@ -380,6 +381,10 @@ class _Search:
         self.offset = start.offset  # how far the scan has got: always the start of a line
         self.stopped: StopReason | None = None
         self.window = _WINDOW_FIRST
+        self.indexer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="log-index")
+        import numpy as np  # only searches need it: imported on the first, not at start-up
+
+        self.scratch = np.empty(_READ_BYTES, dtype=np.bool_)
 
     def should_stop(self, offset: int, *, out_of_bytes: bool = False) -> bool:
         """Whether a budget ran out or the call was cancelled; only once the scan has moved, so each call does.
@@ -412,49 +417,68 @@ class _Search:
         self.offset = line.offset + line.length + 1
 
     def run(self, run: _Run) -> None:
-        """Scan one run of lines window by window; only candidate lines are decoded, redacted and re-checked."""
-        newlines, special = _newlines_and_long_lines(run)
-        if not self.pattern.replacement_blind:
-            special = sorted(set(special) | set(_undecodable_lines(run)))
+        """Scan one run of lines window by window; only candidate lines are decoded, redacted and re-checked.
+
+        The run's newlines are counted, and its long (and undecodable) lines found, on the indexer thread while
+        RE2 scans here; the scan waits for that only when it has a candidate to number, or at the run's end.
+        """
+        index = self.indexer.submit(self._index, run)
         buffer, length = run.buffer, run.length
         numbers = _LineNumbers(buffer, self.line)
-        next_special = 0
+        special: list[tuple[int, int]] = []
+        next_special = -1  # -1: the index has not been waited for
+
+        def specials_before(position: int) -> Iterator[tuple[int, int]]:
+            """The special lines starting before ``position`` not yet considered, in order."""
+            nonlocal special, next_special
+            if next_special < 0:
+                special, next_special = index.result()[1], 0
+            while next_special < len(special) and special[next_special][0] < position:
+                next_special += 1
+                yield special[next_special - 1]
+
         position = 0
         with memoryview(buffer) as view:
             while position < length:
-                if self.should_stop(run.offset + position):
-                    self.offset, self.line = run.offset + position, numbers.at(position)
-                    return
                 end = self._window_end(run, position)
-                if run.offset + end - self.start.offset > self.byte_budget and self.should_stop(
-                    run.offset + position, out_of_bytes=True
-                ):
+                over_bytes = run.offset + end - self.start.offset > self.byte_budget
+                if self.should_stop(run.offset + position, out_of_bytes=over_bytes):
+                    for start, stop in specials_before(position):
+                        if self._candidate(run, numbers, start, stop):
+                            return
                     self.offset, self.line = run.offset + position, numbers.at(position)
                     return
                 began = time.monotonic()
                 hit_from = position
                 while hit_from < end:
                     hit = self.finder.search(view[hit_from:end])
-                    line_start = end if hit is None else buffer.rfind(b"\n", hit_from, hit_from + hit.start()) + 1
-                    line_start = max(line_start, hit_from)
-                    while next_special < len(special) and special[next_special][0] <= line_start:
-                        start, stop = special[next_special]
-                        next_special += 1
-                        if start == line_start and hit is not None:
-                            continue  # the hit's own line, considered below
-                        if self._candidate(run, numbers, start, stop):
-                            return
                     if hit is None:
                         break
+                    line_start = buffer.rfind(b"\n", hit_from, hit_from + hit.start()) + 1 or hit_from
+                    if line_start >= end:
+                        break  # an empty match after the window's last newline: that line is the next window's
                     line_end = buffer.find(b"\n", line_start, length)
                     line_end = length if line_end < 0 else line_end
+                    for start, stop in specials_before(line_start + 1):
+                        if start != line_start and self._candidate(run, numbers, start, stop):
+                            return
                     if self._candidate(run, numbers, line_start, line_end):
                         return
                     hit_from = line_end + 1
                 self._resize_window(end - position, time.monotonic() - began)
                 position = end
+        for start, stop in specials_before(length + 1):
+            if self._candidate(run, numbers, start, stop):
+                return
         self.offset = run.offset + length
-        self.line += newlines
+        self.line += index.result()[0]
+
+    def _index(self, run: _Run) -> tuple[int, list[tuple[int, int]]]:
+        """The run's newline count and its special lines: too long to scan raw, or (when it matters) not UTF-8."""
+        newlines, special = _newlines_and_long_lines(run, self.scratch)
+        if not self.pattern.replacement_blind:
+            special = sorted(set(special) | set(_undecodable_lines(run)))
+        return newlines, special
 
     def _candidate(self, run: _Run, numbers: _LineNumbers, start: int, end: int) -> bool:
         """Consider the line at ``start``..``end`` of ``run``; True when that stopped the scan (the match limit)."""
@@ -513,13 +537,16 @@ def search(
         total = handle.seek(0, os.SEEK_END)
         _check_cursor(handle, cursor, total)
         scan = _Search(pattern, finder, redactor, limit, cursor, byte_budget, deadline, cancelled)
-        for run in _runs(handle, cursor.offset):
-            if isinstance(run, _HugeLine):
-                scan.huge_line(run)
-            else:
-                scan.run(run)
-            if scan.stopped is not None:
-                break
+        try:
+            for run in _runs(handle, cursor.offset):
+                if isinstance(run, _HugeLine):
+                    scan.huge_line(run)
+                else:
+                    scan.run(run)
+                if scan.stopped is not None:
+                    break
+        finally:
+            scan.indexer.shutdown(wait=True)  # the buffer it reads is reused: it must be done with it first
     next_cursor: Cursor | None = Cursor(scan.line, scan.offset)
     if scan.stopped is None or scan.offset >= total:
         next_cursor = None
