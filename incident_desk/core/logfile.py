@@ -35,6 +35,7 @@ _NEWLINE = 0x0A
 _WINDOW_FIRST = 256 * 1024
 _WINDOW_MIN = 16 * 1024
 _WINDOW_SECONDS = 0.02  # a window's scan time: how often budgets and cancellation are looked at
+_PAUSE_SECONDS = 0.002  # after a window of candidates, the interpreter lock is left to other threads this long
 _CUT_MARGIN = 256  # how far a cut backs off to a space; and how much of a line's cut-off end is kept as context
 _SPACES = (b" ", b"\t", b"\r", b"\f", b"\v")
 _CUT_MARK = b" [line cut]"
@@ -438,6 +439,7 @@ class _Search:
                 yield special[next_special - 1]
 
         position = 0
+        candidates = 0
         with memoryview(buffer) as view:
             while position < length:
                 end = self._window_end(run, position)
@@ -465,6 +467,12 @@ class _Search:
                     if self._candidate(run, numbers, line_start, line_end):
                         return
                     hit_from = line_end + 1
+                    candidates += 1
+                if candidates:
+                    # Deciding candidates is Python work that holds the interpreter lock; a pause after each
+                    # window lets the event loop (and the threads serving stdio) take it without waiting.
+                    time.sleep(_PAUSE_SECONDS)
+                    candidates = 0
                 self._resize_window(end - position, time.monotonic() - began)
                 position = end
         for start, stop in specials_before(length + 1):
