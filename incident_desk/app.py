@@ -7,14 +7,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TypeVar
 
 from incident_desk.client_logging import ClientLogLevels
 from incident_desk.core.audit import AuditJournal
+from incident_desk.core.cursors import CursorSeal
 from incident_desk.core.desk import Desk, LogUnavailable, bundled_sample_desk
 from incident_desk.core.logfile import read_tail
-from incident_desk.core.redact import redact
+from incident_desk.core.redact import SECRETS, Redaction, redact
 from incident_desk.settings import Settings
 
 T = TypeVar("T")
@@ -36,6 +38,16 @@ class DeskApp:
 
     def redactor(self, text: str) -> str:
         return redact(text) if self.settings.redact_secrets else text
+
+    @property
+    def redaction(self) -> Redaction | None:
+        """What searches redact before matching, with the triggers that let them skip clean lines."""
+        return SECRETS if self.settings.redact_secrets else None
+
+    @cached_property
+    def cursors(self) -> CursorSeal:
+        """Tags the log cursors this desk hands out (keyed like the 2026 round-trip state), refuses any other."""
+        return CursorSeal(self.sealing_keys)
 
     def services(self) -> list[str]:
         return self.desk.services(extra=list(self.settings.services))

@@ -8,11 +8,28 @@ from __future__ import annotations
 
 import logging
 import sys
-from typing import Literal, TextIO
+from typing import Literal, TextIO, cast
 
 import structlog
 
 _LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING, "error": logging.ERROR}
+
+
+class _CurrentStderr:
+    """Whatever ``sys.stderr`` is when a line is written, not when logging was configured.
+
+    A command run in-process (by tests, or by an embedding program that swaps stderr) must not leave the log
+    bound to a stream that has since been closed.
+    """
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+    def isatty(self) -> bool:
+        return sys.stderr.isatty()
 
 
 def configure(
@@ -21,7 +38,7 @@ def configure(
     stream: TextIO | None = None,
 ) -> None:
     """Point structlog and stdlib logging at stderr with one renderer."""
-    stream = stream or sys.stderr
+    stream = stream or cast(TextIO, _CurrentStderr())
     use_json = fmt == "json" or (fmt == "auto" and not stream.isatty())
     renderer: structlog.typing.Processor = (
         structlog.processors.JSONRenderer() if use_json else structlog.dev.ConsoleRenderer(colors=False)

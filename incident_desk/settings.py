@@ -91,6 +91,9 @@ class Settings(BaseSettings):
         default=256 * 1024, ge=1024, le=64 * 1024 * 1024, description="Byte cap of that tail window."
     )
     page_lines: int = Field(default=100, ge=1, le=5_000, description="Default lines per read_incident_log page.")
+    search_time_budget_seconds: float = Field(
+        default=2.0, gt=0, le=60, description="Wall-clock time one search_incident_log call may scan before it pages."
+    )
     log_level: Literal["debug", "info", "warning", "error"] = Field(
         default="info", description="Threshold of the desk's own log on stderr."
     )

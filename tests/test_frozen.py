@@ -64,12 +64,22 @@ async def test_frozen_executable_serves_stdio(frozen_exe: Path, tmp_path: Path) 
         tools = {tool.name for tool in (await client.list_tools()).tools}
         index = await client.read_resource("incident://index")
         listed = await client.call_tool("list_incidents", {})
+        # RE2 and numpy are in the bundle: a regex search runs, and a lookbehind gets the desk's own error.
+        found = await client.call_tool(
+            "search_incident_log", {"incidentId": "INC-1043", "pattern": r"p\d{2} (lat|LAT)"}
+        )
+        refused = await client.call_tool("search_incident_log", {"incidentId": "INC-1043", "pattern": "(?<=p)99"})
 
     assert {"list_incidents", "read_incident_log", "get_runbook", "summarize_incident", "restart_service"} <= tools
     assert text_of(index).strip() == "INC-1042\nINC-1043"
     assert not listed.is_error
     assert "INC-1042" in str(listed.content)
     assert "INC-1043" in str(listed.content)
+    assert not found.is_error
+    assert found.structured_content["matches"] == [
+        {"number": 2, "text": "11:02:51 search-api INFO p99 latency 840ms (SLO 500ms)"}
+    ]
+    assert refused.is_error and "lookbehind (?<=...) is not supported" in text_of(refused)
     manifest = json.loads((ROOT / "client_configs" / "claude-desktop" / "manifest.json").read_text(encoding="utf-8"))
     assert {tool["name"] for tool in manifest["tools"]} <= tools
 

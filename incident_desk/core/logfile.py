@@ -10,28 +10,39 @@ Redaction runs on what is shown, after the cut, so a cut never splits a token: i
 
 from __future__ import annotations
 
+import codecs
+import io
+import math
 import os
 import re
+import threading
+import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO, Literal
+
+from incident_desk.core.pattern import SearchPattern
+from incident_desk.core.redact import Redaction
 
 MAX_LINE_BYTES = 8 * 1024
-SEARCH_SCAN_BUDGET_BYTES = 64 * 1024 * 1024
+SEARCH_SCAN_BUDGET_BYTES = 16 * 1024 * 1024 * 1024  # the time budget is what usually ends a long search
 _BLOCK = 64 * 1024
-_SCAN_BLOCK = 1024 * 1024
+_READ_BYTES = 4 * 1024 * 1024  # one read of a search: RSS stays this plus a little, whatever the log's size
+_ROW = 4096  # long-line detection: a line over MAX_LINE_BYTES covers a whole aligned row of this size
+_NEWLINE = 0x0A
+_WINDOW_FIRST = 256 * 1024
+_WINDOW_MIN = 16 * 1024
+_WINDOW_SECONDS = 0.02  # a window's scan time: how often budgets and cancellation are looked at
+_PAUSE_SECONDS = 0.002  # after a window of candidates, the interpreter lock is left to other threads this long
 _CUT_MARGIN = 256  # how far a cut backs off to a space; and how much of a line's cut-off end is kept as context
 _SPACES = (b" ", b"\t", b"\r", b"\f", b"\v")
 _CUT_MARK = b" [line cut]"
 _LEADING_CUT_MARK = "[line cut] "
 
-# Constructs that can tell a line's edge from the newline next to it in a block of lines: \A, \Z (\z),
-# negative lookarounds, atomic groups, possessive repeats, and inline flags that turn MULTILINE back off.
-# A pattern using one (or text that merely looks like one) is tested line by line, never a block at once.
-_LINE_EDGE_SENSITIVE = re.compile(r"\\[AZz]|\(\?<?!|\(\?>|[*+?}]\+|\(\?[aiLmsux]*-")
-
 Redactor = Callable[[str], str]
+StopReason = Literal["end of log", "match limit", "time budget", "byte budget", "cancelled"]
 
 
 class CursorError(ValueError):
@@ -87,6 +98,7 @@ class SearchResult:
     next_cursor: Cursor | None
     scanned_bytes: int
     total_bytes: int
+    stopped: StopReason
 
 
 def _identity(text: str) -> str:
@@ -204,45 +216,6 @@ def read_page(path: Path, *, cursor: Cursor = START, limit: int, redactor: Redac
     return Page(lines=lines, next_cursor=next_cursor, total_bytes=total)
 
 
-def _line_blocks(handle: BinaryIO, start: Cursor, byte_budget: int) -> Iterator[tuple[Cursor, list[bytes], Cursor]]:
-    """Yield runs of whole lines read in large blocks: (cursor of the first, raw lines, cursor after the last).
-
-    Lines over MAX_LINE_BYTES are cut (the rest is skipped, never held). Reading in blocks rather than line by
-    line is what makes a search over hundreds of megabytes take seconds instead of minutes. The budget is checked
-    between blocks, and reading goes on past it until one line is out: a line longer than the budget must not
-    hand the caller back its own cursor, or a client paging on would loop forever.
-    """
-    handle.seek(start.offset)
-    number, offset, scanned = start.line, start.offset, 0
-    carry = b""  # the unfinished line at the end of the previous block (at most MAX_LINE_BYTES + 1 of it)
-    carry_length = 0  # its true length, which may exceed what is kept
-    progressed = False
-    while scanned < byte_budget or not progressed:
-        chunk = handle.read(_SCAN_BLOCK)
-        if not chunk:
-            if carry_length:
-                yield Cursor(number, offset), [_cut(carry, carry_length)], Cursor(number + 1, offset + carry_length)
-            return
-        scanned += len(chunk)
-        last_newline = chunk.rfind(b"\n")
-        if last_newline == -1:
-            carry_length += len(chunk)
-            carry += chunk[: max(0, MAX_LINE_BYTES + 1 - len(carry))]
-            continue
-        body = chunk[: last_newline + 1]
-        raw_lines = body.split(b"\n")[:-1]
-        raw_lines[0] = carry + raw_lines[0]
-        lines = [_cut(raw_lines[0], carry_length + chunk.find(b"\n"))] + [_cut(raw, len(raw)) for raw in raw_lines[1:]]
-        consumed = carry_length + len(body)
-        first = Cursor(number, offset)
-        number += len(lines)
-        offset += consumed
-        yield first, lines, Cursor(number, offset)
-        progressed = True
-        rest = chunk[last_newline + 1 :]
-        carry, carry_length = rest[: MAX_LINE_BYTES + 1], len(rest)
-
-
 def _cut(raw: bytes, true_length: int) -> bytes:
     """``raw`` as it is, or if the line is longer than MAX_LINE_BYTES its start, marked as cut.
 
@@ -257,62 +230,338 @@ def _cut(raw: bytes, true_length: int) -> bytes:
     return (head[:space] if space >= 0 else head[:floor]) + _CUT_MARK
 
 
-def _block_prefilter(pattern: re.Pattern[str]) -> re.Pattern[str] | None:
-    """``pattern`` made fit to test a block of lines at once, or None when only line by line is exact.
+@dataclass(frozen=True)
+class _Run:
+    """Whole lines at the start of ``buffer``: ``length`` bytes from file offset ``offset``.
 
-    A block may be skipped only if no line in it matches, so the block test must never miss what a line test
-    finds. With MULTILINE, ``^`` and ``$`` match at every line's edges as they do on a lone line; the constructs
-    in ``_LINE_EDGE_SENSITIVE`` can still tell a line's edge from a newline, so they get no prefilter.
+    Every line ends with a newline, except the last one of the file when it has none (``terminated`` False).
     """
-    if _LINE_EDGE_SENSITIVE.search(pattern.pattern):
-        return None
-    return re.compile(pattern.pattern, pattern.flags | re.MULTILINE)
+
+    offset: int
+    buffer: bytearray
+    length: int
+    terminated: bool
+
+
+@dataclass(frozen=True)
+class _HugeLine:
+    """A line longer than the read buffer: its head (enough to show it cut) and its true length."""
+
+    offset: int
+    head: bytes
+    length: int
+    newline: bool
+
+
+def _runs(handle: io.FileIO, offset: int) -> Iterator[_Run | _HugeLine]:
+    """The file from ``offset`` in runs of whole lines, read into one reused buffer (each valid until the next)."""
+    handle.seek(offset)
+    buffer = bytearray(_READ_BYTES)
+    filled = 0
+    while True:
+        with memoryview(buffer) as view:
+            got = handle.readinto(view[filled:]) or 0
+        filled += got
+        if not got:
+            if filled:
+                yield _Run(offset, buffer, filled, terminated=buffer[filled - 1] == _NEWLINE)
+            return
+        last_newline = buffer.rfind(b"\n", 0, filled)
+        if last_newline < 0:
+            if filled < len(buffer):
+                continue
+            huge, filled = _huge_line(handle, buffer, offset)
+            yield huge
+            offset += huge.length + 1
+            if not huge.newline:
+                return
+            continue
+        yield _Run(offset, buffer, last_newline + 1, terminated=True)
+        rest = filled - last_newline - 1
+        buffer[:rest] = buffer[last_newline + 1 : filled]
+        offset += last_newline + 1
+        filled = rest
+
+
+def _huge_line(handle: io.FileIO, buffer: bytearray, offset: int) -> tuple[_HugeLine, int]:
+    """Skip to the end of a line that fills the whole buffer; return it and how much of the next is buffered."""
+    head = bytes(buffer[: MAX_LINE_BYTES + 1])
+    length = len(buffer)
+    while True:
+        with memoryview(buffer) as view:
+            got = handle.readinto(view) or 0
+        if not got:
+            return _HugeLine(offset, head, length, newline=False), 0
+        newline = buffer.find(b"\n", 0, got)
+        if newline >= 0:
+            rest = got - newline - 1
+            buffer[:rest] = buffer[newline + 1 : got]
+            return _HugeLine(offset, head, length + newline, newline=True), rest
+        length += got
+
+
+def _newlines_and_long_lines(run: _Run, scratch: Any) -> tuple[int, list[tuple[int, int]]]:
+    """How many newlines ``run`` holds, and where its lines longer than MAX_LINE_BYTES are (start, end).
+
+    numpy counts at memory speed with the interpreter lock released (``bytes.count`` is a byte-at-a-time loop
+    that holds it). A line longer than MAX_LINE_BYTES covers at least one whole aligned row of _ROW bytes, so only
+    rows without a newline need a closer look.
+    """
+    import numpy as np
+
+    data = np.frombuffer(run.buffer, dtype=np.uint8, count=run.length)
+    is_newline = np.equal(data, _NEWLINE, out=scratch[: run.length])  # reused: fresh pages cost more than the scan
+    newlines = int(np.count_nonzero(is_newline))
+    rows = run.length // _ROW
+    empty_rows = np.flatnonzero(~is_newline[: rows * _ROW].reshape(rows, _ROW).any(axis=1)).tolist()
+    del data, is_newline
+    long_lines: list[tuple[int, int]] = []
+    end = 0
+    for row in empty_rows:
+        if row * _ROW < end:
+            continue
+        start = run.buffer.rfind(b"\n", 0, row * _ROW) + 1
+        end = run.buffer.find(b"\n", row * _ROW, run.length)
+        end = run.length if end < 0 else end
+        if end - start > MAX_LINE_BYTES:
+            long_lines.append((start, end))
+    return newlines, long_lines
+
+
+def _undecodable_lines(run: _Run) -> list[tuple[int, int]]:
+    """The lines of ``run`` that are not valid UTF-8 (start, end): shown with U+FFFD where raw bytes are not."""
+    found: list[tuple[int, int]] = []
+    position = 0
+    with memoryview(run.buffer) as view:
+        while position < run.length:
+            try:
+                codecs.utf_8_decode(view[position : run.length], "strict", True)
+            except UnicodeDecodeError as exc:
+                bad = position + exc.start
+                start = run.buffer.rfind(b"\n", position, bad) + 1 or position
+                end = run.buffer.find(b"\n", bad, run.length)
+                end = run.length if end < 0 else end
+                found.append((start, end))
+                position = end + 1
+            else:
+                break
+    return found
+
+
+class _LineNumbers:
+    """Line numbers within a run, counted from the last one asked for: only as far as a candidate or a stop."""
+
+    def __init__(self, buffer: bytearray, first_line: int) -> None:
+        self.buffer, self.position, self.line = buffer, 0, first_line
+
+    def at(self, position: int) -> int:
+        """The number of the line starting at ``position`` (never before the last position asked for)."""
+        self.line += self.buffer.count(b"\n", self.position, position)
+        self.position = position
+        return self.line
+
+
+class _Search:
+    """One call's scan: the state shared by the runs it reads, and the rules for when it stops."""
+
+    def __init__(
+        self,
+        pattern: SearchPattern,
+        finder: Any,
+        redactor: Redactor,
+        limit: int,
+        start: Cursor,
+        byte_budget: int,
+        deadline: float,
+        cancelled: threading.Event | None,
+    ) -> None:
+        self.pattern, self.finder, self.redactor, self.limit = pattern, finder, redactor, limit
+        self.start, self.byte_budget, self.deadline, self.cancelled = start, byte_budget, deadline, cancelled
+        self.matches: list[Line] = []
+        self.line = start.line  # the number of the line at self.offset
+        self.offset = start.offset  # how far the scan has got: always the start of a line
+        self.stopped: StopReason | None = None
+        self.window = _WINDOW_FIRST
+        self.indexer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="log-index")
+        import numpy as np  # only searches need it: imported on the first, not at start-up
+
+        self.scratch = np.empty(_READ_BYTES, dtype=np.bool_)
+
+    def should_stop(self, offset: int, *, out_of_bytes: bool = False) -> bool:
+        """Whether a budget ran out or the call was cancelled; only once the scan has moved, so each call does.
+
+        ``out_of_bytes``: the next line would take the scan past its byte budget.
+        """
+        if offset == self.start.offset:
+            return False
+        if self.cancelled is not None and self.cancelled.is_set():
+            self.stopped = "cancelled"
+        elif time.monotonic() >= self.deadline:
+            self.stopped = "time budget"
+        elif out_of_bytes or offset - self.start.offset >= self.byte_budget:
+            self.stopped = "byte budget"
+        return self.stopped is not None
+
+    def consider(self, number: int, raw: bytes, true_length: int) -> None:
+        """Decode and redact one candidate line; keep it if the pattern matches what would be shown."""
+        text = _decode(_cut(raw, true_length), self.redactor)
+        if self.pattern.matches(text):
+            self.matches.append(Line(number, text))
+            if len(self.matches) >= self.limit:
+                self.stopped = "match limit"
+
+    def huge_line(self, line: _HugeLine) -> None:
+        if self.should_stop(line.offset):
+            return
+        self.consider(self.line, line.head, line.length)
+        self.line += 1
+        self.offset = line.offset + line.length + 1
+
+    def run(self, run: _Run) -> None:
+        """Scan one run of lines window by window; only candidate lines are decoded, redacted and re-checked.
+
+        The run's newlines are counted, and its long (and undecodable) lines found, on the indexer thread while
+        RE2 scans here; the scan waits for that only when it has a candidate to number, or at the run's end.
+        """
+        index = self.indexer.submit(self._index, run)
+        buffer, length = run.buffer, run.length
+        numbers = _LineNumbers(buffer, self.line)
+        special: list[tuple[int, int]] = []
+        next_special = -1  # -1: the index has not been waited for
+
+        def specials_before(position: int) -> Iterator[tuple[int, int]]:
+            """The special lines starting before ``position`` not yet considered, in order."""
+            nonlocal special, next_special
+            if next_special < 0:
+                special, next_special = index.result()[1], 0
+            while next_special < len(special) and special[next_special][0] < position:
+                next_special += 1
+                yield special[next_special - 1]
+
+        position = 0
+        candidates = 0
+        with memoryview(buffer) as view:
+            while position < length:
+                end = self._window_end(run, position)
+                over_bytes = run.offset + end - self.start.offset > self.byte_budget
+                if self.should_stop(run.offset + position, out_of_bytes=over_bytes):
+                    for start, stop in specials_before(position):
+                        if self._candidate(run, numbers, start, stop):
+                            return
+                    self.offset, self.line = run.offset + position, numbers.at(position)
+                    return
+                began = time.monotonic()
+                hit_from = position
+                while hit_from < end:
+                    hit = self.finder.search(view[hit_from:end])
+                    if hit is None:
+                        break
+                    line_start = buffer.rfind(b"\n", hit_from, hit_from + hit.start()) + 1 or hit_from
+                    if line_start >= end:
+                        break  # an empty match after the window's last newline: that line is the next window's
+                    line_end = buffer.find(b"\n", line_start, length)
+                    line_end = length if line_end < 0 else line_end
+                    for start, stop in specials_before(line_start + 1):
+                        if start != line_start and self._candidate(run, numbers, start, stop):
+                            return
+                    if self._candidate(run, numbers, line_start, line_end):
+                        return
+                    hit_from = line_end + 1
+                    candidates += 1
+                if candidates:
+                    # Deciding candidates is Python work that holds the interpreter lock; a pause after each
+                    # window lets the event loop (and the threads serving stdio) take it without waiting.
+                    time.sleep(_PAUSE_SECONDS)
+                    candidates = 0
+                self._resize_window(end - position, time.monotonic() - began)
+                position = end
+        for start, stop in specials_before(length + 1):
+            if self._candidate(run, numbers, start, stop):
+                return
+        self.offset = run.offset + length
+        self.line += index.result()[0]
+
+    def _index(self, run: _Run) -> tuple[int, list[tuple[int, int]]]:
+        """The run's newline count and its special lines: too long to scan raw, or (when it matters) not UTF-8."""
+        newlines, special = _newlines_and_long_lines(run, self.scratch)
+        if not self.pattern.replacement_blind:
+            special = sorted(set(special) | set(_undecodable_lines(run)))
+        return newlines, special
+
+    def _candidate(self, run: _Run, numbers: _LineNumbers, start: int, end: int) -> bool:
+        """Consider the line at ``start``..``end`` of ``run``; True when that stopped the scan (the match limit)."""
+        number = numbers.at(start)
+        self.consider(number, bytes(run.buffer[start:end]), end - start)
+        if self.stopped is None:
+            return False
+        self.offset, self.line = run.offset + end + 1, number + 1
+        return True
+
+    def _window_end(self, run: _Run, position: int) -> int:
+        """The end of the next window: whole lines, about ``self.window`` bytes of them, within the byte budget."""
+        buffer, length = run.buffer, run.length
+        left = self.byte_budget - (run.offset + position - self.start.offset)
+        window = max(1, min(self.window, left))
+        if length - position <= window:
+            return length
+        newline = buffer.rfind(b"\n", position, position + window)
+        if newline < 0:
+            newline = buffer.find(b"\n", position + window, length)
+        return length if newline < 0 else newline + 1
+
+    def _resize_window(self, scanned: int, elapsed: float) -> None:
+        """Aim each window at _WINDOW_SECONDS, so budgets and cancellation are seen that often at any speed."""
+        rate = scanned / max(elapsed, 1e-6)
+        self.window = int(min(_READ_BYTES, max(_WINDOW_MIN, rate * _WINDOW_SECONDS)))
 
 
 def search(
     path: Path,
-    pattern: re.Pattern[str],
+    pattern: SearchPattern,
     *,
     cursor: Cursor = START,
     limit: int,
-    scan_budget_bytes: int = SEARCH_SCAN_BUDGET_BYTES,
-    redactor: Redactor = _identity,
+    byte_budget: int = SEARCH_SCAN_BUDGET_BYTES,
+    time_budget: float | None = None,
+    redaction: Redaction | None = None,
+    cancelled: threading.Event | None = None,
 ) -> SearchResult:
-    """Lines matching ``pattern`` from ``cursor`` on, stopping at ``limit`` matches or the scan budget.
+    """Lines matching ``pattern`` from ``cursor`` on, until ``limit`` matches, a budget, cancellation or the end.
 
-    Matching runs on the redacted text, so a search cannot be used to probe for a secret's value. A whole block
-    is tested first (see ``_block_prefilter``): when nothing in it matches, none of its lines is looked at one by
-    one. Each call moves on by at least one line, however long, so paging with next_cursor always ends.
+    RE2 scans raw bytes a window at a time, without the interpreter lock. Only candidate lines are decoded and
+    redacted, and a line is returned only if the pattern matches its text as shown (redacted, cut), so a search
+    cannot probe a secret's value. Candidates are the lines with a raw match, plus every line whose shown text
+    could match where its raw bytes do not: lines redaction may change (unless the pattern cannot touch the
+    mask), lines cut for length, and lines that are not UTF-8 (unless the pattern cannot match U+FFFD). Each call
+    moves on by at least one line, however long, so paging with next_cursor always ends.
     """
-    prefilter = _block_prefilter(pattern)
-    with path.open("rb") as handle:
+    deadline = math.inf if time_budget is None else time.monotonic() + time_budget
+    if redaction is None or pattern.mask_blind:
+        finder = pattern.block
+    else:
+        finder = pattern.block_with(redaction.trigger_pattern())
+    redactor = redaction.apply if redaction is not None else _identity
+    with path.open("rb", buffering=0) as handle:
         total = handle.seek(0, os.SEEK_END)
         _check_cursor(handle, cursor, total)
-        matches: list[Line] = []
-        next_cursor: Cursor | None = cursor
-        for first, raw_lines, after in _line_blocks(handle, cursor, scan_budget_bytes):
-            next_cursor = after
-            text = redactor(b"\n".join(raw_lines).decode("utf-8", errors="replace"))
-            if prefilter is not None and not prefilter.search(text):
-                continue
-            for index, line_text in enumerate(text.split("\n")):
-                if pattern.search(line_text):
-                    matches.append(Line(first.line + index, line_text))
-                    if len(matches) >= limit:
-                        next_cursor = _cursor_after_line(handle, first, index)
-                        break
-            if len(matches) >= limit:
-                break
-    scanned = (next_cursor.offset if next_cursor else total) - cursor.offset
-    if next_cursor is not None and next_cursor.offset >= total:
+        scan = _Search(pattern, finder, redactor, limit, cursor, byte_budget, deadline, cancelled)
+        try:
+            for run in _runs(handle, cursor.offset):
+                if isinstance(run, _HugeLine):
+                    scan.huge_line(run)
+                else:
+                    scan.run(run)
+                if scan.stopped is not None:
+                    break
+        finally:
+            scan.indexer.shutdown(wait=True)  # the buffer it reads is reused: it must be done with it first
+    next_cursor: Cursor | None = Cursor(scan.line, scan.offset)
+    if scan.stopped is None or scan.offset >= total:
         next_cursor = None
-    return SearchResult(matches=matches, next_cursor=next_cursor, scanned_bytes=scanned, total_bytes=total)
-
-
-def _cursor_after_line(handle: BinaryIO, first: Cursor, index: int) -> Cursor:
-    """The cursor just past line ``first.line + index``, found by walking from ``first`` (within one block)."""
-    after = first
-    for _number, after, _body in _iter_lines(handle, first, None):
-        if after.line > first.line + index:
-            break
-    return after
+    return SearchResult(
+        matches=scan.matches,
+        next_cursor=next_cursor,
+        scanned_bytes=scan.offset - cursor.offset,
+        total_bytes=total,
+        stopped="end of log" if scan.stopped is None or next_cursor is None else scan.stopped,
+    )

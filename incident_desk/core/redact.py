@@ -9,6 +9,8 @@ one of its literal triggers occurs in the text: clean blocks cost one lower-casi
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 
 MASK = "[REDACTED]"
 
@@ -56,3 +58,27 @@ def redact(text: str) -> str:
         if any(trigger in lowered for trigger in triggers):
             text = pattern.sub(replacement, text)
     return text
+
+
+TRIGGERS: tuple[str, ...] = tuple(sorted({trigger for triggers, _rule, _replacement in _RULES for trigger in triggers}))
+
+# Characters outside ASCII whose lower case holds an ASCII letter, so they can complete a trigger in
+# ``text.lower()``: KELVIN SIGN lowers to "k", LATIN CAPITAL LETTER I WITH DOT ABOVE to "i" and a combining dot.
+_LOWERING_TO_ASCII = ("\u0130", "\u212a")
+
+
+@dataclass(frozen=True)
+class Redaction:
+    """A redactor, with what a line must hold for it to change anything (so a search can skip the rest)."""
+
+    apply: Callable[[str], str]
+    mask: str
+    triggers: tuple[str, ...]
+
+    def trigger_pattern(self) -> str:
+        """An RE2 pattern found in every line that ``apply`` may change (and in some it leaves alone)."""
+        words = "|".join(re.escape(trigger) for trigger in self.triggers)
+        return f"(?i:{words})|[{''.join(_LOWERING_TO_ASCII)}]"
+
+
+SECRETS = Redaction(apply=redact, mask=MASK, triggers=TRIGGERS)

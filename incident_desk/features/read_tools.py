@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import re
+import threading
 from datetime import datetime
+from functools import partial
 from typing import Annotated, Literal
 
 import anyio
@@ -16,6 +17,8 @@ from incident_desk.app import DeskApp
 from incident_desk.core import logfile
 from incident_desk.core.audit import MAX_RECENT_DECISIONS, format_decisions
 from incident_desk.core.desk import DeskError, UnknownService
+from incident_desk.core.pattern import MAX_PATTERN_LENGTH, PatternError, compile_pattern
+from incident_desk.core.redact import MASK
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 MAX_PAGE_LINES = 5_000
@@ -64,6 +67,7 @@ class LogSearch(BaseModel):
     next_cursor: str | None = Field(description="Where to resume the search; null when the log is exhausted")
     scanned_bytes: int
     total_bytes: int
+    stopped: str = Field(description="Why this call stopped: end of log, match limit, time budget, byte budget")
 
 
 class Runbook(BaseModel):
@@ -89,14 +93,14 @@ def _render_lines(lines: list[logfile.Line]) -> str:
     return "\n".join(f"{line.number}: {line.text}" for line in lines)
 
 
-def _continuation(next_cursor: logfile.Cursor | None, what: str) -> str:
+def _continuation(next_cursor: str | None, what: str) -> str:
     if next_cursor is None:
         return f"({what}: end of log)"
-    return f"({what}: more follows; call again with cursor={next_cursor.encode()})"
+    return f"({what}: more follows; call again with cursor={next_cursor})"
 
 
-# A group that repeats and is itself repeated: the classic catastrophic-backtracking shape.
-_NESTED_QUANTIFIER = re.compile(r"\((?:[^()\\]|\\.)*[+*}](?:[^()\\]|\\.)*\)(?:[+*]|\{\d*,)")
+# Searches get their own threads, so a long one never holds the default pool the journal's writes use. RE2
+# releases the interpreter lock while it scans, so these threads leave the event loop free.
 SEARCH_THREADS = 2
 
 
@@ -144,7 +148,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
     ) -> Annotated[CallToolResult, LogPage]:
         """Read one page of an incident's raw log, oldest line first; page on with next_cursor."""
         try:
-            start = logfile.Cursor.decode(cursor) if cursor else logfile.START
+            start = app.cursors.decode(incidentId, cursor) if cursor else logfile.START
             page = await anyio.to_thread.run_sync(
                 app.read_log,
                 incidentId,
@@ -154,46 +158,60 @@ def register(server: MCPServer, app: DeskApp) -> None:
             )
         except (DeskError, logfile.CursorError) as exc:
             return results.error(str(exc))
-        next_cursor = page.next_cursor.encode() if page.next_cursor else None
+        next_cursor = app.cursors.encode(incidentId, page.next_cursor) if page.next_cursor else None
         structured = LogPage(
             incident_id=incidentId,
             lines=[LogLine(number=line.number, text=line.text) for line in page.lines],
             next_cursor=next_cursor,
             total_bytes=page.total_bytes,
         )
-        text = _render_lines(page.lines) + "\n" + _continuation(page.next_cursor, f"{len(page.lines)} lines")
+        text = _render_lines(page.lines) + "\n" + _continuation(next_cursor, f"{len(page.lines)} lines")
         return results.ok(text.lstrip("\n"), structured)
 
     @server.tool(annotations=READ_ONLY)
     async def search_incident_log(
         incidentId: IncidentId,
-        pattern: Annotated[str, Field(min_length=1, max_length=500, description="Python regular expression")],
+        pattern: Annotated[
+            str,
+            Field(
+                min_length=1,
+                max_length=MAX_PATTERN_LENGTH,
+                description="Regular expression (Python syntax, matched by RE2: no backreferences or lookaround)",
+            ),
+        ],
         cursor: CursorArg = None,
         limit: Annotated[int, Field(ge=1, le=MAX_MATCHES, description="Most matches to return")] = 50,
         ignoreCase: Annotated[bool, Field(description="Match without regard to case")] = False,
     ) -> Annotated[CallToolResult, LogSearch]:
-        """Find the log lines matching a regular expression, with their line numbers; resume with next_cursor."""
-        if _NESTED_QUANTIFIER.search(pattern):
-            return results.error(
-                f"Refused regular expression {pattern!r}: a repeated group that itself repeats, like (a+)+, can take "
-                "hours on one long line. Rewrite it without the nested repetition."
-            )
+        """Find the log lines matching a regular expression, with their line numbers; resume with next_cursor.
+
+        Each call scans for at most a couple of seconds; when it stops early it says so and hands a cursor.
+        """
         try:
-            regex = re.compile(pattern, re.IGNORECASE if ignoreCase else 0)
-        except re.error as exc:
-            return results.error(f"Invalid regular expression {pattern!r}: {exc}")
+            regex = compile_pattern(pattern, ignore_case=ignoreCase, mask=MASK)
+            start = app.cursors.decode(incidentId, cursor) if cursor else logfile.START
+        except (PatternError, logfile.CursorError) as exc:
+            return results.error(str(exc))
+        cancelled = threading.Event()
+        reader = partial(
+            logfile.search,
+            pattern=regex,
+            cursor=start,
+            limit=limit,
+            time_budget=app.settings.search_time_budget_seconds,
+            redaction=app.redaction,
+            cancelled=cancelled,
+        )
         try:
-            start = logfile.Cursor.decode(cursor) if cursor else logfile.START
+            # Abandoned on cancellation, and told so: the scan checks the flag between windows and stops.
             found = await anyio.to_thread.run_sync(
-                app.read_log,
-                incidentId,
-                lambda path: logfile.search(path, regex, cursor=start, limit=limit, redactor=app.redactor),
-                # Searches get their own threads, so a slow pattern can never starve the journal's writes.
-                limiter=search_threads(),
+                app.read_log, incidentId, reader, limiter=search_threads(), abandon_on_cancel=True
             )
         except (DeskError, logfile.CursorError) as exc:
             return results.error(str(exc))
-        next_cursor = found.next_cursor.encode() if found.next_cursor else None
+        finally:
+            cancelled.set()
+        next_cursor = app.cursors.encode(incidentId, found.next_cursor) if found.next_cursor else None
         structured = LogSearch(
             incident_id=incidentId,
             pattern=pattern,
@@ -201,8 +219,12 @@ def register(server: MCPServer, app: DeskApp) -> None:
             next_cursor=next_cursor,
             scanned_bytes=found.scanned_bytes,
             total_bytes=found.total_bytes,
+            stopped=found.stopped,
         )
-        summary = _continuation(found.next_cursor, f"{len(found.matches)} matches in {found.scanned_bytes} bytes")
+        scanned = f"{len(found.matches)} matches in {found.scanned_bytes} bytes"
+        if next_cursor is not None and found.stopped != "match limit":
+            scanned += f", stopped at the {found.stopped}"
+        summary = _continuation(next_cursor, scanned)
         body = _render_lines(found.matches) if found.matches else f"No line matches {pattern!r}."
         return results.ok(f"{body}\n{summary}", structured)
 
