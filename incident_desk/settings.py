@@ -76,6 +76,12 @@ class Settings(BaseSettings):
         default=None,
         description="Directory with incidents/ and runbooks/; unset serves the bundled sample desk.",
     )
+    max_data_file_bytes: int = Field(
+        default=1024 * 1024,
+        ge=1024,
+        le=64 * 1024 * 1024,
+        description="Largest incident.toml or runbook served; bigger ones are skipped with the reason.",
+    )
     redact_secrets: bool = Field(default=True, description="Mask tokens, keys and URL passwords in log lines.")
     log_window_lines: int = Field(
         default=200, ge=1, le=100_000, description="Lines in the tail window of an incident-log resource."

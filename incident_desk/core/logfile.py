@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
@@ -32,6 +33,8 @@ _LEADING_CUT_MARK = "[line cut] "
 _LINE_EDGE_SENSITIVE = re.compile(r"\\[AZz]|\(\?<?!|\(\?>|[*+?}]\+|\(\?[aiLmsux]*-")
 
 Redactor = Callable[[str], str]
+# An open binary file (what the desk passes: a log opened once and judged as opened), or a path (tests, tools).
+LogSource = BinaryIO | Path
 
 
 class CursorError(ValueError):
@@ -89,6 +92,16 @@ class SearchResult:
     total_bytes: int
 
 
+@contextmanager
+def _opened(source: LogSource) -> Iterator[BinaryIO]:
+    """``source`` as an open handle: a path is opened and closed here, a handle is borrowed and left open."""
+    if isinstance(source, Path):
+        with source.open("rb") as handle:
+            yield handle
+    else:
+        yield source
+
+
 def _identity(text: str) -> str:
     return text
 
@@ -97,9 +110,9 @@ def _decode(raw: bytes, redactor: Redactor) -> str:
     return redactor(raw.decode("utf-8", errors="replace"))
 
 
-def read_tail(path: Path, *, max_lines: int, max_bytes: int, redactor: Redactor = _identity) -> TailWindow:
+def read_tail(source: LogSource, *, max_lines: int, max_bytes: int, redactor: Redactor = _identity) -> TailWindow:
     """The last ``max_lines`` whole lines of the file, reading at most ``max_bytes`` of it."""
-    with path.open("rb") as handle:
+    with _opened(source) as handle:
         total = handle.seek(0, os.SEEK_END)
         budget = min(total, max_bytes)
         chunks: list[bytes] = []
@@ -187,9 +200,9 @@ def _check_cursor(handle: BinaryIO, cursor: Cursor, total: int) -> None:
             raise CursorError(f"cursor {cursor.encode()} does not point at the start of a line")
 
 
-def read_page(path: Path, *, cursor: Cursor = START, limit: int, redactor: Redactor = _identity) -> Page:
+def read_page(source: LogSource, *, cursor: Cursor = START, limit: int, redactor: Redactor = _identity) -> Page:
     """``limit`` lines from ``cursor``, with the cursor of the next page (None at end of file)."""
-    with path.open("rb") as handle:
+    with _opened(source) as handle:
         total = handle.seek(0, os.SEEK_END)
         _check_cursor(handle, cursor, total)
         lines: list[Line] = []
@@ -270,7 +283,7 @@ def _block_prefilter(pattern: re.Pattern[str]) -> re.Pattern[str] | None:
 
 
 def search(
-    path: Path,
+    source: LogSource,
     pattern: re.Pattern[str],
     *,
     cursor: Cursor = START,
@@ -285,7 +298,7 @@ def search(
     one. Each call moves on by at least one line, however long, so paging with next_cursor always ends.
     """
     prefilter = _block_prefilter(pattern)
-    with path.open("rb") as handle:
+    with _opened(source) as handle:
         total = handle.seek(0, os.SEEK_END)
         _check_cursor(handle, cursor, total)
         matches: list[Line] = []

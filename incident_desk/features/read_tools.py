@@ -15,7 +15,7 @@ from incident_desk import tool_results as results
 from incident_desk.app import DeskApp
 from incident_desk.core import logfile
 from incident_desk.core.audit import MAX_RECENT_DECISIONS, format_decisions
-from incident_desk.core.desk import DeskError, UnknownService
+from incident_desk.core.desk import DeskError
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 MAX_PAGE_LINES = 5_000
@@ -114,7 +114,10 @@ def register(server: MCPServer, app: DeskApp) -> None:
         status: Annotated[Literal["open", "all"], Field(description="open (default) or all incidents")] = "open",
     ) -> Annotated[CallToolResult, IncidentList]:
         """List incidents with their service, severity and status, sorted by id."""
-        incidents = [i for i in app.desk.incidents() if status == "all" or i.is_open]
+        # A sync tool: the SDK runs it in a worker thread, so the scan it may trigger never blocks the event loop.
+        current = app.desk.listing()
+        incidents = [current.incidents[key] for key in sorted(current.incidents)]
+        incidents = [i for i in incidents if status == "all" or i.is_open]
         listing = IncidentList(
             incidents=[
                 IncidentEntry(
@@ -127,7 +130,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
                 )
                 for i in incidents
             ],
-            skipped=[SkippedEntry(entry=p.entry, reason=p.reason) for p in app.desk.problems()],
+            skipped=[SkippedEntry(entry=p.entry, reason=p.reason) for p in current.problems],
         )
         text = "\n".join(f"{i.id} [{i.severity}, {i.status}] {i.service}: {i.title}" for i in incidents)
         if not incidents:
@@ -148,8 +151,8 @@ def register(server: MCPServer, app: DeskApp) -> None:
             page = await anyio.to_thread.run_sync(
                 app.read_log,
                 incidentId,
-                lambda path: logfile.read_page(
-                    path, cursor=start, limit=limit or app.settings.page_lines, redactor=app.redactor
+                lambda handle: logfile.read_page(
+                    handle, cursor=start, limit=limit or app.settings.page_lines, redactor=app.redactor
                 ),
             )
         except (DeskError, logfile.CursorError) as exc:
@@ -187,7 +190,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
             found = await anyio.to_thread.run_sync(
                 app.read_log,
                 incidentId,
-                lambda path: logfile.search(path, regex, cursor=start, limit=limit, redactor=app.redactor),
+                lambda handle: logfile.search(handle, regex, cursor=start, limit=limit, redactor=app.redactor),
                 # Searches get their own threads, so a slow pattern can never starve the journal's writes.
                 limiter=search_threads(),
             )
@@ -213,7 +216,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
         """Return a service's runbook (Markdown)."""
         try:
             markdown = app.desk.runbook(service)
-        except UnknownService as exc:
+        except DeskError as exc:
             return results.error(str(exc))
         return results.ok(markdown, Runbook(service=service, markdown=markdown))
 
