@@ -109,6 +109,30 @@ class Settings(BaseSettings):
         default_factory=list,
         description="Origin header values accepted over HTTP (e.g. https://app.example).",
     )
+    http_max_connections: int = Field(
+        default=256,
+        ge=2,
+        le=100_000,
+        description="Open HTTP connections kept; at the cap the longest-waiting idle one is closed, else 503.",
+    )
+    http_read_timeout_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        le=600,
+        description="Time an HTTP peer has to send a whole request (headers and body) once it starts one.",
+    )
+    http_max_sessions: int = Field(
+        default=1000, ge=1, le=100_000, description="Stateful HTTP sessions open at once, all clients together."
+    )
+    http_max_sessions_per_client: int = Field(
+        default=16,
+        ge=1,
+        le=100_000,
+        description="Stateful HTTP sessions one client (its token and address) may hold; more get 429.",
+    )
+    http_session_idle_seconds: float = Field(
+        default=600.0, gt=0, le=86_400, description="A stateful HTTP session with no request this long is closed."
+    )
     http_token: SecretStr | None = Field(
         default=None, description="Bearer token for HTTP clients (environment or keychain only)."
     )
