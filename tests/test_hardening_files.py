@@ -11,6 +11,7 @@ import errno
 import os
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,9 +21,10 @@ import pytest
 from mcp import Client, StdioServerParameters
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
+from mcp_types import PromptReference
 
 from incident_desk.core import datafiles
-from incident_desk.core.desk import Desk, DeskError, Problem, UnknownService
+from incident_desk.core.desk import Desk, DeskError, Problem, UnknownService, bundled_sample_desk
 from tests.helpers import ROOT, child_env, connect, text_of
 
 pytestmark = pytest.mark.anyio
@@ -166,6 +168,7 @@ def test_links_are_followed_only_while_they_stay_inside(tmp_path: Path, use_desc
     (_incident(root, "INC-IN-ABS", log="abs\n") / "incident.toml").unlink()
     (root / "incidents" / "INC-IN-ABS" / "incident.toml").symlink_to(shared / "inc.toml")
     (root / "incidents" / "INC-IN-REL").symlink_to("INC-OK", target_is_directory=True)
+    (root / "incidents" / "stray.txt").write_text("not an incident")
     (root / "runbooks").mkdir()
     (root / "runbooks" / "svc.md").symlink_to(outside / "svc.md")
     (root / "runbooks" / "ok.md").write_text("# ok\n")
@@ -178,6 +181,7 @@ def test_links_are_followed_only_while_they_stay_inside(tmp_path: Path, use_desc
         Problem("incidents/INC-REL", "incident.toml points outside the data directory"),
         Problem("incidents/INC-DIR", "points outside the data directory"),
         Problem("incidents/INC-ISDIR", "incident.toml is a directory, not a regular file"),
+        Problem("incidents/stray.txt", "is a regular file, not a directory"),
         Problem(
             "incidents/INC-LOOP",
             "log.txt leads through more than 40 symbolic links"
@@ -192,6 +196,22 @@ def test_links_are_followed_only_while_they_stay_inside(tmp_path: Path, use_desc
         desk.runbook("svc")
     with desk.open_log("INC-IN-REL") as log:
         assert log.read() == b"inside line\n"
+
+
+def test_absolute_links_may_name_the_root_as_configured_or_resolved(tmp_path: Path, use_descriptors: bool) -> None:
+    real = tmp_path / "real-desk"
+    configured = tmp_path / "desk-alias"
+    configured.symlink_to(real, target_is_directory=True)
+    shared = real / "shared"
+    shared.mkdir(parents=True)
+    (shared / "log.txt").write_text("shared log\n")
+    (_incident(real, "INC-1", log=None) / "log.txt").symlink_to(configured / "shared" / "log.txt")
+    (_incident(real, "INC-2", log=None) / "log.txt").symlink_to(real / "shared" / "log.txt")
+    desk = Desk(configured, use_descriptors=use_descriptors)
+    assert [incident.id for incident in desk.incidents()] == ["INC-1", "INC-2"]
+    for incident_id in ("INC-1", "INC-2"):
+        with desk.open_log(incident_id) as log:
+            assert log.read() == b"shared log\n"
 
 
 async def test_an_outside_title_is_never_served(tmp_path: Path, make_server: Callable[..., MCPServer]) -> None:
@@ -293,6 +313,38 @@ async def test_a_log_swapped_for_an_outside_link_while_read_is_never_served(
     assert [path for *_, path in descriptors_opened if not path.startswith(root_real)] == []
     assert [identity for *identity, _ in descriptors_opened if tuple(identity) == outside_identity] == []
     assert seen_in_proc == []
+
+
+async def test_a_stalled_filesystem_never_blocks_the_event_loop(
+    make_server: Callable[..., MCPServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every request that scans the data directory does it in a worker thread: while listing the directory hangs
+    (a dead NFS mount, a FUSE filesystem), a ping is still answered at once."""
+    stall_seconds = 10
+    release = threading.Event()
+    real_listdir = os.listdir
+    data_root = bundled_sample_desk()
+
+    def hanging_listdir(target: Any = ".") -> list[str]:
+        # Only the data directory hangs (by descriptor or by path): the SDK lists its own package files too.
+        if isinstance(target, int) or Path(target).is_relative_to(data_root):
+            release.wait(stall_seconds)
+        return real_listdir(target)
+
+    async with connect(make_server(), "legacy") as client, anyio.create_task_group() as requests:
+        monkeypatch.setattr(os, "listdir", hanging_listdir)
+        requests.start_soon(client.call_tool, "list_incidents", {})
+        requests.start_soon(client.call_tool, "restart_service", {"service": "payments-api"})
+        requests.start_soon(client.call_tool, "get_runbook", {"service": "payments-api"})
+        requests.start_soon(client.read_resource, "incident://index")
+        requests.start_soon(client.read_resource, "incident://INC-1043/log")
+        requests.start_soon(client.complete, PromptReference(name="postmortem"), {"name": "incidentId", "value": ""})
+        await anyio.sleep(0.5)
+        started = time.monotonic()
+        await client.send_ping()
+        answered_after = time.monotonic() - started
+        release.set()
+    assert answered_after < stall_seconds / 2, f"ping waited {answered_after:.1f}s behind a stalled scan"
 
 
 @pytest.mark.parametrize("failing", ["open", "stat", "listdir", "readlink", "fstat"])

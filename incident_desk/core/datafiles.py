@@ -100,6 +100,8 @@ class DataRoot:
     def __init__(self, root: Path, *, use_descriptors: bool = DESCRIPTORS_SUPPORTED) -> None:
         self.path = root
         self.real = os.path.realpath(root)
+        # Absolute link targets may name the root as configured or as resolved; both mean the same directory.
+        self._spellings = sorted({self.real, os.path.abspath(root)}, key=len, reverse=True)
         self._use_descriptors = use_descriptors
 
     def open_file(self, parts: Sequence[str], *, max_bytes: int | None = None) -> BinaryIO:
@@ -127,7 +129,11 @@ class DataRoot:
     def directory(self, parts: Sequence[str]) -> Iterator[Directory]:
         """The directory at ``parts``, held open while the block runs."""
         if not self._use_descriptors:
-            yield Directory(self._resolve_by_path(_components(parts)), None)
+            resolved = self._resolve_by_path(_components(parts))
+            found = os.stat(resolved)
+            if not stat.S_ISDIR(found.st_mode):
+                raise Refused(f"is {_kind(found.st_mode)}, not a directory")
+            yield Directory(resolved, None)
             return
         fd = self._walk(_components(parts), want_file=False)
         try:
@@ -201,11 +207,13 @@ class DataRoot:
     def _beneath_root(self, target: str) -> list[str]:
         """An absolute link target as names beneath the root, or Refused when it leads elsewhere."""
         normal = posixpath.normpath(target)
-        if normal == self.real:
-            return []
-        if not normal.startswith(self.real.rstrip("/") + "/"):
-            raise Refused(OUTSIDE)
-        return normal[len(self.real.rstrip("/")) + 1 :].split("/")
+        for root in self._spellings:
+            if normal == root:
+                return []
+            prefix = root.rstrip("/") + "/"
+            if normal.startswith(prefix):
+                return normal[len(prefix) :].split("/")
+        raise Refused(OUTSIDE)
 
     def _resolve_by_path(self, names: list[str]) -> str:
         """Without directory descriptors: the resolved path of ``names``, refused unless it is beneath the root."""
