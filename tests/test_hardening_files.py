@@ -8,16 +8,20 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import sys
 import threading
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from mcp import Client, StdioServerParameters
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
@@ -387,3 +391,82 @@ def test_os_errors_anywhere_become_clean_desk_errors(
     assert desk.runbook("svc") == "# svc\n", "the desk recovers once the filesystem does"
     with pytest.raises(UnknownService):
         desk.runbook("nope")
+
+
+_NAMES = st.text(st.characters(exclude_categories=["Cs"], exclude_characters="/\0"), min_size=1, max_size=40).filter(
+    lambda name: name not in (".", "..") and len(name.encode()) <= 200
+)
+_TOML_VALUES = st.one_of(
+    st.text(max_size=80),
+    st.integers(),
+    st.booleans(),
+    st.datetimes(timezones=st.just(UTC)),
+    st.lists(st.text(max_size=10), max_size=3),
+)
+
+
+def _toml_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(item) for item in value) + "]"
+    return json.dumps(value) if isinstance(value, str) else str(value)
+
+
+@st.composite
+def _incident_files(draw: st.DrawFn) -> bytes:
+    """Raw bytes, or a TOML document whose keys and value types are each right or wrong."""
+    if draw(st.booleans()):
+        return draw(st.binary(max_size=600))
+    keys = draw(st.sets(st.sampled_from(["title", "service", "severity", "status", "opened", "extra"])))
+    values = {key: draw(_TOML_VALUES) for key in keys}
+    return "".join(f"{key} = {_toml_value(value)}\n" for key, value in values.items()).encode()
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(name=_NAMES, incident_file=_incident_files(), log=st.one_of(st.none(), st.binary(max_size=200)))
+def test_any_incident_entry_is_listed_or_skipped_with_a_reason(
+    tmp_path_factory: pytest.TempPathFactory, name: str, incident_file: bytes, log: bytes | None
+) -> None:
+    root = tmp_path_factory.mktemp("fuzz")
+    entry = root / "incidents" / name
+    entry.mkdir(parents=True)
+    (entry / "incident.toml").write_bytes(incident_file)
+    if log is not None:
+        (entry / "log.txt").write_bytes(log)
+    desk = Desk(root)
+    listing = desk.listing()
+    skipped = [problem for problem in listing.problems if problem.entry == f"incidents/{name}"]
+    assert (name in listing.incidents) != bool(skipped), (listing, skipped)
+    assert all(problem.reason for problem in listing.problems)
+    if name in listing.incidents:
+        with desk.open_log(name) as handle:
+            assert handle.read() == log
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(incident_id=st.text(max_size=80), service=st.text(max_size=80), cursor=st.text(max_size=40))
+def test_any_tool_argument_gets_an_answer_or_a_clean_error(
+    make_server: Callable[..., MCPServer], incident_id: str, service: str, cursor: str
+) -> None:
+    async def ask() -> None:
+        async with connect(make_server(), "2026-07-28") as client:
+            calls = [
+                ("read_incident_log", {"incidentId": incident_id, "cursor": cursor}),
+                ("search_incident_log", {"incidentId": incident_id, "pattern": "e", "cursor": cursor}),
+                ("summarize_incident", {"incidentId": incident_id}),
+                ("get_runbook", {"service": service}),
+                ("restart_service", {"service": service}),
+            ]
+            for tool, arguments in calls:
+                result = await client.call_tool(tool, arguments)
+                assert text_of(result), (tool, arguments)
+            for uri in (f"incident://{incident_id}/log", f"runbook://{service}"):
+                try:
+                    await client.read_resource(uri)
+                except MCPError as exc:
+                    assert exc.error.code in (-32602, -32603, -32002), (uri, exc.error)
+
+    anyio.run(ask)
