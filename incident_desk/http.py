@@ -71,6 +71,8 @@ def build_asgi(server: MCPServer, app: DeskApp, token: str | None) -> ASGIApp:
         session_idle_timeout=settings.http_session_idle_seconds,
         max_sessions=settings.http_max_sessions,
     )
+    if settings.stateless:  # no sessions to count
+        return BearerAuth(asgi, token)
     limited = SessionLimiter(
         asgi,
         path=MCP_PATH,
