@@ -10,6 +10,7 @@ import contextlib
 import errno
 import json
 import os
+import stat
 import sys
 import threading
 import time
@@ -216,6 +217,29 @@ def test_absolute_links_may_name_the_root_as_configured_or_resolved(tmp_path: Pa
     for incident_id in ("INC-1", "INC-2"):
         with desk.open_log(incident_id) as log:
             assert log.read() == b"shared log\n"
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0, reason="making a device node needs root")
+def test_a_device_node_inside_the_data_directory_is_refused_unopened(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "desk"
+    (_incident(root, "INC-DEV") / "incident.toml").unlink()
+    os.mknod(root / "incidents" / "INC-DEV" / "incident.toml", 0o600 | stat.S_IFCHR, os.makedev(1, 5))  # /dev/zero
+    (root / "runbooks").mkdir()
+    os.mknod(root / "runbooks" / "dev.md", 0o600 | stat.S_IFCHR, os.makedev(1, 5))
+    desk = Desk(root)
+    opened = _record_descriptors(monkeypatch)
+    assert set(desk.problems()) == {
+        Problem("incidents/INC-DEV", "incident.toml is a character device, not a regular file"),
+        Problem("runbooks/dev.md", "is a character device, not a regular file"),
+    }
+    with pytest.raises(DeskError, match="is a character device"):
+        desk.runbook("dev")
+    nodes = {(node.stat().st_dev, node.stat().st_ino) for node in (root / "incidents").glob("*/incident.toml")}
+    nodes.add(((root / "runbooks" / "dev.md").stat().st_dev, (root / "runbooks" / "dev.md").stat().st_ino))
+    assert not [path for *identity, path in opened if tuple(identity) in nodes], "a device node was opened"
+    assert opened, "nothing was opened at all"
 
 
 async def test_an_outside_title_is_never_served(tmp_path: Path, make_server: Callable[..., MCPServer]) -> None:
