@@ -144,8 +144,8 @@ class Desk:
         self.root = root
         self.max_file_bytes = max_file_bytes
         self._data = DataRoot(root, use_descriptors=use_descriptors)
-        self._signature: _Signature | None = None
-        self._listing = _EMPTY
+        # The last scan and the signature it was made for, replaced together in one assignment.
+        self._current: tuple[_Signature | None, Listing] = (None, _EMPTY)
 
     def _directory_signature(self, name: str, *files: str) -> _DirectorySignature:
         try:
@@ -180,14 +180,14 @@ class Desk:
             self._directory_signature(INCIDENTS_DIR, METADATA_FILE, LOG_FILE),
             self._directory_signature(RUNBOOKS_DIR),
         )
-        previous = self._listing
-        if signature == self._signature:
+        scanned_for, previous = self._current
+        if signature == scanned_for:
             return previous
         fresh = self._scan(signature)
         for problem in fresh.problems:
             if problem not in previous.problems:
                 log.warning("skipped data entry", entry=problem.entry, reason=problem.reason, root=str(self.root))
-        self._listing, self._signature = fresh, signature
+        self._current = (signature, fresh)
         return fresh
 
     def _scan(self, signature: _Signature) -> Listing:
