@@ -40,7 +40,8 @@ class BearerAuth:
     """Require ``Authorization: Bearer <token>`` on everything but /healthz; name the principal for the tools.
 
     The principal header is always stripped from the incoming request, so a client can never claim one: it is
-    set only after the token has been checked.
+    set only after the token has been checked. On every path, with or without a token configured, a request with
+    two Authorization headers or a credential in its URL is refused (400) before anything else reads it.
     """
 
     def __init__(self, app: ASGIApp, token: str | None) -> None:
