@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TypeVar
+from typing import BinaryIO, TypeVar
 
 from incident_desk.client_logging import ClientLogLevels
 from incident_desk.core.audit import AuditJournal
@@ -52,21 +52,23 @@ class DeskApp:
     def services(self) -> list[str]:
         return self.desk.services(extra=list(self.settings.services))
 
-    def read_log(self, incident_id: str, reader: Callable[[Path], T]) -> T:
-        """Run ``reader`` on an incident's log; a log that vanished or cannot be read is a named domain error."""
-        incident = self.desk.incident(incident_id)
-        try:
-            return reader(incident.log_path)
-        except OSError as exc:
-            raise LogUnavailable(incident_id, exc.strerror or exc.__class__.__name__) from None
+    def read_log(self, incident_id: str, reader: Callable[[BinaryIO], T]) -> T:
+        """Run ``reader`` on an incident's log, opened safely once and read only through that handle (a path
+        opened again could lead somewhere else by then); a log that vanished or cannot be read is a named
+        domain error."""
+        with self.desk.open_log(incident_id) as handle:
+            try:
+                return reader(handle)
+            except OSError as exc:
+                raise LogUnavailable(incident_id, exc.strerror or exc.__class__.__name__) from None
 
     def bounded_log(self, incident_id: str) -> str:
         """The tail window of an incident's log, with a note when older lines were left out."""
         settings = self.settings
         window = self.read_log(
             incident_id,
-            lambda path: read_tail(
-                path,
+            lambda handle: read_tail(
+                handle,
                 max_lines=settings.log_window_lines,
                 max_bytes=settings.log_window_bytes,
                 redactor=self.redactor,
@@ -84,7 +86,7 @@ def build_app(settings: Settings, sealing_keys: list[bytes] | None = None) -> De
     root = settings.data_dir if settings.data_dir is not None else bundled_sample_desk()
     return DeskApp(
         settings=settings,
-        desk=Desk(root),
+        desk=Desk(root, max_file_bytes=settings.max_data_file_bytes),
         journal=AuditJournal(settings.audit_path),
         sealing_keys=sealing_keys or [],
     )

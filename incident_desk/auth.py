@@ -12,12 +12,17 @@ import hashlib
 import hmac
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
+from urllib.parse import parse_qsl, unquote_plus
 
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.mcpserver import Context
 
 PRINCIPAL_HEADER = "x-incident-desk-principal"
 HEALTH_PATH = "/healthz"
+# Query parameter names that carry credentials, compared without case, "-" or "_" (access_token, api-key...).
+CREDENTIAL_PARAMETERS = frozenset(
+    {"token", "accesstoken", "authtoken", "idtoken", "bearer", "auth", "authorization", "apikey", "key", "secret"}
+)
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -35,7 +40,8 @@ class BearerAuth:
     """Require ``Authorization: Bearer <token>`` on everything but /healthz; name the principal for the tools.
 
     The principal header is always stripped from the incoming request, so a client can never claim one: it is
-    set only after the token has been checked.
+    set only after the token has been checked. On every path, with or without a token configured, a request with
+    two Authorization headers or a credential in its URL is refused (400) before anything else reads it.
     """
 
     def __init__(self, app: ASGIApp, token: str | None) -> None:
@@ -48,8 +54,20 @@ class BearerAuth:
             await self._app(scope, receive, send)
             return
         headers = [(k, v) for k, v in scope.get("headers", []) if k.decode("latin-1").lower() != PRINCIPAL_HEADER]
+        authorizations = [value for name, value in headers if name.lower() == b"authorization"]
+        if len(authorizations) > 1:
+            # Proxies and servers disagree on which copy counts; a request that carries two is refused, not guessed.
+            await _bad_request(send, f"send one Authorization header, not {len(authorizations)}")
+            return
+        if self._credential_in_url(scope):
+            await _bad_request(
+                send,
+                "credentials do not belong in the URL, where logs and proxies keep them: "
+                "send the token in the Authorization header",
+            )
+            return
         if self._token is not None and scope.get("path") != HEALTH_PATH:
-            presented = dict(headers).get(b"authorization", b"")
+            presented = authorizations[0] if authorizations else b""
             scheme, _, credential = presented.partition(b" ")
             if scheme.lower() != b"bearer" or not hmac.compare_digest(credential.strip(), self._token):
                 error = "invalid_token" if presented else None
@@ -57,6 +75,30 @@ class BearerAuth:
                 return
             headers.append((PRINCIPAL_HEADER.encode(), (self._principal or "").encode()))
         await self._app({**scope, "headers": headers}, receive, send)
+
+    def _credential_in_url(self, scope: Scope) -> bool:
+        """A query parameter named like a credential, or the desk's own token anywhere in the path or query."""
+        query = bytes(scope.get("query_string", b"")).decode("latin-1")
+        names = {name.lower().replace("_", "").replace("-", "") for name, _ in parse_qsl(query, keep_blank_values=True)}
+        if names & CREDENTIAL_PARAMETERS:
+            return True
+        if self._token is None:
+            return False
+        token = self._token.decode("latin-1")
+        path = bytes(scope.get("raw_path") or str(scope.get("path", "")).encode()).decode("latin-1")
+        return token in unquote_plus(query) or token in unquote_plus(path)
+
+
+async def _bad_request(send: Send, message: str) -> None:
+    body = ('{"error":"bad_request","message":"' + message + '"}').encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 400,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
 
 
 async def _unauthorized(send: Send, error: str | None) -> None:

@@ -88,10 +88,10 @@ def run_doctor(settings: Settings) -> int:
 
     sys.stdout.write(f"incident-desk {__version__} ({'frozen' if getattr(sys, 'frozen', False) else sys.executable})\n")
     root = settings.data_dir or bundled_sample_desk()
-    desk = Desk(Path(root))
-    problems = desk.problems()
-    report(desk.root.is_dir(), "data directory", f"{root} ({len(desk.incidents())} incidents)")
-    for problem in problems:
+    desk = Desk(Path(root), max_file_bytes=settings.max_data_file_bytes)
+    listing = desk.listing()
+    report(desk.root.is_dir(), "data directory", f"{root} ({len(listing.incidents)} incidents)")
+    for problem in listing.problems:
         report(False, f"data entry {problem.entry}", problem.reason)
     try:
         AuditJournal(settings.audit_path)

@@ -19,11 +19,13 @@ from incident_desk import __version__
 from incident_desk.app import DeskApp
 from incident_desk.auth import HEALTH_PATH, ASGIApp, BearerAuth
 from incident_desk.client_features import era_features
+from incident_desk.http_limits import SessionLimiter, guarded_protocol
 from incident_desk.settings import Settings, is_loopback
 
 logger = structlog.get_logger(__name__)
 
 MCP_PATH = "/mcp"
+DESCRIPTOR_RESERVE = 64  # the journal, data files being read, the listening socket, logs
 
 
 def transport_security(settings: Settings) -> TransportSecuritySettings:
@@ -45,7 +47,8 @@ def build_asgi(server: MCPServer, app: DeskApp, token: str | None) -> ASGIApp:
     settings = app.settings
 
     async def healthz(_: Request) -> Response:
-        return JSONResponse({"status": "ok", "version": __version__, "incidents": len(app.desk.incidents())})
+        # Liveness only, O(1): polled by load balancers, so it must never scan the data directory on the loop.
+        return JSONResponse({"status": "ok", "version": __version__})
 
     # The SDK's route decorator is untyped; registering through it keeps mypy strict elsewhere.
     add_route = server.custom_route(HEALTH_PATH, methods=["GET"], include_in_schema=False)
@@ -56,8 +59,37 @@ def build_asgi(server: MCPServer, app: DeskApp, token: str | None) -> ASGIApp:
         stateless_http=settings.stateless,
         transport_security=transport_security(settings),
         host=settings.host,
+        session_idle_timeout=settings.http_session_idle_seconds,
+        max_sessions=settings.http_max_sessions,
     )
-    return BearerAuth(asgi, token)
+    if settings.stateless:  # no sessions to count
+        return BearerAuth(asgi, token)
+    limited = SessionLimiter(
+        asgi,
+        path=MCP_PATH,
+        per_client=settings.http_max_sessions_per_client,
+        idle_seconds=settings.http_session_idle_seconds,
+    )
+    return BearerAuth(limited, token)
+
+
+def ensure_descriptors(max_connections: int) -> str | None:
+    """Make room for ``max_connections`` sockets plus the desk's own files; why not, when the OS will not."""
+    try:
+        import resource
+    except ImportError:  # Windows: no per-process descriptor limit to raise
+        return None
+    needed = max_connections + DESCRIPTOR_RESERVE
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return None
+    if hard != resource.RLIM_INFINITY and hard < needed:
+        return (
+            f"http_max_connections ({max_connections}) needs {needed} file descriptors, but this process may open "
+            f"at most {hard} (ulimit -Hn): lower http_max_connections or raise the limit"
+        )
+    resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
+    return None
 
 
 def resolve_token(settings: Settings) -> tuple[str | None, str | None]:
@@ -88,6 +120,10 @@ def serve_http(server: MCPServer, app: DeskApp) -> int:
             "INCIDENT_DESK_ALLOWED_HOSTS='[\"desk.example.com:*\"]'.\n"
         )
         return 2
+    problem = ensure_descriptors(settings.http_max_connections)
+    if problem:
+        sys.stderr.write(f"incident-desk: refusing to serve: {problem}.\n")
+        return 2
     try:
         listener = listen(settings.host, settings.port)
     except OSError as exc:
@@ -112,6 +148,8 @@ def serve_http(server: MCPServer, app: DeskApp) -> int:
         access_log=settings.log_level == "debug",
         lifespan="on",
         server_header=False,
+        http=guarded_protocol(settings.http_max_connections, settings.http_read_timeout_seconds),
+        ws="none",
     )
     uvicorn.Server(config).run(sockets=[listener])
     return 0

@@ -83,6 +83,12 @@ class Settings(BaseSettings):
         default=None,
         description="Directory with incidents/ and runbooks/; unset serves the bundled sample desk.",
     )
+    max_data_file_bytes: int = Field(
+        default=1024 * 1024,
+        ge=1024,
+        le=64 * 1024 * 1024,
+        description="Largest incident.toml or runbook served; bigger ones are skipped with the reason.",
+    )
     redact_secrets: bool = Field(default=True, description="Mask tokens, keys and URL passwords in log lines.")
     log_window_lines: int = Field(
         default=200, ge=1, le=100_000, description="Lines in the tail window of an incident-log resource."
@@ -112,6 +118,30 @@ class Settings(BaseSettings):
     allowed_origins: list[str] = Field(
         default_factory=list,
         description="Origin header values accepted over HTTP (e.g. https://app.example).",
+    )
+    http_max_connections: int = Field(
+        default=256,
+        ge=2,
+        le=100_000,
+        description="Open HTTP connections kept; at the cap the longest-waiting idle one is closed, else 503.",
+    )
+    http_read_timeout_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        le=600,
+        description="Time an HTTP peer has to send a whole request (headers and body) once it starts one.",
+    )
+    http_max_sessions: int = Field(
+        default=1000, ge=1, le=100_000, description="Stateful HTTP sessions open at once, all clients together."
+    )
+    http_max_sessions_per_client: int = Field(
+        default=16,
+        ge=1,
+        le=100_000,
+        description="Stateful HTTP sessions one client (its token and address) may hold; more get 429.",
+    )
+    http_session_idle_seconds: float = Field(
+        default=600.0, gt=0, le=86_400, description="A stateful HTTP session with no request this long is closed."
     )
     http_token: SecretStr | None = Field(
         default=None, description="Bearer token for HTTP clients (environment or keychain only)."

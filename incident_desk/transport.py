@@ -52,14 +52,15 @@ def serve(settings: Settings) -> int:
     # search triggers such collections. Frozen, they are never walked again.
     gc.collect()
     gc.freeze()
-    problems = app.desk.problems()
+    # Opens nothing that can block (see core.datafiles), so a FIFO in the data directory cannot stall the start.
+    listing = app.desk.listing()
     logger.info(
         "incident-desk starting",
         version=__version__,
         transport=settings.transport,
         data=str(app.data_root),
-        incidents=len(app.desk.incidents()),
-        skipped_entries=len(problems),
+        incidents=len(listing.incidents),
+        skipped_entries=len(listing.problems),
         audit=str(settings.audit_path),
     )
     if settings.transport == "http":

@@ -219,8 +219,12 @@ async def test_symlink_escape_is_refused(tmp_path: Path, make_server: Callable[.
         listing = await client.call_tool("list_incidents", {})
         runbook = await client.call_tool("get_runbook", {"service": "leak"})
     assert listing.structured_content["incidents"] == []
-    assert listing.structured_content["skipped"] == [{"entry": "incidents/INC-1", "reason": "not a valid incident id"}]
+    assert listing.structured_content["skipped"] == [
+        {"entry": "incidents/INC-1", "reason": "points outside the data directory"},
+        {"entry": "runbooks/leak.md", "reason": "points outside the data directory"},
+    ]
     assert runbook.is_error
+    assert text_of(runbook) == "Runbook of leak cannot be read: leak.md points outside the data directory"
 
 
 async def test_redaction_on_by_default_and_can_be_turned_off(

@@ -8,21 +8,25 @@ Layout (documented in the README)::
 
 Entries are re-read when their files change (``incident.toml`` or ``log.txt``), so incidents filed while the desk
 runs show up without a restart. A malformed entry is reported (``problems``) and skipped; it never takes the rest
-of the desk down. Nothing is served from outside the data directory: a log or runbook that is a symlink leading
-out of it is refused.
+of the desk down. Every file is opened through :mod:`core.datafiles`: nothing is served from outside the data
+directory, a FIFO or device is never waited on, and incident files and runbooks are read only up to a size limit.
+
+A scan never holds a lock: each one builds a fresh snapshot and publishes it in one assignment, so a request
+never waits for another request's scan.
 """
 
 from __future__ import annotations
 
-import threading
 import tomllib
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time
 from importlib import resources
 from pathlib import Path
+from typing import Any, BinaryIO
 
 import structlog
 
+from incident_desk.core.datafiles import DESCRIPTORS_SUPPORTED, DataRoot, Directory, Refused
 from incident_desk.core.names import INCIDENT_ID, SERVICE_NAME, is_safe_name
 
 log = structlog.get_logger(__name__)
@@ -30,6 +34,10 @@ log = structlog.get_logger(__name__)
 CLOSED_STATUSES = frozenset({"resolved", "closed"})
 METADATA_FILE = "incident.toml"
 LOG_FILE = "log.txt"
+INCIDENTS_DIR = "incidents"
+RUNBOOKS_DIR = "runbooks"
+RUNBOOK_SUFFIX = ".md"
+DEFAULT_MAX_FILE_BYTES = 1024 * 1024
 
 
 class DeskError(Exception):
@@ -49,11 +57,20 @@ class UnknownService(DeskError):
 
 
 class LogUnavailable(DeskError):
-    """An incident's log could not be read (gone, unreadable) after the desk listed the incident."""
+    """An incident's log could not be read (gone, unreadable, refused) after the desk listed the incident."""
 
     def __init__(self, incident_id: str, reason: str) -> None:
         super().__init__(f"Log of {incident_id} cannot be read: {reason}")
         self.incident_id = incident_id
+        self.reason = reason
+
+
+class RunbookUnavailable(DeskError):
+    """A runbook that exists but is refused (not a regular file, too big, leads outside) or cannot be read."""
+
+    def __init__(self, service: str, reason: str) -> None:
+        super().__init__(f"Runbook of {service} cannot be read: {reason}")
+        self.service = service
         self.reason = reason
 
 
@@ -65,7 +82,6 @@ class Incident:
     severity: str
     status: str
     opened: datetime
-    log_path: Path
 
     @property
     def is_open(self) -> bool:
@@ -80,72 +96,39 @@ class Problem:
     reason: str
 
 
+@dataclass(frozen=True)
+class Listing:
+    """One consistent view of the data directory: incidents by id, runbook services, skipped entries."""
+
+    incidents: dict[str, Incident]
+    runbook_services: tuple[str, ...]
+    problems: tuple[Problem, ...]
+
+
+# Per directory, each entry's name and the change keys of its files; or why the directory cannot be listed.
+_DirectorySignature = tuple[tuple[Any, ...], ...] | str
+_Signature = tuple[_DirectorySignature, _DirectorySignature]
+_EMPTY = Listing({}, (), ())
+
+
 def bundled_sample_desk() -> Path:
     """The sample desk shipped inside the package (and inside frozen executables)."""
     return Path(str(resources.files("incident_desk") / "data" / "sample_desk"))
 
 
-def _inside(root: Path, candidate: Path) -> bool:
-    """True when ``candidate`` (symlinks resolved) stays under ``root``."""
+def _reason(exc: OSError) -> str:
+    return exc.strerror or exc.__class__.__name__
+
+
+def _change_key(directory: Directory, *names: str, content: bool = True) -> tuple[int, ...]:
+    """What changes when the file at ``names`` is edited (``content``) or only when it is replaced, linked or
+    deleted; (-1, ...) when there is none. Never trusted for anything but noticing a change."""
     try:
-        return candidate.resolve().is_relative_to(root.resolve())
-    except OSError:
-        return False
-
-
-def _content_key(path: Path) -> tuple[int, int]:
-    """(mtime in ns, size) of ``path``, or (-1, -1) when it cannot be read: changes whenever it is edited."""
-    try:
-        stat = path.stat()
-    except OSError:
-        return -1, -1
-    return stat.st_mtime_ns, stat.st_size
-
-
-def _identity_key(path: Path) -> tuple[int, int]:
-    """(device, inode) of the file ``path`` leads to, or (-1, -1) when there is none: changes when the file is
-    created, deleted, replaced or re-linked, but not while it is appended to."""
-    try:
-        stat = path.stat()
-    except OSError:
-        return -1, -1
-    return stat.st_dev, stat.st_ino
-
-
-def _parse_incident(entry: Path, root: Path) -> Incident:
-    """The incident in directory ``entry`` of the data directory ``root``; ValueError says why it is skipped."""
-    meta_path = entry / METADATA_FILE
-    try:
-        meta = tomllib.loads(meta_path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ValueError(f"missing {METADATA_FILE}") from None
-    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ValueError(f"{METADATA_FILE} is unreadable: {exc}") from None
-    missing = [key for key in ("title", "service", "severity", "status", "opened") if key not in meta]
-    if missing:
-        raise ValueError(f"{METADATA_FILE} lacks {', '.join(missing)}")
-    service = meta["service"]
-    if not isinstance(service, str) or not is_safe_name(service, SERVICE_NAME):
-        raise ValueError(f"service {service!r} is not a valid service name")
-    opened = opened_time(meta["opened"])
-    for key in ("title", "severity", "status"):
-        if not isinstance(meta[key], str) or not meta[key].strip():
-            raise ValueError(f"{key} must be a non-empty string")
-    log_path = entry / LOG_FILE
-    if not log_path.is_file():
-        raise ValueError(f"missing {LOG_FILE}")
-    if not _inside(root, log_path):
-        raise ValueError(f"{LOG_FILE} points outside the data directory")
-    return Incident(
-        id=entry.name,
-        title=meta["title"].strip(),
-        service=service,
-        severity=meta["severity"].strip(),
-        status=meta["status"].strip(),
-        opened=opened,
-        # Resolved now, so that re-pointing a symlink later cannot make the desk read a file it did not check.
-        log_path=log_path.resolve(),
-    )
+        found = directory.stat(*names)
+    except (OSError, ValueError):
+        return (-1, -1, -1, -1) if content else (-1, -1)
+    identity = (found.st_dev, found.st_ino)
+    return (found.st_mtime_ns, found.st_size, *identity) if content else identity
 
 
 def opened_time(value: object) -> datetime:
@@ -167,60 +150,160 @@ def opened_time(value: object) -> datetime:
 
 
 class Desk:
-    """Read access to one data directory. Thread-safe; cheap to call on every request."""
+    """Read access to one data directory. Thread-safe and lock-free; cheap to call on every request."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+        use_descriptors: bool = DESCRIPTORS_SUPPORTED,
+    ) -> None:
         self.root = root
-        self._incidents_dir = root / "incidents"
-        self._runbooks_dir = root / "runbooks"
-        self._lock = threading.Lock()
-        self._signature: tuple[tuple[str, int, int, int, int], ...] | None = None
-        self._incidents: dict[str, Incident] = {}
-        self._problems: list[Problem] = []
+        self.max_file_bytes = max_file_bytes
+        self._data = DataRoot(root, use_descriptors=use_descriptors)
+        # The last scan and the signature it was made for, replaced together in one assignment.
+        self._current: tuple[_Signature | None, Listing] = (None, _EMPTY)
 
-    def _current_signature(self) -> tuple[tuple[str, int, int, int, int], ...]:
-        """Per entry: its name, the (mtime, size) of its metadata and the identity of the file its log leads to.
-
-        The log counts too: an incident whose log.txt is written after its incident.toml (or deleted, or re-linked)
-        must be re-read, not stay skipped or listed until the metadata happens to change. Its identity, not its
-        size, so that a log being appended to does not make every request re-parse every incident.
-        """
-        if not self._incidents_dir.is_dir():
+    def _directory_signature(self, name: str, *files: str) -> _DirectorySignature:
+        try:
+            with self._data.directory([name]) as directory:
+                if not files:
+                    return tuple(sorted((entry, *_change_key(directory, entry)) for entry in directory.names()))
+                return tuple(
+                    sorted(
+                        (
+                            entry,
+                            *_change_key(directory, entry, METADATA_FILE),
+                            *_change_key(directory, entry, LOG_FILE, content=False),
+                        )
+                        for entry in directory.names()
+                    )
+                )
+        except FileNotFoundError:
             return ()
-        return tuple(
-            sorted(
-                (entry.name, *_content_key(entry / METADATA_FILE), *_identity_key(entry / LOG_FILE))
-                for entry in self._incidents_dir.iterdir()
-            )
+        except Refused as exc:
+            return str(exc)
+        except (OSError, ValueError) as exc:
+            return f"cannot be listed: {_reason(exc) if isinstance(exc, OSError) else exc}"
+
+    def listing(self) -> Listing:
+        """The current view, re-scanned only when an entry changed. Incidents filed meanwhile show up here.
+
+        The log counts too: an incident whose log.txt is written after its incident.toml (or deleted, or
+        re-linked) must be re-read, not stay skipped or listed until the metadata happens to change. Its identity,
+        not its size, so that a log being appended to does not make every request re-parse every incident.
+        """
+        signature = (
+            self._directory_signature(INCIDENTS_DIR, METADATA_FILE, LOG_FILE),
+            self._directory_signature(RUNBOOKS_DIR),
+        )
+        scanned_for, previous = self._current
+        if signature == scanned_for:
+            return previous
+        fresh = self._scan(signature)
+        for problem in fresh.problems:
+            if problem not in previous.problems:
+                log.warning("skipped data entry", entry=problem.entry, reason=problem.reason, root=str(self.root))
+        self._current = (signature, fresh)
+        return fresh
+
+    def _scan(self, signature: _Signature) -> Listing:
+        incidents_signature, runbooks_signature = signature
+        incidents: dict[str, Incident] = {}
+        problems: list[Problem] = []
+        if isinstance(incidents_signature, str):
+            problems.append(Problem(INCIDENTS_DIR, incidents_signature))
+        else:
+            for name, *_ in incidents_signature:
+                entry = f"{INCIDENTS_DIR}/{name}"
+                if not is_safe_name(name, INCIDENT_ID):
+                    problems.append(Problem(entry, "not a valid incident id"))
+                    continue
+                try:
+                    incidents[name] = self._parse_incident(name)
+                except ValueError as exc:
+                    problems.append(Problem(entry, str(exc)))
+        services: list[str] = []
+        if isinstance(runbooks_signature, str):
+            problems.append(Problem(RUNBOOKS_DIR, runbooks_signature))
+        else:
+            for name, *_ in runbooks_signature:
+                service = name.removesuffix(RUNBOOK_SUFFIX)
+                if service == name:
+                    continue
+                problem = self._runbook_problem(name, service)
+                if problem is None:
+                    services.append(service)
+                elif problem:
+                    problems.append(Problem(f"{RUNBOOKS_DIR}/{name}", problem))
+        return Listing(incidents, tuple(sorted(services)), tuple(problems))
+
+    def _parse_incident(self, name: str) -> Incident:
+        """The incident in ``incidents/<name>``; ValueError says why it is skipped."""
+        try:
+            with self._data.directory([INCIDENTS_DIR, name]):
+                pass
+        except Refused as exc:
+            raise ValueError(str(exc)) from None
+        except OSError as exc:
+            raise ValueError(f"cannot be opened: {_reason(exc)}") from None
+        try:
+            raw = self._data.read_bytes([INCIDENTS_DIR, name, METADATA_FILE], max_bytes=self.max_file_bytes)
+            meta = tomllib.loads(raw.decode("utf-8"))
+        except FileNotFoundError:
+            raise ValueError(f"missing {METADATA_FILE}") from None
+        except Refused as exc:
+            raise ValueError(f"{METADATA_FILE} {exc}") from None
+        except OSError as exc:
+            raise ValueError(f"{METADATA_FILE} is unreadable: {_reason(exc)}") from None
+        except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise ValueError(f"{METADATA_FILE} is unreadable: {exc}") from None
+        missing = [key for key in ("title", "service", "severity", "status", "opened") if key not in meta]
+        if missing:
+            raise ValueError(f"{METADATA_FILE} lacks {', '.join(missing)}")
+        service = meta["service"]
+        if not isinstance(service, str) or not is_safe_name(service, SERVICE_NAME):
+            raise ValueError(f"service {service!r} is not a valid service name")
+        opened = opened_time(meta["opened"])
+        for key in ("title", "severity", "status"):
+            if not isinstance(meta[key], str) or not meta[key].strip():
+                raise ValueError(f"{key} must be a non-empty string")
+        try:
+            self._data.open_file([INCIDENTS_DIR, name, LOG_FILE]).close()
+        except FileNotFoundError:
+            raise ValueError(f"missing {LOG_FILE}") from None
+        except Refused as exc:
+            raise ValueError(f"{LOG_FILE} {exc}") from None
+        except OSError as exc:
+            raise ValueError(f"{LOG_FILE} cannot be read: {_reason(exc)}") from None
+        return Incident(
+            id=name,
+            title=meta["title"].strip(),
+            service=service,
+            severity=meta["severity"].strip(),
+            status=meta["status"].strip(),
+            opened=opened,
         )
 
-    def _refresh(self) -> None:
-        signature = self._current_signature()
-        with self._lock:
-            if signature == self._signature:
-                return
-            incidents: dict[str, Incident] = {}
-            problems: list[Problem] = []
-            for name, *_ in signature:
-                entry = self._incidents_dir / name
-                if not entry.is_dir():
-                    problems.append(Problem(f"incidents/{name}", "not a directory"))
-                elif not is_safe_name(name, INCIDENT_ID) or not _inside(self._incidents_dir, entry):
-                    problems.append(Problem(f"incidents/{name}", "not a valid incident id"))
-                else:
-                    try:
-                        incidents[name] = _parse_incident(entry, self.root)
-                    except ValueError as exc:
-                        problems.append(Problem(f"incidents/{name}", str(exc)))
-            for problem in problems:
-                if problem not in self._problems:
-                    log.warning("skipped data entry", entry=problem.entry, reason=problem.reason, root=str(self.root))
-            self._incidents, self._problems, self._signature = incidents, problems, signature
+    def _runbook_problem(self, name: str, service: str) -> str | None:
+        """Why ``runbooks/<name>`` is not offered; None when it is, "" when it vanished meanwhile."""
+        if not is_safe_name(service, SERVICE_NAME):
+            return "not a valid service name"
+        try:
+            self._data.open_file([RUNBOOKS_DIR, name], max_bytes=self.max_file_bytes).close()
+        except FileNotFoundError:
+            return ""
+        except Refused as exc:
+            return str(exc)
+        except OSError as exc:
+            return f"cannot be read: {_reason(exc)}"
+        return None
 
     def incidents(self) -> list[Incident]:
         """All incidents, sorted by id."""
-        self._refresh()
-        return [self._incidents[key] for key in sorted(self._incidents)]
+        incidents = self.listing().incidents
+        return [incidents[key] for key in sorted(incidents)]
 
     def open_incident_ids(self) -> list[str]:
         return [incident.id for incident in self.incidents() if incident.is_open]
@@ -228,38 +311,44 @@ class Desk:
     def incident(self, incident_id: str) -> Incident:
         if not is_safe_name(incident_id, INCIDENT_ID):
             raise UnknownIncident(incident_id)
-        self._refresh()
         try:
-            return self._incidents[incident_id]
+            return self.listing().incidents[incident_id]
         except KeyError:
             raise UnknownIncident(incident_id) from None
 
+    def open_log(self, incident_id: str) -> BinaryIO:
+        """An incident's log, opened now and judged as opened: read it through this handle, never by its path."""
+        self.incident(incident_id)
+        try:
+            return self._data.open_file([INCIDENTS_DIR, incident_id, LOG_FILE])
+        except Refused as exc:
+            raise LogUnavailable(incident_id, f"{LOG_FILE} {exc}") from None
+        except OSError as exc:
+            raise LogUnavailable(incident_id, _reason(exc)) from None
+
     def problems(self) -> list[Problem]:
-        self._refresh()
-        return list(self._problems)
+        return list(self.listing().problems)
 
     def runbook_services(self) -> list[str]:
-        if not self._runbooks_dir.is_dir():
-            return []
-        return sorted(
-            path.stem
-            for path in self._runbooks_dir.glob("*.md")
-            if is_safe_name(path.stem, SERVICE_NAME) and _inside(self._runbooks_dir, path) and path.is_file()
-        )
+        return list(self.listing().runbook_services)
 
     def runbook(self, service: str) -> str:
         if not is_safe_name(service, SERVICE_NAME):
             raise UnknownService(service)
-        path = self._runbooks_dir / f"{service}.md"
-        if not _inside(self._runbooks_dir, path) or not path.is_file():
-            raise UnknownService(service)
+        name = f"{service}{RUNBOOK_SUFFIX}"
         try:
-            return path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
+            raw = self._data.read_bytes([RUNBOOKS_DIR, name], max_bytes=self.max_file_bytes)
+        except (FileNotFoundError, NotADirectoryError):
             raise UnknownService(service) from None
+        except Refused as exc:
+            raise RunbookUnavailable(service, f"{name} {exc}") from None
+        except OSError as exc:
+            raise RunbookUnavailable(service, _reason(exc)) from None
+        return raw.decode("utf-8", errors="replace")
 
     def services(self, extra: list[str] | None = None) -> list[str]:
         """Every service the desk knows: from runbooks, incidents and ``extra`` (configured actions)."""
-        names = set(self.runbook_services()) | {incident.service for incident in self.incidents()}
+        listing = self.listing()
+        names = set(listing.runbook_services) | {incident.service for incident in listing.incidents.values()}
         names |= {name for name in extra or [] if is_safe_name(name, SERVICE_NAME)}
         return sorted(names)

@@ -19,9 +19,10 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Literal
+from typing import Any, BinaryIO, Literal, cast
 
 from incident_desk.core.pattern import SearchPattern
 from incident_desk.core.redact import Redaction
@@ -43,6 +44,10 @@ _LEADING_CUT_MARK = "[line cut] "
 
 Redactor = Callable[[str], str]
 StopReason = Literal["end of log", "match limit", "time budget", "byte budget", "cancelled"]
+
+# An open binary file (what the desk passes: a log opened once and judged as opened), or a path (tests, tools).
+LogSource = BinaryIO | Path
+_RawReader = io.BufferedIOBase | io.RawIOBase
 
 
 class CursorError(ValueError):
@@ -101,6 +106,16 @@ class SearchResult:
     stopped: StopReason
 
 
+@contextmanager
+def _opened(source: LogSource) -> Iterator[BinaryIO]:
+    """``source`` as an open handle: a path is opened and closed here, a handle is borrowed and left open."""
+    if isinstance(source, Path):
+        with source.open("rb") as handle:
+            yield handle
+    else:
+        yield source
+
+
 def _identity(text: str) -> str:
     return text
 
@@ -109,9 +124,9 @@ def _decode(raw: bytes, redactor: Redactor) -> str:
     return redactor(raw.decode("utf-8", errors="replace"))
 
 
-def read_tail(path: Path, *, max_lines: int, max_bytes: int, redactor: Redactor = _identity) -> TailWindow:
+def read_tail(source: LogSource, *, max_lines: int, max_bytes: int, redactor: Redactor = _identity) -> TailWindow:
     """The last ``max_lines`` whole lines of the file, reading at most ``max_bytes`` of it."""
-    with path.open("rb") as handle:
+    with _opened(source) as handle:
         total = handle.seek(0, os.SEEK_END)
         budget = min(total, max_bytes)
         chunks: list[bytes] = []
@@ -199,9 +214,9 @@ def _check_cursor(handle: BinaryIO, cursor: Cursor, total: int) -> None:
             raise CursorError(f"cursor {cursor.encode()} does not point at the start of a line")
 
 
-def read_page(path: Path, *, cursor: Cursor = START, limit: int, redactor: Redactor = _identity) -> Page:
+def read_page(source: LogSource, *, cursor: Cursor = START, limit: int, redactor: Redactor = _identity) -> Page:
     """``limit`` lines from ``cursor``, with the cursor of the next page (None at end of file)."""
-    with path.open("rb") as handle:
+    with _opened(source) as handle:
         total = handle.seek(0, os.SEEK_END)
         _check_cursor(handle, cursor, total)
         lines: list[Line] = []
@@ -253,7 +268,7 @@ class _HugeLine:
     newline: bool
 
 
-def _runs(handle: io.FileIO, offset: int) -> Iterator[_Run | _HugeLine]:
+def _runs(handle: _RawReader, offset: int) -> Iterator[_Run | _HugeLine]:
     """The file from ``offset`` in runs of whole lines, read into one reused buffer (each valid until the next)."""
     handle.seek(offset)
     buffer = bytearray(_READ_BYTES)
@@ -283,7 +298,7 @@ def _runs(handle: io.FileIO, offset: int) -> Iterator[_Run | _HugeLine]:
         filled = rest
 
 
-def _huge_line(handle: io.FileIO, buffer: bytearray, offset: int) -> tuple[_HugeLine, int]:
+def _huge_line(handle: _RawReader, buffer: bytearray, offset: int) -> tuple[_HugeLine, int]:
     """Skip to the end of a line that fills the whole buffer; return it and how much of the next is buffered."""
     head = bytes(buffer[: MAX_LINE_BYTES + 1])
     length = len(buffer)
@@ -516,7 +531,7 @@ class _Search:
 
 
 def search(
-    path: Path,
+    source: LogSource,
     pattern: SearchPattern,
     *,
     cursor: Cursor = START,
@@ -541,12 +556,13 @@ def search(
     else:
         finder = pattern.block_with(redaction.trigger_pattern())
     redactor = redaction.apply if redaction is not None else _identity
-    with path.open("rb", buffering=0) as handle:
+    with _opened(source) as handle:
         total = handle.seek(0, os.SEEK_END)
         _check_cursor(handle, cursor, total)
         scan = _Search(pattern, finder, redactor, limit, cursor, byte_budget, deadline, cancelled)
         try:
-            for run in _runs(handle, cursor.offset):
+            # Every handle the desk reads is a binary file object that can read straight into a buffer.
+            for run in _runs(cast(_RawReader, handle), cursor.offset):
                 if isinstance(run, _HugeLine):
                     scan.huge_line(run)
                 else:

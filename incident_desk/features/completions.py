@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp_types import (
     Completion,
@@ -27,7 +28,9 @@ def register(server: MCPServer, app: DeskApp) -> None:
         argument: CompletionArgument,
         context: CompletionContext | None,
     ) -> Completion | None:
-        incident_ids = [incident.id for incident in app.desk.incidents()]
+        # Completing may scan the data directory: in a worker thread, never on the event loop.
+        listing = await anyio.to_thread.run_sync(app.desk.listing)
+        incident_ids = sorted(listing.incidents)
         if isinstance(ref, PromptReference):
             if ref.name == "postmortem" and argument.name == "incidentId":
                 return _prefixed(incident_ids, argument.value)
@@ -35,7 +38,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
         if ref.uri == "incident://{id}/log" and argument.name == "id":
             return _prefixed(incident_ids, argument.value)
         if ref.uri == "runbook://{service}" and argument.name == "service":
-            return _prefixed(app.desk.runbook_services(), argument.value)
+            return _prefixed(list(listing.runbook_services), argument.value)
         return None
 
     # The SDK's completion decorator is untyped; registering through it keeps mypy strict elsewhere.

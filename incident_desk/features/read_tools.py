@@ -16,7 +16,7 @@ from incident_desk import tool_results as results
 from incident_desk.app import DeskApp
 from incident_desk.core import logfile
 from incident_desk.core.audit import MAX_RECENT_DECISIONS, format_decisions
-from incident_desk.core.desk import DeskError, UnknownService
+from incident_desk.core.desk import DeskError
 from incident_desk.core.pattern import MAX_PATTERN_LENGTH, PatternError, compile_pattern
 from incident_desk.core.redact import MASK
 
@@ -118,7 +118,10 @@ def register(server: MCPServer, app: DeskApp) -> None:
         status: Annotated[Literal["open", "all"], Field(description="open (default) or all incidents")] = "open",
     ) -> Annotated[CallToolResult, IncidentList]:
         """List incidents with their service, severity and status, sorted by id."""
-        incidents = [i for i in app.desk.incidents() if status == "all" or i.is_open]
+        # A sync tool: the SDK runs it in a worker thread, so the scan it may trigger never blocks the event loop.
+        current = app.desk.listing()
+        incidents = [current.incidents[key] for key in sorted(current.incidents)]
+        incidents = [i for i in incidents if status == "all" or i.is_open]
         listing = IncidentList(
             incidents=[
                 IncidentEntry(
@@ -131,7 +134,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
                 )
                 for i in incidents
             ],
-            skipped=[SkippedEntry(entry=p.entry, reason=p.reason) for p in app.desk.problems()],
+            skipped=[SkippedEntry(entry=p.entry, reason=p.reason) for p in current.problems],
         )
         text = "\n".join(f"{i.id} [{i.severity}, {i.status}] {i.service}: {i.title}" for i in incidents)
         if not incidents:
@@ -152,8 +155,8 @@ def register(server: MCPServer, app: DeskApp) -> None:
             page = await anyio.to_thread.run_sync(
                 app.read_log,
                 incidentId,
-                lambda path: logfile.read_page(
-                    path, cursor=start, limit=limit or app.settings.page_lines, redactor=app.redactor
+                lambda handle: logfile.read_page(
+                    handle, cursor=start, limit=limit or app.settings.page_lines, redactor=app.redactor
                 ),
             )
         except (DeskError, logfile.CursorError) as exc:
@@ -235,7 +238,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
         """Return a service's runbook (Markdown)."""
         try:
             markdown = app.desk.runbook(service)
-        except UnknownService as exc:
+        except DeskError as exc:
             return results.error(str(exc))
         return results.ok(markdown, Runbook(service=service, markdown=markdown))
 

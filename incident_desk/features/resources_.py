@@ -11,7 +11,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 
 from incident_desk.app import DeskApp
 from incident_desk.core.audit import format_decisions
-from incident_desk.core.desk import LogUnavailable, UnknownIncident, UnknownService
+from incident_desk.core.desk import LogUnavailable, RunbookUnavailable, UnknownIncident, UnknownService
 
 
 def register(server: MCPServer, app: DeskApp) -> None:
@@ -49,6 +49,8 @@ def register(server: MCPServer, app: DeskApp) -> None:
             return app.desk.runbook(service)
         except UnknownService as exc:
             raise ResourceNotFoundError(str(exc)) from None
+        except RunbookUnavailable as exc:
+            raise ResourceError(str(exc)) from None
 
     @server.resource(
         "audit://recent",

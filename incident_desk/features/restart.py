@@ -118,9 +118,10 @@ def register(server: MCPServer, app: DeskApp) -> None:
         approver = auth.approver(ctx)
         record = _Recorder(ctx, app, service, approver, client.era)
 
-        if service not in app.services():
+        known = await anyio.to_thread.run_sync(app.services)  # may scan the data directory: never on the loop
+        if service not in known:
             await record("refused_unknown_service", detail="not a service of this desk")
-            return results.error(f"No such service: {service}. Known services: {', '.join(app.services())}")
+            return results.error(f"No such service: {service}. Known services: {', '.join(known)}")
 
         form = client_features.ApprovalForm(approval.question(service), approval.FORM_SCHEMA)
         timeout = app.settings.approval_timeout_seconds
