@@ -25,6 +25,8 @@ _CUT_MARGIN = 256  # how far a cut backs off to a space; and how much of a line'
 _SPACES = (b" ", b"\t", b"\r", b"\f", b"\v")
 _CUT_MARK = b" [line cut]"
 _LEADING_CUT_MARK = "[line cut] "
+# Characters of a token that can be a credential: base64, base64url, hex, percent-encoding, escaped newlines.
+_TOKEN_RUN = re.compile(r"[A-Za-z0-9+/=_.~%\\-]+")
 
 # Constructs that can tell a line's edge from the newline next to it in a block of lines: \A, \Z (\z),
 # negative lookarounds, atomic groups, possessive repeats, and inline flags that turn MULTILINE back off.
@@ -151,7 +153,19 @@ def _end_of_line(partial: bytes, redactor: Redactor) -> str:
     text = text[max(_CUT_MARGIN, len(text) - MAX_LINE_BYTES) :]
     head = text[:_CUT_MARGIN]
     space = next((index for index, char in enumerate(head) if char.isspace()), None)
-    return text[space + 1 :] if space is not None else text[_CUT_MARGIN:]
+    if space is not None:
+        return text[space + 1 :]
+    # No space near the cut: the token it splits is longer than the margin. Its end is dropped too when it has the
+    # look of key material (a long JWT or base64 key whose start, and name, were never read).
+    rest = text[_CUT_MARGIN:]
+    split = _TOKEN_RUN.match(rest)
+    if split is not None and _looks_like_key_material(split.group()):
+        return rest[split.end() :]
+    return rest
+
+
+def _looks_like_key_material(run: str) -> bool:
+    return len(run) >= 16 and run.lower() != run and run.upper() != run and any(char.isdigit() for char in run)
 
 
 def _iter_lines(handle: BinaryIO, start: Cursor, byte_budget: int | None) -> Iterator[tuple[int, Cursor, bytes]]:
@@ -192,16 +206,23 @@ def read_page(path: Path, *, cursor: Cursor = START, limit: int, redactor: Redac
     with path.open("rb") as handle:
         total = handle.seek(0, os.SEEK_END)
         _check_cursor(handle, cursor, total)
-        lines: list[Line] = []
+        numbers: list[int] = []
+        bodies: list[bytes] = []
         next_cursor: Cursor | None = cursor
         for number, after, body in _iter_lines(handle, cursor, None):
-            lines.append(Line(number, _decode(body, redactor)))
+            numbers.append(number)
+            bodies.append(body)
             next_cursor = after
-            if len(lines) >= limit:
+            if len(bodies) >= limit:
                 break
     if next_cursor is not None and next_cursor.offset >= total:
         next_cursor = None
-    return Page(lines=lines, next_cursor=next_cursor, total_bytes=total)
+    # Redacted as one block, so a private key whose lines are all on the page is masked whole, short last line
+    # included; the block has exactly as many lines as the page (lines hold no newline, redaction adds none).
+    texts = _decode(b"\n".join(bodies), redactor).split("\n") if bodies else []
+    return Page(
+        lines=[Line(n, t) for n, t in zip(numbers, texts, strict=True)], next_cursor=next_cursor, total_bytes=total
+    )
 
 
 def _line_blocks(handle: BinaryIO, start: Cursor, byte_budget: int) -> Iterator[tuple[Cursor, list[bytes], Cursor]]:
