@@ -277,12 +277,25 @@ def _trigger_tree() -> tuple[list[_Node], dict[str, _Node]]:
 
 
 _TOP_TRIGGERS, _NODES = _trigger_tree()
+# The characters of the top-level triggers. In a large block, one memchr-fast test per character rules out every
+# trigger holding a character the block lacks, before the slower substring searches.
+_TRIGGER_CHARS = frozenset("".join(node[0] for node in _TOP_TRIGGERS))
+_CHAR_GATE_LENGTH = 16 * 1024
+
+
+def _top_triggers_in(lowered: str) -> list[_Node]:
+    """The top-level trigger nodes that occur in ``lowered``."""
+    candidates = _TOP_TRIGGERS
+    if len(lowered) >= _CHAR_GATE_LENGTH:
+        absent = {char for char in _TRIGGER_CHARS if char not in lowered}
+        candidates = [node for node in _TOP_TRIGGERS if absent.isdisjoint(node[0])]
+    return [node for node in candidates if node[0] in lowered]
 
 
 def _triggered(lowered: str) -> list[int]:
     """Indexes of the rules whose triggers occur in ``lowered``, in rule order."""
     found: set[int] = set()
-    pending = [node for node in _TOP_TRIGGERS if node[0] in lowered]
+    pending = _top_triggers_in(lowered)
     while pending:
         _trigger, rules, children = pending.pop()
         found.update(rules)
@@ -326,7 +339,7 @@ def _redact_spans(text: str, lowered: str) -> str:
     """A block with no key block in it, whose lower-cased form lines up with it: only lines with triggers are cut
     out, redacted and put back; the rest is never split."""
     wanted: dict[int, tuple[int, set[int]]] = {}  # line start -> (line end, rules)
-    pending = [node for node in _TOP_TRIGGERS if node[0] in lowered]
+    pending = _top_triggers_in(lowered)
     while pending:
         trigger, triggered, children = pending.pop()
         pending.extend(_NODES[child] for child in children if child in lowered)
@@ -392,7 +405,7 @@ def _lines_to_check(lowered: str, lowered_lines: list[str]) -> dict[int, list[in
     """For each line holding a trigger, the rules it triggers, in rule order; other lines need none."""
     starts: list[int] | None = None
     wanted: dict[int, set[int]] = {}
-    pending = [node for node in _TOP_TRIGGERS if node[0] in lowered]
+    pending = _top_triggers_in(lowered)
     while pending:
         trigger, rules, children = pending.pop()
         pending.extend(_NODES[child] for child in children if child in lowered)
