@@ -59,6 +59,15 @@ def test_key_bodies_are_masked_one_line_at_a_time_down_to_their_short_end(fmt: F
                 assert redact(line).strip().endswith(MASK), (shape, line)
 
 
+def test_the_fast_lower_case_rules_agree_with_their_case_insensitive_originals() -> None:
+    """Case-insensitive rules run on the lower-cased line; a line whose lower case is longer ("İ" becomes two
+    characters) takes the original patterns instead. Both must mask exactly alike."""
+    lines = [line for fmt in SINGLE_LINE for _shape, shaped in shaped_lines(fmt) for line in shaped]
+    for line in [*lines, *ORDINARY_LINES]:
+        assert len(("İ " + line).lower()) != len("İ " + line)
+        assert redact("İ " + line) == "İ " + redact(line), line
+
+
 def test_ordinary_lines_are_left_alone() -> None:
     changed = [line for line in ORDINARY_LINES if redact(line) != line]
     assert changed == []
