@@ -88,3 +88,13 @@ def test_a_private_key_block_is_masked_whole_and_keeps_its_lines() -> None:
     # And one that stops inside it, the body after the BEGIN marker.
     head = "\n".join(["start", "-----BEGIN RSA PRIVATE KEY-----", *body[:2]])
     assert redact(head) == "\n".join(["start", "-----BEGIN RSA PRIVATE KEY-----", MASK, MASK])
+
+
+def test_every_rule_also_works_with_re_sub() -> None:
+    """Each rule's replacement takes an re.Match too, so code holding a rule can apply it with pattern.sub."""
+    from incident_desk.core.redact import _RULES
+
+    line = 'Authorization: Digest username="bob" password=hunter2 token=abcdefgh1234 redis://:pw@cache:6379'
+    for _triggers, pattern, replacement in _RULES:
+        assert "None" not in pattern.sub(replacement, line)
+    assert all(callable(replacement) for _t, _p, replacement in _RULES)

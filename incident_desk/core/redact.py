@@ -28,32 +28,40 @@ from __future__ import annotations
 import bisect
 import re
 import string
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from itertools import accumulate
+from typing import Protocol
 
 MASK = "[REDACTED]"
 
-# A replacement gets the match's groups as text from the original line: (whole match, group 1, ...), "" if unset.
-Replacement = Callable[[Sequence[str]], str]
+
+class Groups(Protocol):
+    """A match's groups by number: an ``re.Match``, or the same groups read back from the original line."""
+
+    def __getitem__(self, index: int, /) -> str | None: ...
+
+
+# A replacement builds the text that stands for a match from its groups; any rule works with ``pattern.sub``.
+Replacement = Callable[[Groups], str]
 Rule = tuple[tuple[str, ...], re.Pattern[str], Replacement]
 
 
-def _masked(groups: Sequence[str]) -> str:
+def _masked(groups: Groups) -> str:
     return MASK
 
 
 def _keep(*kept: int) -> Replacement:
     """Keep group ``kept[0]`` before the mask and any further kept groups after it."""
 
-    def replace(groups: Sequence[str]) -> str:
-        return groups[kept[0]] + MASK + "".join(groups[index] for index in kept[1:])
+    def replace(groups: Groups) -> str:
+        return (groups[kept[0]] or "") + MASK + "".join(groups[index] or "" for index in kept[1:])
 
     return replace
 
 
-def _mask_value(groups: Sequence[str]) -> str:
+def _mask_value(groups: Groups) -> str:
     """Keep the name and separator (group 1), and the quotes around a quoted value (group 2)."""
-    name, value = groups[1], groups[2]
+    name, value = groups[1] or "", groups[2] or ""
     if value[:1] in ("'", '"'):
         closing = value[0] if len(value) > 1 and value.endswith(value[0]) else ""
         return f"{name}{value[0]}{MASK}{closing}"
@@ -62,10 +70,10 @@ def _mask_value(groups: Sequence[str]) -> str:
     return f"{name}{MASK}"
 
 
-def _authorization(groups: Sequence[str]) -> str:
+def _authorization(groups: Groups) -> str:
     """Keep the header name and its scheme (Bearer, Basic, Digest, ...); mask the credentials."""
-    scheme = groups[2] or groups[4]
-    return f"{groups[1]}{scheme + ' ' if scheme else ''}{MASK}{groups[3]}"
+    scheme = groups[2] or groups[3]
+    return f"{groups[1] or ''}{scheme + ' ' if scheme else ''}{MASK}"
 
 
 # Words that commonly follow "password" in ordinary log lines ("Failed password for root", "password authentication
@@ -128,7 +136,7 @@ _RULES: tuple[Rule, ...] = (
         ("authorization",),
         re.compile(
             r"(?i)(\b(?:proxy-)?authorization(?:\\?[\"'])?[ \t]*[:=][ \t]*(?:\\?[\"'])?)"
-            rf"(?:({_ONE_PART_SCHEMES})[ \t]+[^\s\"'\\]+()|([a-z][a-z0-9-]*(?=[ \t]))?[^\r]+())"
+            rf"(?:({_ONE_PART_SCHEMES})[ \t]+[^\s\"'\\]+|([a-z][a-z0-9-]*(?=[ \t]))?[^\r]+)"
         ),
         _authorization,
     ),
@@ -385,14 +393,14 @@ def _apply(index: int, line: str, lowered: str) -> tuple[str, str]:
     fast = _LOWERED[index]
     if fast is None or len(lowered) != len(line):
         # Case-sensitive rules, and lines whose lower-casing changed their length (a few non-ASCII letters).
-        result = pattern.sub(lambda match: replacement([match.group(0), *(g or "" for g in match.groups())]), line)
+        result = pattern.sub(replacement, line)
     else:
         pieces: list[str] = []
         last = 0
         for match in fast.finditer(lowered):
             spans = [match.span(group) for group in range(len(match.groups()) + 1)]
             pieces.append(line[last : match.start()])
-            pieces.append(replacement([line[start:end] if start >= 0 else "" for start, end in spans]))
+            pieces.append(replacement([line[start:end] if start >= 0 else None for start, end in spans]))
             last = match.end()
         if not pieces:
             return line, lowered
