@@ -152,3 +152,25 @@ def test_extra_fields_change_nothing() -> None:
     """An approver (or anything else) typed into the form is ignored: identity never comes from a form."""
     verdict = decide("payments-api", "accept", {**TICKETED, "approver": "mallory", "service": "search-api"})
     assert verdict == Verdict("approved", "RESTARTED payments-api under CHG-2291", "CHG-2291")
+
+
+@pytest.mark.parametrize("confirm", [True, False])
+def test_a_ticket_longer_than_the_journal_keeps_is_refused_and_cut(confirm: bool) -> None:
+    verdict = decide("payments-api", "accept", {"confirm": confirm, "ticket": "CHG-" + "7" * 297})
+    expected = (
+        "NOT RESTARTED -- the change ticket is too long (301 characters, at most 200)"
+        if confirm
+        else "NOT RESTARTED -- form submitted with the box unticked"
+    )
+    assert verdict.text == expected and not verdict.approved
+    assert verdict.ticket is not None and len(verdict.ticket) == 200
+    assert verdict.ticket.startswith("CHG-777") and verdict.ticket.endswith("…[cut: 301 characters]")
+
+
+def test_a_ticket_of_exactly_the_journal_length_is_judged_by_its_shape() -> None:
+    verdict = decide("payments-api", "accept", {"confirm": True, "ticket": "x" * 200})
+    assert (verdict.outcome, verdict.text, verdict.ticket) == (
+        "no_ticket",
+        "NOT RESTARTED -- a change ticket is required",
+        "x" * 200,
+    )

@@ -45,3 +45,56 @@ def test_clean_lines_are_untouched_and_newlines_are_kept() -> None:
     block = "token: abcdefgh1234\nnext line\npassword=x\n"
     assert redact(block) == "".join(redact(line + "\n") for line in block.splitlines())
     assert redact(block).count("\n") == 3
+
+
+def test_line_endings_survive_redaction() -> None:
+    """CRLF logs keep their carriage returns: a rule that masks to the end of a line stops before it."""
+    lines = [
+        "password=hunter2 and more\r",
+        "Cookie: session=abc123def456\r",
+        'Authorization: Digest username="bob", response="0f1e2d3c"\r',
+        '"key": "-----BEGIN PRIVATE KEY-----\\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\r',
+        "MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7\r",
+    ]
+    for line in lines:
+        masked = redact(line)
+        assert MASK in masked and masked.endswith("\r"), line
+        assert redact(line + "\nnext\n") == masked + "\nnext\n"
+
+
+def test_a_line_whose_lower_case_is_longer_is_still_masked() -> None:
+    """Case-insensitive rules run on the lower-cased line when it lines up with the original; "İ" does not."""
+    line = "İstanbul DB_PASSWORD=Hunter2Secret99 user=app"
+    assert len(line.lower()) != len(line)
+    assert redact(line) == "İstanbul DB_PASSWORD=[REDACTED]"
+    assert redact(line + "\nİ token: abcdefgh12345678\n") == "İstanbul DB_PASSWORD=[REDACTED]\nİ token: [REDACTED]\n"
+
+
+def test_a_private_key_block_is_masked_whole_and_keeps_its_lines() -> None:
+    body = ["MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7" + "x" * 12, "Q2x9", "AbCd=="]
+    block = "\n".join(["start", "-----BEGIN RSA PRIVATE KEY-----", *body, "-----END RSA PRIVATE KEY-----", "end"])
+    assert redact(block).split("\n") == [
+        "start",
+        "-----BEGIN RSA PRIVATE KEY-----",
+        MASK,
+        MASK,
+        MASK,
+        "-----END RSA PRIVATE KEY-----",
+        "end",
+    ]
+    # A text that starts inside the key (a window's edge) still loses the body before the END marker.
+    tail = "\n".join([*body[1:], "-----END RSA PRIVATE KEY-----", "end"])
+    assert redact(tail) == "\n".join([MASK, MASK, "-----END RSA PRIVATE KEY-----", "end"])
+    # And one that stops inside it, the body after the BEGIN marker.
+    head = "\n".join(["start", "-----BEGIN RSA PRIVATE KEY-----", *body[:2]])
+    assert redact(head) == "\n".join(["start", "-----BEGIN RSA PRIVATE KEY-----", MASK, MASK])
+
+
+def test_every_rule_also_works_with_re_sub() -> None:
+    """Each rule's replacement takes an re.Match too, so code holding a rule can apply it with pattern.sub."""
+    from incident_desk.core.redact import _RULES
+
+    line = 'Authorization: Digest username="bob" password=hunter2 token=abcdefgh1234 redis://:pw@cache:6379'
+    for _triggers, pattern, replacement in _RULES:
+        assert "None" not in pattern.sub(replacement, line)
+    assert all(callable(replacement) for _t, _p, replacement in _RULES)

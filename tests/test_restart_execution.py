@@ -18,6 +18,7 @@ from typing import Any
 import anyio
 import pytest
 
+from incident_desk.settings import load_settings
 from tests.helpers import AppFactory, connect, text_of
 from tests.restart_helpers import (
     SERVICE,
@@ -203,3 +204,35 @@ async def test_command_output_is_redacted_and_the_desks_secrets_are_withheld(
     assert "tok-0123456789abcdef0123" not in shown and "sk-ant-0123456789abcdefghij" not in shown
     assert "token seen: none" in result.structured_content["output"]
     assert "key seen: none" in result.structured_content["output"]
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "incident_desk_http_token",
+        "Incident_Desk_Sealing_Key",
+        "INCIDENT_DESK_provider_api_key",
+        "INCIDENT_DESK_HTTP_TOKEN",
+    ],
+)
+async def test_the_desks_secrets_are_withheld_whatever_the_case_of_their_names(
+    make_app: AppFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """Settings accept a secret's variable in any case, so the child must lose it in any case too."""
+    secret = "case-SECRET-0123456789abcdef"
+    monkeypatch.setenv(name, secret)
+    setting = name.lower().removeprefix("incident_desk_")
+    assert getattr(load_settings(), setting).get_secret_value() == secret  # the desk does take it as its secret
+    script = tmp_path / "env_dump.py"
+    # Hex, so neither redaction nor a newline in some value can hide a name or a value from the check.
+    script.write_text("import os\nfor k, v in os.environ.items():\n    print(k.encode().hex(), v.encode().hex())\n")
+    _, server = desk(make_app, services={SERVICE: {"argv": [sys.executable, str(script)]}}, redact_secrets=False)
+    async with connect(server, "legacy", elicitation_callback=approve()) as client:
+        result = await client.call_tool("restart_service", {"service": SERVICE})
+    assert not result.is_error, text_of(result)
+    seen = dict(
+        (bytes.fromhex(k).decode(), bytes.fromhex(v).decode())
+        for k, v in (line.split(" ") for line in result.structured_content["output"].splitlines())
+    )
+    assert seen["INCIDENT_DESK_SERVICE"] == SERVICE
+    assert name not in seen and secret not in seen.values()

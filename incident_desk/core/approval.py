@@ -10,7 +10,11 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from incident_desk.core.audit import FIELD_LIMITS, cut
+
 TICKET = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:#/-]{0,63}")
+# A ticket longer than the journal keeps whole is refused with its own text, and kept cut (marked as cut).
+MAX_TICKET_CHARS = FIELD_LIMITS["ticket"]
 
 FORM_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -42,6 +46,10 @@ def timed_out_text(seconds: float) -> str:
     return f"NOT RESTARTED -- no answer within {seconds:g}s"
 
 
+def ticket_too_long_text(length: int) -> str:
+    return f"NOT RESTARTED -- the change ticket is too long ({length} characters, at most {MAX_TICKET_CHARS})"
+
+
 @dataclass(frozen=True)
 class Verdict:
     outcome: Outcome
@@ -60,10 +68,14 @@ def decide(service: str, action: str, content: dict[str, Any]) -> Verdict:
     if action != "accept":
         return Verdict("cancelled", "NOT RESTARTED -- operator dismissed the dialog")
     raw_ticket = content.get("ticket")
-    ticket = raw_ticket.strip() if isinstance(raw_ticket, str) and raw_ticket.strip() else None
+    typed = raw_ticket.strip() if isinstance(raw_ticket, str) and raw_ticket.strip() else None
+    # What the verdict carries into the journal and the report: never more than the journal keeps.
+    ticket = None if typed is None else cut(typed, MAX_TICKET_CHARS)
     # `is True`, not truthiness: a client sending "false" or 1 has not ticked a boolean box.
     if content.get("confirm") is not True:
         return Verdict("unticked", "NOT RESTARTED -- form submitted with the box unticked", ticket)
+    if typed is not None and len(typed) > MAX_TICKET_CHARS:
+        return Verdict("no_ticket", ticket_too_long_text(len(typed)), ticket)
     if ticket is None or not TICKET.fullmatch(ticket):
         return Verdict("no_ticket", "NOT RESTARTED -- a change ticket is required", ticket)
     return Verdict("approved", restarted_text(service, ticket), ticket)

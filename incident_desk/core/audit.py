@@ -36,10 +36,24 @@ CREATE TABLE decisions (
     nonce TEXT UNIQUE
 )
 """
-_SELECT_RECENT = (
-    "SELECT id, time, service, outcome, ticket, approver, protocol_era, exit_status, detail, nonce "
-    "FROM decisions ORDER BY id DESC LIMIT ?"
-)
+
+# The most characters the journal keeps of each free-text field. Tickets, service names and client-given reasons
+# arrive from clients and forms: unbounded, 20 answers of 10 MB once made a 200 MB journal that took 14 s to read.
+FIELD_LIMITS: dict[str, int] = {"service": 200, "ticket": 200, "approver": 200, "protocol_era": 64, "detail": 4000}
+# Nonces are made by the desk and must stay whole to stay unique: one longer than this is a bug, not input to cut.
+MAX_NONCE_CHARS = 64
+
+# Reads select at most one character more than a field keeps, so a row written before the bounds (or by hand)
+# costs no more than a bounded one once it leaves SQLite, and is shown cut like any other. SQLite still reads such
+# an oversized value once to cut it; the desk never holds more than the cut.
+_SELECT_RECENT = """
+SELECT id, substr(time, 1, 64), substr(service, 1, :service), substr(outcome, 1, 64), substr(ticket, 1, :ticket),
+    substr(approver, 1, :approver), substr(protocol_era, 1, :protocol_era),
+    CASE WHEN typeof(exit_status) = 'integer' THEN exit_status END,
+    substr(detail, 1, :detail), substr(nonce, 1, :nonce)
+FROM decisions ORDER BY id DESC LIMIT :limit
+"""
+_SELECTED_CHARS = {**{name: limit + 1 for name, limit in FIELD_LIMITS.items()}, "nonce": MAX_NONCE_CHARS}
 
 
 # The most decisions a client or the CLI can ask for in one read (get_audit_log, `incident-desk audit`).
@@ -78,6 +92,17 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
+def cut(text: str, limit: int) -> str:
+    """``text`` if it fits in ``limit`` characters, else its start marked with how long it was, ``limit`` in all.
+
+    Idempotent: a cut text fits, so reading a row back and recording it again changes nothing.
+    """
+    if len(text) <= limit:
+        return text
+    marker = f"…[cut: {len(text)} characters]"
+    return text[: max(0, limit - len(marker))] + marker
+
+
 @dataclass(frozen=True)
 class Decision:
     """One journal row. ``id`` is set only on decisions read back from the journal."""
@@ -100,6 +125,10 @@ class Decision:
         except ValueError:
             known = ", ".join(o.value for o in Outcome)
             raise ValueError(f"unknown audit outcome {self.outcome!r} (known: {known})") from None
+        for name, limit in FIELD_LIMITS.items():
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, cut(value, limit))
         if self.time.tzinfo is None or self.time.utcoffset() is None:
             raise ValueError("decision time must be timezone-aware; a naive time is ambiguous in an audit trail")
         object.__setattr__(self, "time", self.time.astimezone(UTC))
@@ -120,6 +149,8 @@ class AuditJournal:
 
     def record(self, decision: Decision) -> int:
         """Append ``decision`` in its own transaction; the returned row id means it is on disk."""
+        if decision.nonce is not None and len(decision.nonce) > MAX_NONCE_CHARS:
+            raise ValueError(f"a nonce of {len(decision.nonce)} characters; the desk makes none over {MAX_NONCE_CHARS}")
         row = (
             decision.time.isoformat(),
             decision.service,
@@ -158,7 +189,7 @@ class AuditJournal:
         if limit < 1:
             raise ValueError(f"limit must be at least 1, got {limit}")
         with self._connect() as conn:
-            rows = conn.execute(_SELECT_RECENT, (limit,)).fetchall()
+            rows = conn.execute(_SELECT_RECENT, {**_SELECTED_CHARS, "limit": limit}).fetchall()
         return [_row_to_decision(row) for row in rows]
 
     def count(self) -> int:
@@ -238,17 +269,26 @@ def _create_private_file(path: Path) -> None:
 def _row_to_decision(row: tuple[Any, ...]) -> Decision:
     row_id, time, service, outcome, ticket, approver, era, exit_status, detail, nonce = row
     return Decision(
-        service=service,
+        service=_read_back(service, "service"),
         outcome=outcome,
-        ticket=ticket,
-        approver=approver,
-        protocol_era=era,
+        ticket=None if ticket is None else _read_back(ticket, "ticket"),
+        approver=_read_back(approver, "approver"),
+        protocol_era=_read_back(era, "protocol_era"),
         exit_status=exit_status,
-        detail=detail,
+        detail=_read_back(detail, "detail"),
         time=datetime.fromisoformat(time),
         nonce=nonce,
         id=row_id,
     )
+
+
+def _read_back(selected: str, name: str) -> str:
+    """A field as selected (one character past its limit at most): cut and marked if the row held more."""
+    limit = FIELD_LIMITS[name]
+    if len(selected) <= limit:
+        return selected
+    marker = f"…[cut: over {limit} characters]"
+    return selected[: limit - len(marker)] + marker
 
 
 _HEADERS = ("time", "service", "outcome", "ticket", "approver", "era", "exit")

@@ -25,7 +25,8 @@ from incident_desk.core.actions import CommandAction, SimulateAction
 from incident_desk.core.credentials import ENV_PREFIX, SECRET_SETTINGS
 
 SERVICE_ENV_VAR = "INCIDENT_DESK_SERVICE"
-# The desk's own secrets are never handed to a restart command: its output is shown to the client.
+# The desk's own secrets are never handed to a restart command: its output is shown to the client. Settings read
+# environment names in any case (incident_desk_http_token is the token too), so names are compared upper-cased.
 WITHHELD_ENV_VARS = frozenset(ENV_PREFIX + name.upper() for name in SECRET_SETTINGS)
 OUTPUT_LIMIT_BYTES = 64 * 1024
 # After the command exits, how long to keep reading output that is still in flight. A background process the
@@ -55,7 +56,7 @@ class ExecutionResult:
 
 
 def _child_environment(service: str) -> dict[str, str]:
-    env = {name: value for name, value in os.environ.items() if name not in WITHHELD_ENV_VARS}
+    env = {name: value for name, value in os.environ.items() if name.upper() not in WITHHELD_ENV_VARS}
     env[SERVICE_ENV_VAR] = service
     return env
 

@@ -41,6 +41,8 @@ _CUT_MARGIN = 256  # how far a cut backs off to a space; and how much of a line'
 _SPACES = (b" ", b"\t", b"\r", b"\f", b"\v")
 _CUT_MARK = b" [line cut]"
 _LEADING_CUT_MARK = "[line cut] "
+# Characters of a token that can be a credential: base64, base64url, hex, percent-encoding, escaped newlines.
+_TOKEN_RUN = re.compile(r"[A-Za-z0-9+/=_.~%\\-]+")
 
 Redactor = Callable[[str], str]
 StopReason = Literal["end of log", "match limit", "time budget", "byte budget", "cancelled"]
@@ -178,7 +180,19 @@ def _end_of_line(partial: bytes, redactor: Redactor) -> str:
     text = text[max(_CUT_MARGIN, len(text) - MAX_LINE_BYTES) :]
     head = text[:_CUT_MARGIN]
     space = next((index for index, char in enumerate(head) if char.isspace()), None)
-    return text[space + 1 :] if space is not None else text[_CUT_MARGIN:]
+    if space is not None:
+        return text[space + 1 :]
+    # No space near the cut: the token it splits is longer than the margin. Its end is dropped too when it has the
+    # look of key material (a long JWT or base64 key whose start, and name, were never read).
+    rest = text[_CUT_MARGIN:]
+    split = _TOKEN_RUN.match(rest)
+    if split is not None and _looks_like_key_material(split.group()):
+        return rest[split.end() :]
+    return rest
+
+
+def _looks_like_key_material(run: str) -> bool:
+    return len(run) >= 16 and run.lower() != run and run.upper() != run and any(char.isdigit() for char in run)
 
 
 def _iter_lines(handle: BinaryIO, start: Cursor, byte_budget: int | None) -> Iterator[tuple[int, Cursor, bytes]]:
@@ -219,16 +233,23 @@ def read_page(source: LogSource, *, cursor: Cursor = START, limit: int, redactor
     with _opened(source) as handle:
         total = handle.seek(0, os.SEEK_END)
         _check_cursor(handle, cursor, total)
-        lines: list[Line] = []
+        numbers: list[int] = []
+        bodies: list[bytes] = []
         next_cursor: Cursor | None = cursor
         for number, after, body in _iter_lines(handle, cursor, None):
-            lines.append(Line(number, _decode(body, redactor)))
+            numbers.append(number)
+            bodies.append(body)
             next_cursor = after
-            if len(lines) >= limit:
+            if len(bodies) >= limit:
                 break
     if next_cursor is not None and next_cursor.offset >= total:
         next_cursor = None
-    return Page(lines=lines, next_cursor=next_cursor, total_bytes=total)
+    # Redacted as one block, so a private key whose lines are all on the page is masked whole, short last line
+    # included; the block has exactly as many lines as the page (lines hold no newline, redaction adds none).
+    texts = _decode(b"\n".join(bodies), redactor).split("\n") if bodies else []
+    return Page(
+        lines=[Line(n, t) for n, t in zip(numbers, texts, strict=True)], next_cursor=next_cursor, total_bytes=total
+    )
 
 
 def _cut(raw: bytes, true_length: int) -> bytes:
@@ -376,6 +397,12 @@ class _LineNumbers:
         return self.line
 
 
+# A line ending in a run of base64 may be the last line of a private key's body; the key block above it says so.
+_KEY_TAIL = re.compile(rb"[A-Za-z0-9+/=]{2,}\r?$")
+# How far back a search looks for the start of that key block: a 4096-bit RSA key in PEM is about 3.3 KB.
+_KEY_CONTEXT_BYTES = 16 * 1024
+
+
 class _Search:
     """One call's scan: the state shared by the runs it reads, and the rules for when it stops."""
 
@@ -389,8 +416,10 @@ class _Search:
         byte_budget: int,
         deadline: float,
         cancelled: threading.Event | None,
+        fileno: int,
     ) -> None:
         self.pattern, self.finder, self.redactor, self.limit = pattern, finder, redactor, limit
+        self.fileno = fileno  # read with pread for context, never moving the scan's own position
         self.start, self.byte_budget, self.deadline, self.cancelled = start, byte_budget, deadline, cancelled
         self.matches: list[Line] = []
         self.line = start.line  # the number of the line at self.offset
@@ -417,18 +446,33 @@ class _Search:
             self.stopped = "byte budget"
         return self.stopped is not None
 
-    def consider(self, number: int, raw: bytes, true_length: int) -> None:
+    def consider(self, number: int, raw: bytes, true_length: int, offset: int) -> None:
         """Decode and redact one candidate line; keep it if the pattern matches what would be shown."""
         text = _decode(_cut(raw, true_length), self.redactor)
+        if self.pattern.matches(text) and self.redactor is not _identity and _KEY_TAIL.search(raw):
+            # A private key's short last body line is only recognisable by the key block above it: shown alone,
+            # it would be unmasked. Redact it as a page would, with the lines before it.
+            text = self._redacted_in_context(raw, true_length, offset)
         if self.pattern.matches(text):
             self.matches.append(Line(number, text))
             if len(self.matches) >= self.limit:
                 self.stopped = "match limit"
 
+    def _redacted_in_context(self, raw: bytes, true_length: int, offset: int) -> str:
+        """The line at ``offset`` as shown after redacting it together with up to _KEY_CONTEXT_BYTES before it."""
+        start = max(0, offset - _KEY_CONTEXT_BYTES)
+        before = os.pread(self.fileno, offset - start, start)
+        if start > 0:
+            before = before[before.find(b"\n") + 1 :]  # from the first whole line
+        if b"private" not in before.lower():  # no key block began above: the line alone was right
+            return _decode(_cut(raw, true_length), self.redactor)
+        shown = _decode(before + _cut(raw, true_length), self.redactor)
+        return shown[shown.rfind("\n") + 1 :]
+
     def huge_line(self, line: _HugeLine) -> None:
         if self.should_stop(line.offset):
             return
-        self.consider(self.line, line.head, line.length)
+        self.consider(self.line, line.head, line.length, line.offset)
         self.line += 1
         self.offset = line.offset + line.length + 1
 
@@ -506,7 +550,7 @@ class _Search:
     def _candidate(self, run: _Run, numbers: _LineNumbers, start: int, end: int) -> bool:
         """Consider the line at ``start``..``end`` of ``run``; True when that stopped the scan (the match limit)."""
         number = numbers.at(start)
-        self.consider(number, bytes(run.buffer[start:end]), end - start)
+        self.consider(number, bytes(run.buffer[start:end]), end - start, run.offset + start)
         if self.stopped is None:
             return False
         self.offset, self.line = run.offset + end + 1, number + 1
@@ -559,7 +603,7 @@ def search(
     with _opened(source) as handle:
         total = handle.seek(0, os.SEEK_END)
         _check_cursor(handle, cursor, total)
-        scan = _Search(pattern, finder, redactor, limit, cursor, byte_budget, deadline, cancelled)
+        scan = _Search(pattern, finder, redactor, limit, cursor, byte_budget, deadline, cancelled, handle.fileno())
         try:
             # Every handle the desk reads is a binary file object that can read straight into a buffer.
             for run in _runs(cast(_RawReader, handle), cursor.offset):

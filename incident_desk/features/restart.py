@@ -15,7 +15,7 @@ from incident_desk import tool_results as results
 from incident_desk.app import DeskApp
 from incident_desk.core import approval, executor
 from incident_desk.core.actions import SimulateAction
-from incident_desk.core.audit import AuditError, Decision, DuplicateApproval
+from incident_desk.core.audit import FIELD_LIMITS, AuditError, Decision, DuplicateApproval, cut
 from incident_desk.core.redact import redact
 
 log = structlog.get_logger(__name__)
@@ -38,7 +38,9 @@ class _Recorder:
 
     def __init__(self, ctx: Context, app: DeskApp, service: str, approver: str, era: str) -> None:
         self._ctx, self._app = ctx, app
-        self._journal, self._service, self._approver, self._era = app.journal, service, approver, era
+        self._journal, self._approver, self._era = app.journal, approver, era
+        # A service name comes from the client: it is journalled and logged cut, like every stored field.
+        self._service = cut(service, FIELD_LIMITS["service"])
 
     async def __call__(
         self,
@@ -61,7 +63,8 @@ class _Recorder:
         )
         with anyio.CancelScope(shield=True):
             await anyio.to_thread.run_sync(self._journal.record, decision)
-        fields = {"service": self._service, "outcome": outcome, "ticket": ticket, "era": self._era}
+        # The ticket as the journal keeps it (cut): a client-chosen text must not flood the logs.
+        fields = {"service": self._service, "outcome": outcome, "ticket": decision.ticket, "era": self._era}
         log.info("restart decision", **fields)
         await client_logging.tell_client(self._ctx, self._app.log_levels, "info", "restart decision", **fields)
 
@@ -108,7 +111,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
             return await _decide_and_restart(ctx, service)
         except AuditError as exc:
             # Nothing ran: every path that executes records its approval first, and that write failed here.
-            log.error("audit journal write failed", service=service, error=str(exc))
+            log.error("audit journal write failed", service=cut(service, FIELD_LIMITS["service"]), error=str(exc))
             return results.error(f"NOT RESTARTED -- the audit journal cannot be written, so nothing was done: {exc}")
 
     async def _decide_and_restart(

@@ -1,0 +1,459 @@
+"""A corpus of secret formats that every read path must mask, and ordinary log lines it must leave alone.
+
+Each format is a fragment of a log line (or, for private keys, several lines) and the secrets in it. Values are
+random but fixed (seeded per format), realistic in alphabet and length, so a leak shows as a long random string
+that cannot appear by chance anywhere else in the log.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+import string
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+ALNUM = string.ascii_letters + string.digits
+LOWER_ALNUM = string.ascii_lowercase + string.digits
+UPPER_ALNUM = string.ascii_uppercase + string.digits
+HEX = "0123456789abcdef"
+BASE64URL = ALNUM + "-_"
+DJANGO = string.ascii_lowercase + string.digits + "!@#%^&*(-_=+)"
+
+
+@dataclass(frozen=True)
+class Format:
+    name: str
+    lines: tuple[str, ...]  # one line for most formats; private keys span several
+    secrets: tuple[str, ...]
+
+    @property
+    def multiline(self) -> bool:
+        return len(self.lines) > 1
+
+
+class _Values:
+    """Random values seeded by the format's name, so the corpus is the same on every run."""
+
+    def __init__(self, name: str) -> None:
+        self._rng = random.Random(name)
+
+    def text(self, length: int, alphabet: str = ALNUM) -> str:
+        while True:
+            value = "".join(self._rng.choice(alphabet) for _ in range(length))
+            # Keep alphanumeric values recognisably random: each class present when the alphabet has it.
+            classes = [
+                c for c in (string.ascii_lowercase, string.ascii_uppercase, string.digits) if set(c) & set(alphabet)
+            ]
+            if length < 12 or all(set(value) & set(c) for c in classes):
+                return value
+
+    def key_body(self, der_bytes: int, width: int = 64) -> list[str]:
+        encoded = base64.b64encode(self._rng.randbytes(der_bytes)).decode()
+        return [encoded[i : i + width] for i in range(0, len(encoded), width)]
+
+
+FormatMaker = Callable[[_Values], tuple[str, tuple[str, ...]]]
+_MAKERS: list[tuple[str, FormatMaker]] = []
+
+
+def _format(name: str) -> Callable[[FormatMaker], FormatMaker]:
+    def register(maker: FormatMaker) -> FormatMaker:
+        _MAKERS.append((name, maker))
+        return maker
+
+    return register
+
+
+def _simple(name: str, template: str, length: int = 32, alphabet: str = ALNUM) -> None:
+    """A format with one secret ``{s}`` in ``template``."""
+
+    def make(values: _Values) -> tuple[str, tuple[str, ...]]:
+        secret = values.text(length, alphabet)
+        return template.format(s=secret), (secret,)
+
+    _MAKERS.append((name, make))
+
+
+# Environment and config files: NAME=value, NAME: value.
+_simple("django SECRET_KEY", "SECRET_KEY={s}", 50, DJANGO)
+_simple("DJANGO_SECRET_KEY", "DJANGO_SECRET_KEY={s}", 50, DJANGO)
+_simple("rails SECRET_KEY_BASE", "SECRET_KEY_BASE={s}", 128, HEX)
+_simple("db_pass", "db_pass={s}", 16)
+_simple("REDIS_PASS", "REDIS_PASS={s}", 24)
+_simple("DB_PASSWORD", "DB_PASSWORD={s}", 20)
+_simple("MYSQL_ROOT_PASSWORD", "MYSQL_ROOT_PASSWORD={s}", 20)
+_simple("PGPASSWORD", "PGPASSWORD={s} psql -h db.internal -U app payments", 18)
+_simple("POSTGRES_PASSWORD yaml", "POSTGRES_PASSWORD: {s}", 18)
+_simple("password yaml", "password: {s}", 14)
+_simple("password json", '"password": "{s}"', 14)
+_simple("passphrase", "passphrase={s}", 22)
+_simple("JWT_SECRET", "JWT_SECRET={s}", 40)
+_simple("client_secret", "client_secret={s}", 40)
+_simple("clientSecret camel", "clientSecret: {s}", 40)
+_simple("refresh_token json", '"refresh_token": "{s}"', 48)
+_simple("TWILIO_AUTH_TOKEN", "TWILIO_AUTH_TOKEN={s}", 32, HEX)
+_simple("AWS_SESSION_TOKEN", "AWS_SESSION_TOKEN={s}", 120)
+_simple("aws_secret_access_key", "aws_secret_access_key = {s}", 40, ALNUM + "+/")
+_simple("secretAccessKey json", '"secretAccessKey":"{s}"', 40, ALNUM + "+/")
+_simple("encryption_key", "encryption_key={s}", 44, ALNUM + "+/")
+_simple("SIGNING_KEY", "SIGNING_KEY={s}", 32)
+_simple("master_key yaml", "master_key: {s}", 32, HEX)
+_simple("webhook_secret", "webhook_secret={s}", 32)
+_simple("apikey", "apikey={s}", 32)
+_simple("api-key header", "api-key: {s}", 32)
+_simple("x-api-key header", "x-api-key: {s}", 40)
+_simple("X-Auth-Token header", "X-Auth-Token: {s}", 40)
+_simple("private_key_id json", '"private_key_id": "{s}"', 40, HEX)
+_simple("token json", '"token": "{s}"', 36)
+_simple("session cookie-ish", "session={s}", 32)
+_simple("PHPSESSID", "PHPSESSID={s}", 26, LOWER_ALNUM)
+_simple("generic sig", "verifying sig={s}", 43, BASE64URL)
+_simple("docker config auth", '"auth": "{s}"', 40)
+_simple("npmrc _authToken", "//registry.npmjs.org/:_authToken={s}", 36)
+_simple("kubernetes secret data", "  password: {s}", 24)
+
+
+@_format("password with spaces, quoted")
+def _quoted_with_spaces(values: _Values) -> tuple[str, tuple[str, ...]]:
+    words = [values.text(9) for _ in range(3)]
+    return f'password: "{words[0]} {words[1]}; {words[2]}"', tuple(words)
+
+
+@_format("password with a semicolon")
+def _semicolon(values: _Values) -> tuple[str, tuple[str, ...]]:
+    first, second = values.text(9), values.text(9)
+    return f"password={first};{second}", (first, second)
+
+
+@_format("password with a space, unquoted")
+def _unquoted_space(values: _Values) -> tuple[str, tuple[str, ...]]:
+    first, second = values.text(9), values.text(9)
+    return f"password={first} {second}", (first, second)
+
+
+_simple("password after a space", "login app password {s}", 14)
+_simple("netrc", "machine api.example.com login bob password {s}", 16)
+_simple("SQL ALTER USER", "ALTER USER app WITH PASSWORD '{s}'", 16)
+_simple("SQL IDENTIFIED BY", "CREATE USER 'app'@'%' IDENTIFIED BY '{s}'", 16)
+
+# Headers.
+_simple("Authorization Bearer", "Authorization: Bearer {s}", 40, BASE64URL)
+_simple("Authorization Bearer short", "Authorization: Bearer {s}", 6)
+_simple("bare bearer short", "retrying with bearer {s}", 5)
+_simple("Authorization Basic", "Authorization: Basic {s}", 24, ALNUM + "+/")
+_simple("Authorization Token", "Authorization: Token {s}", 40, HEX)
+_simple("Proxy-Authorization", "Proxy-Authorization: Basic {s}", 24, ALNUM + "+/")
+_simple("Authorization Digest", 'Authorization: Digest username="bob", nonce="n1", uri="/x", response="{s}"', 32, HEX)
+_simple("curl -H Authorization", 'curl -s -H "Authorization: Bearer {s}" https://api.example.com/v1/charges', 40)
+_simple("authorization json", '"authorization": "Bearer {s}"', 40)
+
+
+@_format("Cookie header")
+def _cookie(values: _Values) -> tuple[str, tuple[str, ...]]:
+    session, csrf = values.text(32), values.text(32)
+    return f"Cookie: session={session}; csrftoken={csrf}", (session, csrf)
+
+
+_simple("Set-Cookie header", "Set-Cookie: sessionid={s}; Path=/; HttpOnly; Secure", 32)
+
+# URLs with credentials.
+_simple("postgres URL", "postgres://app:{s}@db.internal:5432/payments", 16)
+_simple("redis URL without user", "redis://:{s}@cache.internal:6379/0", 16)
+_simple("amqp URL", "amqp://guest:{s}@rabbit:5672/", 16)
+_simple("mongodb+srv URL", "mongodb+srv://admin:{s}@cluster0.abcde.mongodb.net/?retryWrites=true", 16)
+_simple("https URL basic auth", "https://deploy:{s}@git.example.com/org/repo.git", 16)
+_simple("psql with URL", 'psql "postgresql://app:{s}@db/payments"', 16)
+
+
+@_format("URL password with a slash")
+def _url_slash(values: _Values) -> tuple[str, tuple[str, ...]]:
+    first, second = values.text(8), values.text(8)
+    return f"postgres://app:{first}/{second}@db.internal:5432/x", (first, second)
+
+
+@_format("URL password with an at sign")
+def _url_at(values: _Values) -> tuple[str, tuple[str, ...]]:
+    first, second = values.text(8), values.text(8)
+    return f"mongodb://admin:{first}@{second}@mongo:27017/admin", (first, second)
+
+
+# Query strings and signed URLs.
+_simple("access_token in query", "GET /cb?access_token={s}&state=xyz", 40)
+_simple("api_key in query", "GET /v1/geo?api_key={s}&format=json", 32)
+
+
+@_format("Azure SAS sig")
+def _sas(values: _Values) -> tuple[str, tuple[str, ...]]:
+    raw = values.text(43, ALNUM + "+/") + "="
+    encoded = raw.replace("+", "%2B").replace("/", "%2F").replace("=", "%3D")
+    url = (
+        "https://acct.blob.core.windows.net/c/b.txt?sv=2022-11-02&ss=b&srt=o&sp=r&se=2024-06-01T00:00:00Z"
+        f"&spr=https&sig={encoded}"
+    )
+    return url, tuple(part for part in encoded.split("%") if len(part) >= 6)
+
+
+_simple("AWS presigned signature", "https://b.s3.amazonaws.com/k?X-Amz-Expires=900&X-Amz-Signature={s}", 64, HEX)
+_simple("GCS signed URL", "https://storage.googleapis.com/b/o?X-Goog-Expires=900&X-Goog-Signature={s}", 64, HEX)
+_simple(
+    "Azure storage AccountKey", "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey={s}==;EndpointSuffix=x", 86
+)
+_simple(
+    "Azure SharedAccessKey",
+    "Endpoint=sb://ns.servicebus.windows.net/;SharedAccessKeyName=RootManageSharedAccessKey;SharedAccessKey={s}=",
+    43,
+)
+
+# Command lines.
+_simple("--password=", "mysql --user=root --password={s} payments", 16)
+_simple("--password X", "mysql -u root --password {s} payments", 16)
+_simple("-p quoted", "mysql -uroot -p'{s}' payments", 16)
+_simple("-p double-quoted", 'mysqldump -h db -u backup -p"{s}" --all-databases', 16)
+_simple("-p glued", "mysql -uroot -p{s} payments", 16)
+_simple("curl -u", "curl -u admin:{s} https://api.example.com/v1/status", 16)
+_simple("curl --user", "curl --user admin:{s} https://api.example.com/v1/status", 16)
+_simple("sshpass -p", "sshpass -p '{s}' ssh deploy@bastion", 16)
+_simple("docker login -p", "docker login -u bot -p {s} registry.example.com", 24)
+_simple("--api-key", "deployctl push --api-key {s} --env prod", 32)
+_simple("--token=", "gh-runner --token={s} --labels linux", 32)
+_simple("--client-secret", "oauth2-proxy --client-secret {s} --upstream http://127.0.0.1:8080", 32)
+
+# Vendor tokens, bare.
+_simple("Stripe sk_live", "stripe charge failed key=sk_live_{s}", 24)
+_simple("Stripe rk_live", "using rk_live_{s} for refunds", 24)
+_simple("Stripe sk_test", "sk_test_{s}", 24)
+_simple("Stripe whsec", "webhook signing whsec_{s}", 32)
+_simple("OpenAI project key", "openai client created with sk-proj-{s}", 48, BASE64URL)
+_simple("OpenAI legacy key", "OPENAI sk-{s}", 48)
+_simple("Anthropic key", "anthropic sk-ant-api03-{s}", 93, BASE64URL)
+_simple("GitHub ghp", "git push https://github.com/org/repo with ghp_{s}", 36)
+_simple("GitHub fine-grained", "token github_pat_{s}", 82, ALNUM + "_")
+_simple("GitHub gho", "oauth gho_{s}", 36)
+_simple("GitLab glpat", "glpat-{s}", 20, BASE64URL)
+_simple("Slack bot", "slack xoxb-{s}", 50, ALNUM + "-")
+_simple("Slack user", "slack xoxp-{s}", 60, ALNUM + "-")
+_simple("Slack app-level", "xapp-1-{s}", 40, ALNUM + "-")
+_simple("Slack webhook", "posting to https://hooks.slack.com/services/T0{s}", 40, UPPER_ALNUM)
+_simple("Discord webhook", "https://discord.com/api/webhooks/123456789012345678/{s}", 68, BASE64URL)
+_simple("Teams webhook", "https://contoso.webhook.office.com/webhookb2/{s}/IncomingWebhook/x", 36, HEX)
+_simple("AWS access key id", "aws configure set aws_access_key_id AKIA{s}", 16, UPPER_ALNUM)
+_simple("Google API key", "maps call ?key=AIza{s}", 35, BASE64URL)
+_simple("Google OAuth client secret", "GOCSPX-{s}", 28, BASE64URL)
+_simple("Google access token", "ya29.{s}", 80, BASE64URL)
+_simple("Google refresh token", "1//0{s}", 60, BASE64URL)
+_simple("npm token", "npm_{s}", 36)
+_simple("PyPI token", "pypi-AgEIcHlwaS5vcmc{s}", 60, BASE64URL)
+_simple("Mailgun key", "mailgun key-{s}", 32, HEX)
+_simple("DigitalOcean token", "dop_v1_{s}", 64, HEX)
+_simple("Shopify token", "shpat_{s}", 32, HEX)
+_simple("Square token", "sq0atp-{s}", 22, BASE64URL)
+_simple("Vault token", "X-Vault-Token: hvs.{s}", 24, BASE64URL)
+_simple("New Relic key", "NRAK-{s}", 27, UPPER_ALNUM)
+_simple("Hugging Face token", "hf_{s}", 34)
+_simple("Docker Hub PAT", "dckr_pat_{s}", 27, BASE64URL)
+_simple("Grafana service account", "glsa_{s}", 40)
+_simple("Linear key", "lin_api_{s}", 40)
+_simple("Sentry token", "sntrys_{s}", 60, ALNUM)
+_simple("Databricks token", "dapi{s}", 32, HEX)
+_simple("Atlassian token", "ATATT3x{s}", 60, BASE64URL)
+_simple("Groq key", "gsk_{s}", 52)
+_simple("Replicate token", "r8_{s}", 37)
+_simple("Doppler token", "dp.st.prd.{s}", 40)
+_simple("age secret key", "AGE-SECRET-KEY-1{s}", 58, UPPER_ALNUM)
+
+
+@_format("SendGrid key")
+def _sendgrid(values: _Values) -> tuple[str, tuple[str, ...]]:
+    first, second = values.text(22, BASE64URL), values.text(43, BASE64URL)
+    return f"sendgrid SG.{first}.{second}", (first, second)
+
+
+@_format("Terraform Cloud token")
+def _terraform(values: _Values) -> tuple[str, tuple[str, ...]]:
+    first, second = values.text(14), values.text(67, BASE64URL)
+    return f"{first}.atlasv1.{second}", (first, second)
+
+
+@_format("Postman key")
+def _postman(values: _Values) -> tuple[str, tuple[str, ...]]:
+    first, second = values.text(24, HEX), values.text(34, HEX)
+    return f"PMAK-{first}-{second}", (first, second)
+
+
+@_format("FCM server key")
+def _fcm(values: _Values) -> tuple[str, tuple[str, ...]]:
+    first, second = values.text(7, BASE64URL), values.text(134, BASE64URL)
+    return f"AAAA{first}:APA91b{second}", (second,)
+
+
+@_format("JWT")
+def _jwt(values: _Values) -> tuple[str, tuple[str, ...]]:
+    header = base64.urlsafe_b64encode(b'{"alg":"RS256","typ":"JWT"}').decode().rstrip("=")
+    payload = base64.urlsafe_b64encode(json.dumps({"sub": values.text(12)}).encode()).decode().rstrip("=")
+    signature = values.text(86, BASE64URL)
+    return f"jwt {header}.{payload}.{signature}", (payload, signature)
+
+
+# Private keys on one line.
+@_format("service account private_key (JSON)")
+def _service_account(values: _Values) -> tuple[str, tuple[str, ...]]:
+    body = values.key_body(1218)
+    escaped = "\\n".join(["-----BEGIN PRIVATE KEY-----", *body, "-----END PRIVATE KEY-----", ""])
+    return f'"private_key": "{escaped}", "client_email": "x@y.iam.gserviceaccount.com"', tuple(body)
+
+
+@_format("private key in an env file, one line")
+def _env_key(values: _Values) -> tuple[str, tuple[str, ...]]:
+    body = values.key_body(121)
+    escaped = "\\n".join(["-----BEGIN EC PRIVATE KEY-----", *body, "-----END EC PRIVATE KEY-----"])
+    return f'TLS_KEY="{escaped}"', tuple(body)
+
+
+# Private keys across lines.
+def _pem(kind: str, der_bytes: int, width: int = 64, headers: tuple[str, ...] = ()) -> FormatMaker:
+    def make(values: _Values) -> tuple[str, tuple[str, ...]]:
+        body = values.key_body(der_bytes, width)
+        block = [f"-----BEGIN {kind}-----", *headers, *body, f"-----END {kind}-----"]
+        return "\n".join(block), tuple(body)
+
+    return make
+
+
+_MAKERS.append(("PEM RSA PRIVATE KEY", _pem("RSA PRIVATE KEY", 1191)))
+_MAKERS.append(("PEM PRIVATE KEY (PKCS#8)", _pem("PRIVATE KEY", 1218)))
+_MAKERS.append(("PEM EC PRIVATE KEY", _pem("EC PRIVATE KEY", 121)))
+_MAKERS.append(("PEM OPENSSH PRIVATE KEY", _pem("OPENSSH PRIVATE KEY", 1000, width=70)))
+_MAKERS.append(("PEM ENCRYPTED PRIVATE KEY", _pem("ENCRYPTED PRIVATE KEY", 1300)))
+_MAKERS.append(
+    (
+        "PEM RSA PRIVATE KEY, legacy encrypted",
+        _pem("RSA PRIVATE KEY", 1200, headers=("Proc-Type: 4,ENCRYPTED", "DEK-Info: AES-128-CBC,8A2E3B0F44D1C9A7", "")),
+    )
+)
+_MAKERS.append(("PGP PRIVATE KEY BLOCK", _pem("PGP PRIVATE KEY BLOCK", 900, headers=("Version: GnuPG v2", ""))))
+
+
+@_format("PuTTY private key")
+def _putty(values: _Values) -> tuple[str, tuple[str, ...]]:
+    public, private = values.key_body(270), values.key_body(620)
+    lines = [
+        "PuTTY-User-Key-File-2: ssh-rsa",
+        "Encryption: none",
+        "Comment: deploy@bastion",
+        f"Public-Lines: {len(public)}",
+        *public,
+        f"Private-Lines: {len(private)}",
+        *private,
+        f"Private-MAC: {values.text(40, HEX)}",
+    ]
+    return "\n".join(lines), tuple(private)
+
+
+def formats() -> list[Format]:
+    """Every format of the corpus, in a fixed order."""
+    built = []
+    for name, maker in _MAKERS:
+        text, secrets = maker(_Values(name))
+        built.append(Format(name=name, lines=tuple(text.split("\n")), secrets=secrets))
+    return built
+
+
+# Line shapes a fragment is logged in: as is, after a log prefix, before trailing text, inside a JSON log record.
+SHAPES: dict[str, Callable[[str], str]] = {
+    "bare": lambda fragment: fragment,
+    "prefixed": lambda fragment: f"2024-05-01T10:00:00.123Z ERROR worker[812]: {fragment}",
+    "suffixed": lambda fragment: f"{fragment} (attempt 2/5, backing off 1.5s)",
+    "json": lambda fragment: json.dumps({"ts": "2024-05-01T10:00:00Z", "level": "error", "msg": fragment}),
+}
+# Private keys logged line by line: as is, each line behind a container runtime's timestamp, indented in YAML.
+MULTILINE_SHAPES: dict[str, Callable[[str], str]] = {
+    "bare": lambda line: line,
+    "prefixed": lambda line: f"2024-05-01T10:00:00.123456789Z stderr F {line}",
+    "indented": lambda line: f"    {line}",
+}
+
+
+def shaped_lines(fmt: Format) -> Iterator[tuple[str, list[str]]]:
+    """(shape name, the format's lines in that shape) for every shape that applies to the format."""
+    if fmt.multiline:
+        for name, shape in MULTILINE_SHAPES.items():
+            yield name, [shape(line) for line in fmt.lines]
+    else:
+        for name, shape in SHAPES.items():
+            yield name, [shape(fmt.lines[0])]
+
+
+def pieces(secret: str) -> list[str]:
+    """What must not show of a secret: all of a short one, every aligned 8-character piece of a long one.
+
+    A leak of 15 characters or more in a row always contains one whole aligned piece.
+    """
+    if len(secret) < 16:
+        return [secret]
+    return [secret[i : i + 8] for i in range(0, len(secret) - 7, 8)]
+
+
+def leaks(fmt: Format, shown: str) -> list[str]:
+    """The pieces of ``fmt``'s secrets that ``shown`` contains."""
+    return [piece for secret in fmt.secrets for piece in pieces(secret) if piece in shown]
+
+
+# Ordinary log lines that must come out exactly as they went in.
+ORDINARY_LINES = (
+    "2024-05-01T10:00:00.123Z INFO payments-api request_id=7f9c2ba4-e88f-11ee-a8b9-0242ac120002 method=POST "
+    "path=/v1/charges status=200 duration_ms=184",
+    "May  1 10:00:01 web-1 sshd[2211]: Failed password for invalid user admin from 203.0.113.7 port 52144 ssh2",
+    "May  1 10:00:02 web-1 sshd[2212]: Accepted publickey for deploy from 198.51.100.23 port 40022 ssh2: RSA "
+    "SHA256:uNiVztksCsDhcc0u9e8BujQXVUpKZIDTMczCvj3tD2s",
+    '2024-05-01 10:00:03 UTC [811] FATAL:  password authentication failed for user "app"',
+    "deploy: checked out 3f2a9c4e1b7d8a6f5e4c3b2a1908f7e6d5c4b3a2 (main) in 1.84s",
+    "image registry.example.com/payments-api@sha256:9b2f4c1e8a7d6b5c4f3e2d1c0b9a8f7e6d5c4b3a29180f7e6d5c4b3a2918f7e6",
+    '10.0.0.12 - - [01/May/2024:10:00:03 +0000] "GET /healthz HTTP/1.1" 200 2 "-" "kube-probe/1.29"',
+    '"GET /api/v1/users/42?page=2&per_page=50 HTTP/1.1" 200 1532 "-" "Mozilla/5.0 (X11; Linux x86_64) '
+    'AppleWebKit/537.36 (KHTML, like Gecko) Chrome/124.0.0.0 Safari/537.36"',
+    "connected to postgres://db.internal:5432/payments (pool size 20)",
+    "retry 3/5 after 2.5s backoff (HTTP 503 from https://api.example.com:8443/v2/charges)",
+    "redis connection established host=10.0.3.7 port=6379 db=0 latency=0.8ms",
+    '  File "/usr/lib/python3.11/site-packages/sqlalchemy/engine/base.py", line 1964, in _exec_single_context',
+    "    at com.example.payments.ChargeService.process(ChargeService.java:214)",
+    "Caused by: java.net.SocketTimeoutException: Read timed out",
+    "java.lang.OutOfMemoryError: Java heap space",
+    "11:02:51 search-api INFO p99 latency 840ms (SLO 500ms), p50 120ms, error rate 0.4%",
+    "GC pause 12.3ms, heap 512MiB/2048MiB, 3 collections in the last 60s",
+    "ipv6 peer [2001:db8::8a2e:370:7334]:443 connected after 0.031s",
+    "uploaded /var/lib/app/exports/2024/05/01/report-final.csv (1.2 MB) in 3.4s",
+    "/home/User1/Projects/MyApp2/src/main/java",
+    "C:\\ProgramData\\PaymentsApp\\logs\\service.log rotated at 00:00",
+    "tests: pass=120 fail=2 skip=1 duration=93.2s",
+    "llm call model=gpt-4o max_tokens=120 tokens_used=512 temperature=0.2",
+    "cache hit ratio 0.93 keyspace=payments evicted_keys=1200 monkey=chaos",
+    "docker run -d -p 8080:80 -u 1000:1000 --name web nginx:1.25",
+    "gcc -pthread -O2 -Wall -o build/server src/server.c",
+    "find /var/log -name '*.gz' -mtime +7 -print",
+    "mkdir -p /var/lib/incident-desk && chmod 700 /var/lib/incident-desk",
+    "ssh -p 2222 deploy@bastion.example.com 'systemctl restart payments-api'",
+    "git push -u origin feature/retry-charges",
+    "kubectl rollout status deployment/payments-api -n prod --timeout=120s",
+    "Authorization header missing on request to /v1/charges",
+    "bearer token expired for client web-frontend; refreshing",
+    "password reset email sent to user 8812",
+    "user session started for tenant acme (ttl 3600s)",
+    "trace_id=4bf92f3577b34da6a3ce929d0e0e4736 span_id=00f067aa0ba902b7 sampled=1",
+    "Event: Pod payments-api-7d9f8b6c5d-x2k4p Started container payments-api",
+    "uuid 123e4567-e89b-12d3-a456-426614174000 assigned to job 9921",
+    'ts=1714557600.123456 level=debug msg="tick" queue_depth=0',
+    "kafka consumer group payments lag=1200 partition=3 offset=884213",
+    "Completed 200 OK in 12ms (Views: 0.4ms | ActiveRecord: 3.1ms | Allocations: 2211)",
+    "checksum md5=9e107d9d372bb6826bd81d3542a419d6 size=48213",
+    "SELECT id, amount FROM charges WHERE created_at > now() - interval '1 hour' LIMIT 50",
+    "npm WARN deprecated request@2.88.2: request has been deprecated",
+    "Signal SIGTERM received, shutting down; design=v2 assign=ops",
+    "x-request-id: 0f8fad5b-d9cb-469f-a165-70867728950e",
+    "content-type: application/json; charset=utf-8",
+    "ServiceUnavailable",
+    "----------------------------------------------------------------",
+    "WARN index segment merge running",
+    "loaded TLS certificate -----BEGIN CERTIFICATE----- for api.example.com (expires 2025-01-01)",
+)
