@@ -1,0 +1,126 @@
+"""Incidents from a real Prometheus Alertmanager next to the folder layout, through a real MCP client."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from incident_desk.server import build_server
+from tests.alertmanager import Alertmanager, alert, counting_proxy, needs_alertmanager, running_alertmanager
+from tests.helpers import AppFactory, connect, text_of
+
+pytestmark = [pytest.mark.anyio, needs_alertmanager]
+
+
+@pytest.fixture
+def manager(tmp_path: Path) -> Iterator[Alertmanager]:
+    with running_alertmanager(tmp_path) as running:
+        yield running
+
+
+def folder_desk(root: Path) -> Path:
+    incident = root / "incidents" / "INC-1"
+    incident.mkdir(parents=True)
+    (incident / "incident.toml").write_text(
+        'title = "Disk full"\nservice = "db"\nseverity = "high"\nstatus = "open"\nopened = 2026-11-30T10:00:00Z\n',
+        encoding="utf-8",
+    )
+    (incident / "log.txt").write_text("10:00 db disk 100%\n", encoding="utf-8")
+    (root / "runbooks").mkdir()
+    (root / "runbooks" / "payments-api.md").write_text("# payments-api\nRestart it.\n", encoding="utf-8")
+    return root
+
+
+def sources(manager: Alertmanager, **extra: Any) -> list[dict[str, Any]]:
+    return [{"kind": "folder"}, {"kind": "alertmanager", "name": "prod", "url": manager.url, **extra}]
+
+
+STARTED = datetime(2026, 11, 30, 9, 30, tzinfo=UTC)
+
+
+async def test_firing_alerts_are_incidents_with_mapped_fields(
+    make_app: AppFactory, manager: Alertmanager, tmp_path: Path, era: str
+) -> None:
+    manager.post(
+        alert("HighLatency", starts=STARTED, service="payments-api", severity="critical", summary="p99 over SLO"),
+        alert("TargetDown", starts=STARTED, job="node", severity="warning"),
+    )
+    app = make_app(data_dir=folder_desk(tmp_path / "desk"), incident_sources=sources(manager, cache_seconds=0))
+    async with connect(build_server(app), era) as client:
+        index = text_of(await client.read_resource("incident://index")).splitlines()
+        listed = await client.call_tool("list_incidents", {})
+    by_service = {entry["service"]: entry for entry in listed.structured_content["incidents"]}
+    assert set(by_service) == {"db", "payments-api", "node"}
+    latency, down = by_service["payments-api"], by_service["node"]
+    assert latency["id"].startswith("prod-") and latency["id"] in index and down["id"] in index and "INC-1" in index
+    assert (latency["title"], latency["severity"], latency["status"], latency["source"]) == (
+        "p99 over SLO",
+        "critical",
+        "firing",
+        "prod",
+    )
+    assert datetime.fromisoformat(latency["opened"]) == STARTED
+    assert (down["title"], down["severity"]) == ("TargetDown", "warning")
+    assert by_service["db"]["source"] == "folder"
+    assert f"{latency['id']} [critical, firing] payments-api: p99 over SLO (source: prod)" in text_of(listed)
+
+
+async def test_a_resolved_alert_leaves_the_index(make_app: AppFactory, manager: Alertmanager, tmp_path: Path) -> None:
+    firing = alert("HighLatency", starts=STARTED, service="payments-api", severity="critical")
+    manager.post(firing)
+    app = make_app(data_dir=folder_desk(tmp_path / "desk"), incident_sources=sources(manager, cache_seconds=0))
+    async with connect(build_server(app), "legacy") as client:
+        before = text_of(await client.read_resource("incident://index")).splitlines()
+        manager.post({**firing, "endsAt": (datetime.now(UTC) - timedelta(seconds=1)).isoformat()})
+        after = text_of(await client.read_resource("incident://index")).splitlines()
+    assert len(before) == 2 and after == ["INC-1"]
+
+
+async def test_a_stopped_alertmanager_is_a_named_error_and_folders_keep_serving(
+    make_app: AppFactory, manager: Alertmanager, tmp_path: Path, era: str
+) -> None:
+    manager.post(alert("HighLatency", starts=STARTED, service="payments-api", severity="critical"))
+    app = make_app(
+        data_dir=folder_desk(tmp_path / "desk"),
+        incident_sources=sources(manager, cache_seconds=0, timeout_seconds=2),
+    )
+    async with connect(build_server(app), era) as client:
+        (alert_id,) = [i for i in text_of(await client.read_resource("incident://index")).splitlines() if i != "INC-1"]
+        manager.stop()
+        listed = await client.call_tool("list_incidents", {})
+        read = await client.call_tool("read_incident_log", {"incidentId": alert_id})
+        folder_log = await client.call_tool("read_incident_log", {"incidentId": "INC-1"})
+        index = text_of(await client.read_resource("incident://index"))
+    assert [entry["id"] for entry in listed.structured_content["incidents"]] == ["INC-1"]
+    (skipped,) = listed.structured_content["skipped"]
+    assert skipped["entry"] == "source prod"
+    assert f"alertmanager 'prod' at {manager.url} cannot be reached" in skipped["reason"]
+    assert read.is_error
+    assert text_of(read).startswith(f"Incident {alert_id} cannot be served: its source is down: alertmanager 'prod'")
+    assert not folder_log.is_error and "db disk 100%" in text_of(folder_log)
+    assert index == "INC-1"
+
+
+async def test_a_burst_of_calls_makes_one_api_call(make_app: AppFactory, manager: Alertmanager, tmp_path: Path) -> None:
+    manager.post(alert("HighLatency", starts=STARTED, service="payments-api", severity="critical"))
+    with counting_proxy(manager.url) as proxy:
+        source = {"kind": "alertmanager", "name": "prod", "url": proxy.url, "cache_seconds": 30}
+        app = make_app(data_dir=folder_desk(tmp_path / "desk"), incident_sources=[{"kind": "folder"}, source])
+        async with connect(build_server(app), "legacy") as client, anyio.create_task_group() as burst:
+            for number in range(50):
+                if number % 2:
+                    burst.start_soon(client.call_tool, "list_incidents", {})
+                else:
+                    burst.start_soon(client.read_resource, "incident://index")
+        listed = await _listed_ids(app)
+    assert proxy.alert_reads == 1
+    assert len(listed) == 2
+
+
+async def _listed_ids(app: Any) -> list[str]:
+    return [incident.id for incident in app.desk.incidents()]
