@@ -175,7 +175,7 @@ class JournaldLogConfig(BaseModel):
     lookback_minutes: Annotated[float, Field(ge=0)] = DEFAULT_LOOKBACK_MINUTES
 
     def as_command(self) -> CommandLogConfig:
-        argv = ["journalctl", "--no-pager", "--quiet", "--output=short-iso", f"--unit={self.unit}"]
+        argv = ["journalctl", "--no-pager", "--output=short-iso", f"--unit={self.unit}"]
         argv += ["--since=@{since_epoch}", "--until=@{until_epoch}"]
         if self.directory is not None:
             argv.append("--directory=" + _literal(str(self.directory)))
