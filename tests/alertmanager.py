@@ -7,6 +7,7 @@ import socket
 import subprocess
 import threading
 import time
+import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -32,9 +33,10 @@ def _free_port() -> int:
 class Alertmanager:
     url: str
     process: subprocess.Popen[bytes]
+    basic_auth: tuple[str, str] | None = None
 
     def post(self, *alerts: dict[str, Any]) -> None:
-        response = httpx2.post(self.url + "/api/v2/alerts", json=list(alerts), timeout=5)
+        response = httpx2.post(self.url + "/api/v2/alerts", json=list(alerts), timeout=5, auth=self.basic_auth)
         assert response.status_code == 200, response.text
 
     def stop(self) -> None:
@@ -91,29 +93,43 @@ def counting_proxy(upstream: str) -> Iterator[CountingProxy]:
         server.server_close()
 
 
+def bcrypt_hash(password: str) -> str:
+    """What Alertmanager's web config wants for a basic-auth user (no bcrypt package here: the C library's)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import crypt
+
+        return crypt.crypt(password, crypt.mksalt(crypt.METHOD_BLOWFISH))  # noqa: S324 -- bcrypt, as Alertmanager wants
+
+
 @contextmanager
-def running_alertmanager(tmp_path: Path) -> Iterator[Alertmanager]:
+def running_alertmanager(tmp_path: Path, basic_auth: tuple[str, str] | None = None) -> Iterator[Alertmanager]:
     assert BINARY is not None
     config = tmp_path / "alertmanager.yml"
     config.write_text("route:\n  receiver: nobody\nreceivers:\n  - name: nobody\n", encoding="utf-8")
     port = _free_port()
+    argv = [
+        BINARY,
+        f"--config.file={config}",
+        f"--storage.path={tmp_path / 'alertmanager-data'}",
+        f"--web.listen-address=127.0.0.1:{port}",
+        "--cluster.listen-address=",
+    ]
+    if basic_auth is not None:
+        web = tmp_path / "web.yml"
+        web.write_text(f"basic_auth_users:\n  {basic_auth[0]}: '{bcrypt_hash(basic_auth[1])}'\n", encoding="utf-8")
+        argv.append(f"--web.config.file={web}")
     process = subprocess.Popen(
-        [
-            BINARY,
-            f"--config.file={config}",
-            f"--storage.path={tmp_path / 'alertmanager-data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-            "--cluster.listen-address=",
-        ],
+        argv,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    manager = Alertmanager(f"http://127.0.0.1:{port}", process)
+    manager = Alertmanager(f"http://127.0.0.1:{port}", process, basic_auth)
     try:
         deadline = time.monotonic() + 20
         while True:
             try:
-                if httpx2.get(manager.url + "/-/ready", timeout=1).status_code == 200:
+                if httpx2.get(manager.url + "/-/ready", timeout=1, auth=basic_auth).status_code == 200:
                     break
             except httpx2.HTTPError:
                 pass

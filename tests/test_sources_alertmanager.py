@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -9,10 +10,13 @@ from typing import Any
 
 import anyio
 import pytest
+from mcp_types import ResourceTemplateReference
 
 from incident_desk.server import build_server
 from tests.alertmanager import Alertmanager, alert, counting_proxy, needs_alertmanager, running_alertmanager
+from tests.fakes import MemoryKeyring
 from tests.helpers import AppFactory, connect, text_of
+from tests.restart_helpers import approve
 
 pytestmark = [pytest.mark.anyio, needs_alertmanager]
 
@@ -124,3 +128,78 @@ async def test_a_burst_of_calls_makes_one_api_call(make_app: AppFactory, manager
 
 async def _listed_ids(app: Any) -> list[str]:
     return [incident.id for incident in app.desk.incidents()]
+
+
+async def test_the_incident_workflow_on_an_alertmanager_incident_with_a_files_log(
+    make_app: AppFactory, manager: Alertmanager, tmp_path: Path, era: str
+) -> None:
+    logs = tmp_path / "var-log" / "payments"
+    logs.mkdir(parents=True)
+    (logs / "app.log.1.gz").write_bytes(gzip.compress(b"09:59 payments-api INFO pool warming\n"))
+    (logs / "app.log").write_bytes(b"10:01 payments-api ERROR upstream timeout token=sk-abcdefghijklmnop1234\n")
+    manager.post(
+        alert("HighLatency", starts=STARTED, service="payments-api", severity="critical", summary="p99 over SLO")
+    )
+    app = make_app(
+        data_dir=folder_desk(tmp_path / "desk"),
+        incident_sources=sources(manager),
+        services={"payments-api": {"logs": {"kind": "files", "paths": [str(logs / "app.log*")]}}},
+    )
+    async with connect(build_server(app), era, elicitation_callback=approve()) as client:
+        (alert_id,) = [i for i in text_of(await client.read_resource("incident://index")).splitlines() if i != "INC-1"]
+        log = text_of(await client.read_resource(f"incident://{alert_id}/log"))
+        page = await client.call_tool("read_incident_log", {"incidentId": alert_id, "limit": 1})
+        found = await client.call_tool("search_incident_log", {"incidentId": alert_id, "pattern": "ERROR"})
+        runbook = text_of(await client.read_resource("runbook://payments-api"))
+        prompt = await client.get_prompt("postmortem", {"incidentId": alert_id})
+        summary = await client.call_tool("summarize_incident", {"incidentId": alert_id})
+        restart = await client.call_tool("restart_service", {"service": "payments-api"})
+        completion = await client.complete(
+            ResourceTemplateReference(type="ref/resource", uri="incident://{id}/log"), {"name": "id", "value": "prod"}
+        )
+    assert log.splitlines()[0] == "09:59 payments-api INFO pool warming"
+    assert "sk-abcdefghijklmnop1234" not in log and "upstream timeout" in log
+    assert text_of(page).startswith("1: 09:59 payments-api INFO pool warming\n")
+    assert text_of(found).startswith("2: 10:01 payments-api ERROR upstream timeout")
+    assert runbook.startswith("# payments-api")
+    assert "postmortem" in str(prompt.messages[0].content) and "upstream timeout token=[REDACTED]" in str(
+        prompt.messages
+    )
+    assert not summary.is_error and "upstream timeout" in text_of(summary)
+    assert text_of(restart).startswith("RESTARTED payments-api under CHG-2291")
+    assert alert_id in completion.completion.values
+
+
+async def test_basic_auth_takes_its_password_from_the_environment_and_names_a_refusal(
+    make_app: AppFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with running_alertmanager(tmp_path, basic_auth=("desk", "s3cret-pass")) as guarded:
+        guarded.post(alert("HighLatency", starts=STARTED, service="payments-api", severity="critical"))
+        source = {"kind": "alertmanager", "name": "prod", "url": guarded.url, "auth": "basic", "username": "desk"}
+        config = {"data_dir": folder_desk(tmp_path / "desk"), "incident_sources": [{"kind": "folder"}, source]}
+        missing = [p.reason for p in make_app(**config).desk.problems()]
+        monkeypatch.setenv("INCIDENT_DESK_SOURCE_PROD", "wrong")
+        refused = [p.reason for p in make_app(**config).desk.problems()]
+        monkeypatch.setenv("INCIDENT_DESK_SOURCE_PROD", "s3cret-pass")
+        app = make_app(**config)
+        async with connect(build_server(app), "legacy") as client:
+            listed = await client.call_tool("list_incidents", {})
+    assert missing == [
+        f"alertmanager 'prod' at {guarded.url} needs a password: set it with `incident-desk key set --source prod` "
+        "or INCIDENT_DESK_SOURCE_PROD"
+    ]
+    assert refused == [f"alertmanager 'prod' at {guarded.url} refused the credentials (HTTP 401)"]
+    assert "s3cret" not in " ".join(missing + refused)
+    assert len(listed.structured_content["incidents"]) == 2
+
+
+def test_the_password_can_come_from_the_keychain(
+    make_app: AppFactory, tmp_path: Path, memory_keyring: MemoryKeyring
+) -> None:
+    with running_alertmanager(tmp_path, basic_auth=("desk", "s3cret-pass")) as guarded:
+        guarded.post(alert("HighLatency", starts=STARTED, service="payments-api", severity="critical"))
+        memory_keyring.set_password("incident-desk", "source-prod", "s3cret-pass")
+        source = {"kind": "alertmanager", "name": "prod", "url": guarded.url, "auth": "basic", "username": "desk"}
+        app = make_app(data_dir=folder_desk(tmp_path / "desk"), incident_sources=[{"kind": "folder"}, source])
+        assert app.desk.problems() == []
+        assert [incident.source for incident in app.desk.incidents()] == ["folder", "prod"]

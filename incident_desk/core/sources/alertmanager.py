@@ -64,7 +64,7 @@ class AlertmanagerSource:
         if not secret:
             raise SourceDown(
                 f"{self.describe()} needs a {'password' if self.config.auth == 'basic' else 'token'}: set it with "
-                f"`incident-desk key set {self.config.secret_name}` or INCIDENT_DESK_"
+                f"`incident-desk key set --source {self.name}` or INCIDENT_DESK_"
                 f"{self.config.secret_name.upper().replace('-', '_').replace('.', '_')}"
             )
         if self.config.auth == "basic":
