@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gzip
+import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -15,7 +17,7 @@ from mcp_types import ResourceTemplateReference
 from incident_desk.server import build_server
 from tests.alertmanager import Alertmanager, alert, counting_proxy, needs_alertmanager, running_alertmanager
 from tests.fakes import MemoryKeyring
-from tests.helpers import AppFactory, connect, text_of
+from tests.helpers import ROOT, AppFactory, child_env, connect, text_of
 from tests.restart_helpers import approve
 
 pytestmark = [pytest.mark.anyio, needs_alertmanager]
@@ -203,3 +205,48 @@ def test_the_password_can_come_from_the_keychain(
         app = make_app(data_dir=folder_desk(tmp_path / "desk"), incident_sources=[{"kind": "folder"}, source])
         assert app.desk.problems() == []
         assert [incident.source for incident in app.desk.incidents()] == ["folder", "prod"]
+
+
+@pytest.mark.subprocess
+def test_doctor_checks_each_configured_source_from_the_config_file(manager: Alertmanager, tmp_path: Path) -> None:
+    manager.post(alert("HighLatency", starts=STARTED, service="payments-api", severity="critical"))
+    dead_port = manager.url.rsplit(":", 1)[1]
+    config = tmp_path / "desk.toml"
+    config.write_text(
+        f"""
+data_dir = "{folder_desk(tmp_path / "desk")}"
+
+[[incident_sources]]
+kind = "folder"
+
+[[incident_sources]]
+kind = "alertmanager"
+name = "prod"
+url = "{manager.url}"
+service_label = "service"
+
+[[incident_sources]]
+kind = "alertmanager"
+name = "staging"
+url = "http://127.0.0.1:{int(dead_port) + 1 if int(dead_port) < 65535 else 1}"
+
+[services.payments-api.logs]
+kind = "files"
+paths = ["{tmp_path}/logs/app.log*"]
+""",
+        encoding="utf-8",
+    )
+    completed = subprocess.run(
+        [sys.executable, "-m", "incident_desk", "doctor", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        env=child_env(tmp_path / "audit.sqlite3"),
+        cwd=ROOT,
+        timeout=120,
+        check=False,
+    )
+    assert f"[ok] incident source folder: folder 'folder' at {tmp_path / 'desk'}: 1 incidents" in completed.stdout
+    assert f"[ok] incident source prod: alertmanager 'prod' at {manager.url}: 1 firing" in completed.stdout
+    assert "[FAIL] incident source staging: alertmanager 'staging' at http://127.0.0.1:" in completed.stdout
+    assert "[ok] stdio handshake" in completed.stdout, "a source that is down must not stop the desk from serving"
+    assert completed.returncode == 1
