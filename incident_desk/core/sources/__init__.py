@@ -74,17 +74,25 @@ class IncidentSources:
                 self.sources.append(_Folder(config.name, desk))
             else:
                 self.sources.append(AlertmanagerSource(config, functools.partial(secret, config.secret_name)))
+        only = self.sources[0] if len(self.sources) == 1 else None
+        self._only_the_data_directory = isinstance(only, _Folder) and only.name == "folder" and only.desk is data
         self.logs: dict[str, FilesLog | CommandLog] = {
             service: FilesLog(service, config) if isinstance(config, FilesLogConfig) else CommandLog(service, config)
             for service, config in (logs or {}).items()
         }
 
     def listing(self) -> Listing:
+        """All sources' incidents, the data directory's runbooks, and every problem, each source asked once."""
+        if self._only_the_data_directory:
+            return self.data.listing()  # the default: exactly the folder layout's view, at its cost
         incidents: dict[str, Incident] = {}
         problems: list[Problem] = []
+        data_listing: Listing | None = None
         for source in self.sources:
             if isinstance(source, _Folder):
                 listed = source.desk.listing()
+                if source.desk is self.data:
+                    data_listing = listed
                 found = listed.incidents
                 if source.name != "folder":
                     found = {key: dataclasses.replace(value, source=source.name) for key, value in found.items()}
@@ -100,10 +108,10 @@ class IncidentSources:
                     problems.append(Problem(f"{source.name}/{key}", f"id already served by {incidents[key].source}"))
                 else:
                     incidents[key] = incident
-        runbooks = self.data.listing()
-        if not any(isinstance(source, _Folder) and source.desk is self.data for source in self.sources):
-            problems.extend(runbooks.problems)
-        return Listing(incidents, runbooks.runbook_services, tuple(problems))
+        if data_listing is None:
+            data_listing = self.data.listing()
+            problems.extend(data_listing.problems)
+        return Listing(incidents, data_listing.runbook_services, tuple(problems))
 
     def incidents(self) -> list[Incident]:
         incidents = self.listing().incidents
