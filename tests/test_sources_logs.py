@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import os
 import shutil
 import sys
 import time
@@ -82,15 +83,24 @@ def test_appended_lines_show_up_and_older_cursors_stay_valid(tmp_path: Path) -> 
     sources = desk_with_logs(tmp_path, {"payments": {"kind": "files", "paths": [str(tmp_path / "logs/app.log*")]}})
     with sources.service_log("X", "payments", OPENED) as handle:
         first = logfile.read_page(handle, limit=1599)
+        spool_identity = os.fstat(handle.fileno()).st_ino
     with (tmp_path / "logs/app.log").open("ab") as log:
-        log.write(b"fresh line\n")
+        log.write(b"fresh line\nhalf a li")
     with sources.service_log("X", "payments", OPENED) as handle:
         assert first.next_cursor is not None
         rest = logfile.read_page(handle, cursor=first.next_cursor, limit=10)
+    with (tmp_path / "logs/app.log").open("ab") as log:
+        log.write(b"ne\n")
+    with sources.service_log("X", "payments", OPENED) as handle:
+        assert os.fstat(handle.fileno()).st_ino == spool_identity, "a growing log is appended to, not re-spooled"
+        assert rest.next_cursor is None
+        whole = handle.read()
     assert [(line.number, line.text) for line in rest.lines] == [
         (1600, "gen0 line 399 payments ERROR code=0"),
         (1601, "fresh line"),
+        (1602, "half a li"),
     ]
+    assert whole.endswith(b"code=0\nfresh line\nhalf a line\n")
 
 
 def test_a_glob_outside_its_roots_is_refused(tmp_path: Path) -> None:

@@ -8,12 +8,14 @@ a client pages.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import gzip
 import hashlib
 import os
 import re
 import selectors
+import shutil
 import signal
 import stat
 import subprocess
@@ -66,7 +68,8 @@ class _Spool:
     """A private directory of spool files, removed with the process; each read opens its own description."""
 
     def __init__(self) -> None:
-        self._dir = Path(tempfile.mkdtemp(prefix="incident-desk-logs-"))
+        self._dir = Path(tempfile.mkdtemp(prefix="incident-desk-logs-"))  # mode 0700: this user only
+        atexit.register(shutil.rmtree, self._dir, ignore_errors=True)
 
     def write(self, name: str, produce: Callable[[BinaryIO], object]) -> Path:
         final = self._dir / name
@@ -132,7 +135,10 @@ class FilesLog:
     def open(self) -> BinaryIO:
         with self._lock:
             inputs = tuple(self._inputs())
-            if self._current is None or self._current[0] != inputs:
+            if self._current is not None and self._only_grew(self._current[0], inputs):
+                self._append_growth(self._current, inputs[-1])
+                self._current = (inputs, self._current[1])
+            elif self._current is None or self._current[0] != inputs:
                 previous = self._current[1] if self._current else None
                 digest = hashlib.sha256(repr(inputs).encode()).hexdigest()[:16]
                 path = spool().write(f"files-{self.service}-{digest}", lambda out: self._concatenate(inputs, out))
@@ -140,6 +146,30 @@ class FilesLog:
                     spool().discard(previous)
                 self._current = (inputs, path)
             return self._current[1].open("rb")  # the caller closes it
+
+    def _only_grew(self, before: tuple[_Input, ...], now: tuple[_Input, ...]) -> bool:
+        """Whether the only change is the newest (plain) file growing: the usual case of a live log."""
+        if len(before) != len(now) or before[:-1] != now[:-1] or now[-1].gzipped or before[-1].path != now[-1].path:
+            return False
+        (dev, ino, size, _), (new_dev, new_ino, new_size, _) = before[-1].signature, now[-1].signature
+        spooled = self._current[1].stat().st_size if self._current else 0
+        return (
+            (dev, ino) == (new_dev, new_ino) and new_size > size and spooled + new_size - size <= self.config.max_bytes
+        )
+
+    def _append_growth(self, current: tuple[tuple[_Input, ...], Path], grown: _Input) -> None:
+        """Append what the newest file gained to the spool: offsets already handed out stay where they were."""
+        start, end = current[0][-1].signature[2], grown.signature[2]
+        fd = os.open(grown.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise LogSourceError(f"{grown.path} is not a regular file")
+            with current[1].open("ab") as out:
+                while start < end and (chunk := os.pread(fd, min(_CHUNK, end - start), start)):
+                    out.write(chunk)
+                    start += len(chunk)
+        finally:
+            os.close(fd)
 
     def _concatenate(self, inputs: tuple[_Input, ...], out: BinaryIO) -> None:
         kept = _newest_within(inputs, self.config.max_bytes)
@@ -149,12 +179,12 @@ class FilesLog:
                 f"[incident-desk: {left_out} older rotated file(s) left out: the log is over its max_bytes "
                 f"cap of {self.config.max_bytes} bytes]\n".encode()
             )
-        for item in kept:
+        for number, item in enumerate(kept, start=1):
             last = b"\n"
             for chunk in _read_input(item):
                 out.write(chunk)
                 last = chunk[-1:]
-            if last != b"\n":
+            if last != b"\n" and number < len(kept):
                 out.write(b"\n")  # the next file starts a line of its own
 
 
