@@ -5,6 +5,7 @@ Features import this module, the core and ``client_features``; never the server 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -17,6 +18,7 @@ from incident_desk.core.cursors import CursorSeal
 from incident_desk.core.desk import Desk, LogUnavailable, bundled_sample_desk
 from incident_desk.core.logfile import read_tail
 from incident_desk.core.redact import SECRETS, Redaction, redact
+from incident_desk.core.sources import IncidentSources
 from incident_desk.settings import Settings
 
 T = TypeVar("T")
@@ -27,7 +29,7 @@ class DeskApp:
     """What the feature modules share: settings, data, and the services built from them."""
 
     settings: Settings
-    desk: Desk
+    desk: IncidentSources
     journal: AuditJournal
     sealing_keys: list[bytes] = field(default_factory=list)
     log_levels: ClientLogLevels = field(default_factory=ClientLogLevels)
@@ -82,11 +84,26 @@ class DeskApp:
         )
 
 
+def source_secret(settings: Settings) -> Callable[[str], str | None]:
+    """An incident source's password or token: its INCIDENT_DESK_SOURCE_<NAME> variable, else the keychain."""
+
+    def lookup(name: str) -> str | None:
+        from pydantic import SecretStr
+
+        from incident_desk.core import credentials
+
+        value = os.environ.get(credentials.env_var_name(name).replace(".", "_"))
+        return credentials.resolve_secret(SecretStr(value) if value else None, settings.keyring_service, name).value
+
+    return lookup
+
+
 def build_app(settings: Settings, sealing_keys: list[bytes] | None = None) -> DeskApp:
     root = settings.data_dir if settings.data_dir is not None else bundled_sample_desk()
+    data = Desk(root, max_file_bytes=settings.max_data_file_bytes)
     return DeskApp(
         settings=settings,
-        desk=Desk(root, max_file_bytes=settings.max_data_file_bytes),
+        desk=IncidentSources(data, settings.incident_sources, settings.service_logs, secret=source_secret(settings)),
         journal=AuditJournal(settings.audit_path),
         sealing_keys=sealing_keys or [],
     )

@@ -73,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     key = commands.add_parser("key", help="store, show (masked) or delete the model provider's API key")
     _add_settings_flags(key)
     key.add_argument("action", choices=["set", "show", "delete"])
+    key.add_argument("--source", help="an incident source's password or token instead (its [[incident_sources]] name)")
 
     token = commands.add_parser("token", help="create or show the HTTP bearer token / sealing key")
     _add_settings_flags(token)
@@ -159,7 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "audit":
             return _audit(settings, args.limit)
         if args.command == "key":
-            return _key(settings, args.action)
+            return _key(settings, args.action, args.source)
         if args.command == "token":
             return _token(settings, args.action, args.kind)
         if args.command == "doctor":
@@ -225,10 +226,11 @@ def _secret_command(settings: Settings, name: str, action: str, *, value_source:
         return 1
 
 
-def _key(settings: Settings, action: str) -> int:
+def _key(settings: Settings, action: str, source: str | None = None) -> int:
     from incident_desk.core.credentials import PROVIDER_API_KEY
 
-    return _secret_command(settings, PROVIDER_API_KEY, action, value_source="prompt")
+    name = PROVIDER_API_KEY if source is None else f"source-{source}"
+    return _secret_command(settings, name, action, value_source="prompt")
 
 
 def _token(settings: Settings, action: str, kind: str) -> int:

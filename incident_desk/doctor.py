@@ -93,6 +93,13 @@ def run_doctor(settings: Settings) -> int:
     report(desk.root.is_dir(), "data directory", f"{root} ({len(listing.incidents)} incidents)")
     for problem in listing.problems:
         report(False, f"data entry {problem.entry}", problem.reason)
+    if settings.incident_sources:
+        from incident_desk.app import source_secret
+        from incident_desk.core.sources import IncidentSources
+
+        sources = IncidentSources(desk, settings.incident_sources, secret=source_secret(settings))
+        for ok, what, detail in sources.check():
+            report(ok, what, detail)
     try:
         AuditJournal(settings.audit_path)
         report(True, "audit journal", str(settings.audit_path))

@@ -28,6 +28,7 @@ from pydantic_settings import (
 from incident_desk.core.actions import RestartAction
 from incident_desk.core.credentials import ENV_PREFIX, SECRET_SETTINGS
 from incident_desk.core.names import SERVICE_NAME, is_safe_name
+from incident_desk.core.sources.config import IncidentSourceConfig, LogSourceConfig, check_unique_names
 
 APP_NAME = "incident-desk"
 CONFIG_ENV_VAR = "INCIDENT_DESK_CONFIG"
@@ -177,6 +178,35 @@ class Settings(BaseSettings):
     services: dict[str, RestartAction] = Field(
         default_factory=dict, description="Per-service restart action (command argv or simulate)."
     )
+    incident_sources: list[IncidentSourceConfig] = Field(
+        default_factory=list,
+        description="Where incidents come from ([[incident_sources]]: folder, alertmanager); unset: data_dir.",
+    )
+    service_logs: dict[str, LogSourceConfig] = Field(
+        default_factory=dict,
+        description="Per-service log source, written [services.<name>.logs] (files, journald, command).",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _logs_out_of_services(cls, data: Any) -> Any:
+        """``[services.<name>.logs]`` sits beside the restart action in the file; it is kept apart here."""
+        if isinstance(data, dict) and isinstance(data.get("services"), dict):
+            services, logs = {}, dict(data.get("service_logs") or {})
+            for name, table in data["services"].items():
+                if isinstance(table, dict) and "logs" in table:
+                    table = {key: value for key, value in table.items() if key != "logs"}
+                    logs[name] = data["services"][name]["logs"]
+                    if not table:
+                        continue  # a service with a log source and no restart action
+                services[name] = table
+            data = {**data, "services": services, "service_logs": logs}
+        return data
+
+    @field_validator("incident_sources")
+    @classmethod
+    def _source_names_are_unique(cls, value: list[Any]) -> list[Any]:
+        return check_unique_names(value)
 
     @classmethod
     def settings_customise_sources(
@@ -208,7 +238,7 @@ class Settings(BaseSettings):
             raise ValueError(f"{value} is not a directory")
         return value
 
-    @field_validator("services")
+    @field_validator("services", "service_logs")
     @classmethod
     def _service_names_are_valid(cls, value: dict[str, Any]) -> dict[str, Any]:
         bad = sorted(name for name in value if not is_safe_name(name, SERVICE_NAME))

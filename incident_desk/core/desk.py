@@ -82,6 +82,7 @@ class Incident:
     severity: str
     status: str
     opened: datetime
+    source: str = "folder"  # the incident source that serves it (core/sources)
 
     @property
     def is_open(self) -> bool:

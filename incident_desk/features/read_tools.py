@@ -36,6 +36,7 @@ class IncidentEntry(BaseModel):
     severity: str
     status: str
     opened: datetime
+    source: str = Field(description="The incident source serving it: folder, or a configured source's name")
 
 
 class SkippedEntry(BaseModel):
@@ -131,12 +132,17 @@ def register(server: MCPServer, app: DeskApp) -> None:
                     severity=i.severity,
                     status=i.status,
                     opened=i.opened,
+                    source=i.source,
                 )
                 for i in incidents
             ],
             skipped=[SkippedEntry(entry=p.entry, reason=p.reason) for p in current.problems],
         )
-        text = "\n".join(f"{i.id} [{i.severity}, {i.status}] {i.service}: {i.title}" for i in incidents)
+        text = "\n".join(
+            f"{i.id} [{i.severity}, {i.status}] {i.service}: {i.title}"
+            + ("" if i.source == "folder" else f" (source: {i.source})")
+            for i in incidents
+        )
         if not incidents:
             text = f"No {status} incidents."
         if listing.skipped:
