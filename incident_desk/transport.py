@@ -61,7 +61,7 @@ def serve(settings: Settings) -> int:
         data=str(app.data_root),
         incidents=len(listing.incidents),
         skipped_entries=len(listing.problems),
-        audit=str(settings.audit_path),
+        audit=settings.audit_location,
     )
     if settings.transport == "http":
         from incident_desk.http import serve_http
