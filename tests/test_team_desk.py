@@ -284,3 +284,41 @@ async def test_postgres_down_mid_run_refuses_restarts_keeps_reads_and_recovers(
     assert after.startswith("RESTARTED payments-api under CHG-2291"), after
     assert restarts.executions() == [SERVICE, SERVICE]
     assert outcomes == ["approved", "executed", "approved", "executed"]
+
+
+def test_doctor_checks_the_postgres_journal(tmp_path: Path, cluster: Cluster, journal_url: str) -> None:
+    def doctor(**env: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "incident_desk", "doctor", "--audit-db", journal_url],
+            cwd=ROOT,
+            env=child_env(tmp_path / "unused.sqlite3", **env),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    healthy = doctor(INCIDENT_DESK_AUDIT_DB_PASSWORD=PASSWORD)
+    assert healthy.returncode == 0, healthy.stdout + healthy.stderr
+    assert (
+        f"[ok] audit journal: {journal_url} (schema version 1, 0 decisions, a test row written and read back)"
+        in healthy.stdout
+    )
+    assert _outcomes(journal_url) == []  # the doctor's row was rolled back
+    with cluster.connect(journal_url.rsplit("/", 1)[1]) as conn:
+        conn.execute("REVOKE INSERT ON decisions FROM PUBLIC")
+        conn.execute("CREATE ROLE reader LOGIN PASSWORD 'reader-pw-1'")
+        conn.execute("GRANT SELECT ON decisions, incident_desk_schema TO reader")
+    unwritable = subprocess.run(
+        [sys.executable, "-m", "incident_desk", "doctor", "--audit-db", journal_url.replace("postgres@", "reader@")],
+        cwd=ROOT,
+        env=child_env(tmp_path / "unused.sqlite3", INCIDENT_DESK_AUDIT_DB_PASSWORD="reader-pw-1"),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert unwritable.returncode != 0
+    assert "[FAIL] audit journal" in unwritable.stdout and "cannot be written" in unwritable.stdout
+    assert "reader-pw-1" not in unwritable.stdout + unwritable.stderr
+    missing_password = doctor()
+    assert missing_password.returncode != 0
+    assert "no password was given" in missing_password.stdout
