@@ -7,6 +7,7 @@ itself when the holder dies (its connection closes) or hangs (``idle_session_tim
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 from collections.abc import AsyncIterator
@@ -99,6 +100,7 @@ class PostgresLocks:
             )
         except psycopg.Error as exc:
             raise self._error(f"audit journal {self._location} cannot be written: {exc}") from None
+        locked = False
         try:
             try:
                 cursor = await conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (key,))
@@ -110,6 +112,7 @@ class PostgresLocks:
                     found = await cursor.fetchone()
                     holder = Holder(found[0], found[1]) if found else Holder("another replica", None)
                     raise ServiceBusy(service, holder)
+                locked = True
                 await conn.execute(
                     "INSERT INTO restart_holders (service, holder, since) VALUES (%s, %s, now()) "
                     "ON CONFLICT (service) DO UPDATE SET holder = excluded.holder, since = excluded.since",
@@ -124,9 +127,13 @@ class PostgresLocks:
                 finally:
                     tasks.cancel_scope.cancel()
         finally:
-            # Closing the session releases the lock; never leave it to a pool.
             with anyio.CancelScope(shield=True):
-                await conn.close()
+                if locked:
+                    # Unlock before closing: a closed session's backend frees its locks only as it exits, after
+                    # close() returns, and the next restart of this service must not find them still held.
+                    with contextlib.suppress(psycopg.Error):
+                        await conn.execute("SELECT pg_advisory_unlock(hashtextextended(%s, 0))", (key,))
+                await conn.close()  # the session's end releases the lock anyway, should the unlock have failed
 
 
 async def _heartbeat(conn: object, service: str) -> None:
