@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import BinaryIO, TypeVar
 
 from incident_desk.client_logging import ClientLogLevels
-from incident_desk.core.audit import AuditJournal
+from incident_desk.core import credentials
+from incident_desk.core.audit import AuditJournal, Journal
 from incident_desk.core.cursors import CursorSeal
 from incident_desk.core.desk import Desk, LogUnavailable, bundled_sample_desk
 from incident_desk.core.logfile import read_tail
@@ -30,7 +31,7 @@ class DeskApp:
 
     settings: Settings
     desk: IncidentSources
-    journal: AuditJournal
+    journal: Journal
     sealing_keys: list[bytes] = field(default_factory=list)
     log_levels: ClientLogLevels = field(default_factory=ClientLogLevels)
 
@@ -98,12 +99,25 @@ def source_secret(settings: Settings) -> Callable[[str], str | None]:
     return lookup
 
 
+def open_journal(settings: Settings) -> Journal:
+    """The SQLite journal (the default), or the PostgreSQL one replicas share; ``AuditError`` names the setting."""
+    if settings.audit_url is None:
+        return AuditJournal(settings.audit_path)
+    from incident_desk.core.audit_pg import PostgresJournal
+
+    # The password never comes from the URL (settings refuse one there): environment first, then the keychain.
+    found = credentials.resolve_secret(
+        settings.audit_db_password, settings.keyring_service, credentials.AUDIT_DB_PASSWORD
+    )
+    return PostgresJournal(settings.audit_url, found.value)
+
+
 def build_app(settings: Settings, sealing_keys: list[bytes] | None = None) -> DeskApp:
     root = settings.data_dir if settings.data_dir is not None else bundled_sample_desk()
     data = Desk(root, max_file_bytes=settings.max_data_file_bytes)
     return DeskApp(
         settings=settings,
         desk=IncidentSources(data, settings.incident_sources, settings.service_logs, secret=source_secret(settings)),
-        journal=AuditJournal(settings.audit_path),
+        journal=open_journal(settings),
         sealing_keys=sealing_keys or [],
     )

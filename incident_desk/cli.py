@@ -33,7 +33,7 @@ def _err(text: str) -> None:
 def _add_settings_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", type=Path, help="TOML config file (also INCIDENT_DESK_CONFIG)")
     parser.add_argument("--data-dir", type=Path, help="data directory; default: the bundled sample desk")
-    parser.add_argument("--audit-db", type=Path, help="SQLite audit journal path")
+    parser.add_argument("--audit-db", help="audit journal: SQLite file path or postgresql:// URL (no password)")
     parser.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
     parser.add_argument("--log-format", choices=["auto", "console", "json"])
 
@@ -73,6 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
     key = commands.add_parser("key", help="store, show (masked) or delete the model provider's API key")
     _add_settings_flags(key)
     key.add_argument("action", choices=["set", "show", "delete"])
+    key.add_argument(
+        "--kind", choices=["provider", "audit-db"], default="provider", help="which secret (default provider)"
+    )
     key.add_argument("--source", help="an incident source's password or token instead (its [[incident_sources]] name)")
 
     token = commands.add_parser("token", help="create or show the HTTP bearer token / sealing key")
@@ -160,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "audit":
             return _audit(settings, args.limit)
         if args.command == "key":
-            return _key(settings, args.action, args.source)
+            return _key(settings, args.action, args.kind, args.source)
         if args.command == "token":
             return _token(settings, args.action, args.kind)
         if args.command == "doctor":
@@ -176,13 +179,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _audit(settings: Settings, limit: int) -> int:
-    from incident_desk.core.audit import AuditError, AuditJournal, format_decisions
+    from incident_desk.app import open_journal
+    from incident_desk.core.audit import AuditError, format_decisions
 
-    if not settings.audit_path.exists():
+    if settings.audit_url is None and not settings.audit_path.exists():
         _out(f"no decisions recorded yet ({settings.audit_path} does not exist)")
         return 0
     try:
-        _out(format_decisions(AuditJournal(settings.audit_path).recent(limit)))
+        journal = open_journal(settings)
+        try:
+            _out(format_decisions(journal.recent(limit)))
+        finally:
+            journal.close()
     except AuditError as exc:
         _err(str(exc))
         return 1
@@ -226,10 +234,12 @@ def _secret_command(settings: Settings, name: str, action: str, *, value_source:
         return 1
 
 
-def _key(settings: Settings, action: str, source: str | None = None) -> int:
-    from incident_desk.core.credentials import PROVIDER_API_KEY
+def _key(settings: Settings, action: str, kind: str, source: str | None = None) -> int:
+    from incident_desk.core.credentials import AUDIT_DB_PASSWORD, PROVIDER_API_KEY
 
-    name = PROVIDER_API_KEY if source is None else f"source-{source}"
+    name = AUDIT_DB_PASSWORD if kind == "audit-db" else PROVIDER_API_KEY
+    if source is not None:
+        name = f"source-{source}"
     return _secret_command(settings, name, action, value_source="prompt")
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import anyio
 
+from incident_desk.core.audit import Journal
 from incident_desk.settings import Settings
 
 
@@ -74,8 +75,9 @@ def _secrets_from_the_keychain(settings: Settings) -> list[str]:
 
 def run_doctor(settings: Settings) -> int:
     from incident_desk import __version__
+    from incident_desk.app import open_journal
     from incident_desk.core import credentials
-    from incident_desk.core.audit import AuditError, AuditJournal
+    from incident_desk.core.audit import AuditError
     from incident_desk.core.desk import Desk, bundled_sample_desk
 
     failures = 0
@@ -101,8 +103,12 @@ def run_doctor(settings: Settings) -> int:
         for ok, what, detail in sources.check():
             report(ok, what, detail)
     try:
-        AuditJournal(settings.audit_path)
-        report(True, "audit journal", str(settings.audit_path))
+        journal = open_journal(settings)
+        try:
+            detail = _check_journal(journal)
+        finally:
+            journal.close()
+        report(True, "audit journal", f"{settings.audit_location} ({detail})")
     except AuditError as exc:
         report(False, "audit journal", str(exc))
     backend = credentials.backend_description()
@@ -140,3 +146,14 @@ def run_doctor(settings: Settings) -> int:
     )
     sys.stdout.write(f"\n{'all checks passed' if not failures else f'{failures} check(s) failed'}\n")
     return 0 if not failures else 1
+
+
+def _check_journal(journal: Journal) -> str:
+    """Reachable and schema current (opening checks both), then a row written, read back and rolled back.
+
+    The row never commits: a doctor's row would read as a decision in an append-only audit trail.
+    """
+    from incident_desk.core.audit import SCHEMA_VERSION
+
+    journal.probe()
+    return f"schema version {SCHEMA_VERSION}, {journal.count()} decisions, a test row written and read back"

@@ -20,6 +20,7 @@ from incident_desk.app import DeskApp
 from incident_desk.auth import HEALTH_PATH, ASGIApp, BearerAuth
 from incident_desk.client_features import era_features
 from incident_desk.http_limits import SessionLimiter, guarded_protocol
+from incident_desk.http_replica import ReplicaTag
 from incident_desk.settings import Settings, is_loopback
 
 logger = structlog.get_logger(__name__)
@@ -64,12 +65,14 @@ def build_asgi(server: MCPServer, app: DeskApp, token: str | None) -> ASGIApp:
     )
     if settings.stateless:  # no sessions to count
         return BearerAuth(asgi, token)
-    limited = SessionLimiter(
+    limited: ASGIApp = SessionLimiter(
         asgi,
         path=MCP_PATH,
         per_client=settings.http_max_sessions_per_client,
         idle_seconds=settings.http_session_idle_seconds,
     )
+    if settings.replica_tag:
+        limited = ReplicaTag(limited, settings.replica_tag)
     return BearerAuth(limited, token)
 
 
@@ -137,6 +140,7 @@ def serve_http(server: MCPServer, app: DeskApp) -> int:
         "serving Streamable HTTP",
         url=f"http://{settings.host}:{settings.port}{MCP_PATH}",
         stateless=settings.stateless,
+        replica_tag=settings.replica_tag,
         auth="bearer token from " + source if token and source else "none (loopback only)",
         **{f"era_{era}": features for era, features in era_features(stateless=settings.stateless).items()},
     )

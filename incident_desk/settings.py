@@ -26,6 +26,7 @@ from pydantic_settings import (
 )
 
 from incident_desk.core.actions import RestartAction
+from incident_desk.core.audit import is_postgres_url, url_has_password
 from incident_desk.core.credentials import ENV_PREFIX, SECRET_SETTINGS
 from incident_desk.core.names import SERVICE_NAME, is_safe_name
 from incident_desk.core.sources.config import IncidentSourceConfig, LogSourceConfig, check_unique_names
@@ -112,6 +113,12 @@ class Settings(BaseSettings):
     host: str = Field(default="127.0.0.1", description="HTTP bind address; beyond loopback needs a token.")
     port: int = Field(default=8765, ge=1, le=65535, description="HTTP port.")
     stateless: bool = Field(default=False, description="Stateless HTTP for load-balanced replicas.")
+    replica_tag: str | None = Field(
+        default=None,
+        pattern=r"^[a-z0-9][a-z0-9-]{0,31}$",
+        description="This replica's name behind a balancer: 2025 session ids become `{tag}.{id}`, so nginx can "
+        "send each session back to its replica (deploy/nginx.conf).",
+    )
     allowed_hosts: list[str] = Field(
         default_factory=list,
         description="Extra Host header values accepted over HTTP (e.g. desk.example:443).",
@@ -171,8 +178,13 @@ class Settings(BaseSettings):
     )
     provider_timeout_seconds: float = Field(default=30.0, gt=0, le=600, description="Provider request timeout.")
 
-    audit_db: Path | None = Field(
-        default=None, description="SQLite audit journal; defaults to the user data dir's audit.sqlite3."
+    audit_db: Path | str | None = Field(
+        default=None,
+        description="Audit journal: an SQLite file (default: the user data dir's audit.sqlite3) or a "
+        "postgresql:// URL shared by replicas (its password from the keychain or INCIDENT_DESK_AUDIT_DB_PASSWORD).",
+    )
+    audit_db_password: SecretStr | None = Field(
+        default=None, description="PostgreSQL journal password (environment only; prefer `incident-desk key set`)."
     )
     keyring_service: str = Field(default=APP_NAME, min_length=1, description="Keychain service name.")
     services: dict[str, RestartAction] = Field(
@@ -225,10 +237,25 @@ class Settings(BaseSettings):
         # A client config with an empty optional field must not mean "the current directory".
         return None if isinstance(value, str) and not value.strip() else value
 
-    @field_validator("data_dir", "audit_db")
+    @field_validator("data_dir")
     @classmethod
     def _expand_user(cls, value: Path | None) -> Path | None:
         return value.expanduser() if value is not None else None
+
+    @field_validator("audit_db")
+    @classmethod
+    def _journal_file_or_url(cls, value: Path | str | None) -> Path | str | None:
+        if value is None:
+            return None
+        if isinstance(value, str) and is_postgres_url(value):
+            if url_has_password(value):
+                # Settings come from flags, the environment and config files; a password belongs in none of them.
+                raise ValueError(
+                    "a postgresql:// URL must not carry a password: store it with `incident-desk key set "
+                    "audit-db-password` or set INCIDENT_DESK_AUDIT_DB_PASSWORD"
+                )
+            return value
+        return Path(value).expanduser()
 
     @field_validator("data_dir")
     @classmethod
@@ -253,8 +280,18 @@ class Settings(BaseSettings):
         return self
 
     @property
+    def audit_url(self) -> str | None:
+        """The PostgreSQL journal's URL, or None for the embedded SQLite journal."""
+        return self.audit_db if isinstance(self.audit_db, str) else None
+
+    @property
     def audit_path(self) -> Path:
-        return self.audit_db or user_data_dir() / "audit.sqlite3"
+        """The SQLite journal's file (meaningless when ``audit_url`` is set)."""
+        return self.audit_db if isinstance(self.audit_db, Path) else user_data_dir() / "audit.sqlite3"
+
+    @property
+    def audit_location(self) -> str:
+        return self.audit_url or str(self.audit_path)
 
 
 @contextmanager
@@ -335,7 +372,7 @@ def client_launch(flags: Mapping[str, Any]) -> ClientLaunch:
     env.update({ENV_PREFIX + name.upper(): str(value) for name, value in flags.items() if value is not None})
     paths = {name: ENV_PREFIX + name.upper() for name in _PATH_SETTINGS}
     for variable in paths.values():
-        if variable in env:
+        if variable in env and not is_postgres_url(env[variable]):
             env[variable] = str(Path(env[variable]).expanduser().absolute())
     config_file = Path(env[CONFIG_ENV_VAR]) if CONFIG_ENV_VAR in env else None
     # The launched desk serves stdio with defaults for the rest, whatever this shell's serving variables say.
@@ -345,7 +382,7 @@ def client_launch(flags: Mapping[str, Any]) -> ClientLaunch:
     settings = load_settings({**other_flags, **serving, **carried}, config_file)
     for name in ("data_dir", "audit_db"):
         value = getattr(settings, name)
-        if value is not None and not value.is_absolute():
+        if isinstance(value, Path) and not value.is_absolute():
             raise SettingsError(
                 f"invalid setting {name} in config file {config_file}: {value} is relative, and a client starts "
                 "the desk in a working directory of its own; make it absolute"

@@ -61,13 +61,16 @@ def serve(settings: Settings) -> int:
         data=str(app.data_root),
         incidents=len(listing.incidents),
         skipped_entries=len(listing.problems),
-        audit=str(settings.audit_path),
+        audit=settings.audit_location,
     )
-    if settings.transport == "http":
-        from incident_desk.http import serve_http
+    try:
+        if settings.transport == "http":
+            from incident_desk.http import serve_http
 
-        return serve_http(server, app)
-    return anyio.run(_serve_stdio, server)
+            return serve_http(server, app)
+        return anyio.run(_serve_stdio, server)
+    finally:
+        app.journal.close()  # a PostgreSQL journal's pool says goodbye to the server; SQLite has nothing open
 
 
 async def _serve_stdio(server: MCPServer) -> int:

@@ -18,7 +18,7 @@ from mcp.client.session import ClientRequestContext
 from mcp_types import ElicitRequestParams, ElicitResult, ErrorData
 
 from incident_desk.app import DeskApp
-from incident_desk.core.audit import AuditJournal, Decision
+from incident_desk.core.audit import Decision, Journal
 from incident_desk.server import build_server
 from tests.helpers import AppFactory
 
@@ -105,12 +105,12 @@ def approve(ticket: str = "CHG-2291") -> Operator:
     return Operator("accept", {"confirm": True, "ticket": ticket})
 
 
-def rows(journal: AuditJournal) -> list[Decision]:
+def rows(journal: Journal) -> list[Decision]:
     """The journal, oldest first."""
     return list(reversed(journal.recent(1000)))
 
 
-def outcomes(journal: AuditJournal) -> list[str]:
+def outcomes(journal: Journal) -> list[str]:
     return [str(d.outcome) for d in rows(journal)]
 
 

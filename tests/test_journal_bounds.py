@@ -61,7 +61,7 @@ async def test_client_chosen_texts_cannot_grow_the_journal(make_app: AppFactory,
             await client.call_tool("restart_service", {"service": _huge("svc-")})
         async with connect(server, "legacy", elicitation_callback=failing) as client:
             await client.call_tool("restart_service", {"service": SERVICE})
-    journal_bytes = sum(path.stat().st_size for path in app.journal.path.parent.iterdir())
+    journal_bytes = sum(path.stat().st_size for path in app.settings.audit_path.parent.iterdir())
     assert journal_bytes < 512 * 1024, f"15 decisions took {journal_bytes} bytes"
     decisions = rows(app.journal)
     assert sorted({str(d.outcome) for d in decisions}) == ["client_error", "refused_unknown_service", "unticked"]

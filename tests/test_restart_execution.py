@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -178,7 +179,12 @@ async def test_a_second_restart_of_a_running_service_is_refused(
             group.start_soon(call, 0.0)
             group.start_soon(call, 0.5)
     texts = sorted(text_of(result) for result in results)
-    assert texts[0] == "NOT RESTARTED -- a restart of payments-api is already running"
+    # The refusal names who holds the service (this process, for the approver) and since when.
+    assert re.fullmatch(
+        r"NOT RESTARTED -- a restart of payments-api is already running "
+        r"\(held by \S+ pid \d+ for \S+ since \d{4}-\d\d-\d\d \d\d:\d\d:\d\dZ\)",
+        texts[0],
+    ), texts[0]
     assert texts[1].startswith("RESTARTED payments-api under CHG-2291")
     assert restarts.executions() == [SERVICE]
     assert sorted(outcomes(app.journal)) == ["approved", "executed", "refused_busy"]

@@ -17,7 +17,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
+from urllib.parse import urlsplit, urlunsplit
+
+from incident_desk.core.restart_locks import ProcessLocks, RestartLocks
 
 SCHEMA_VERSION = 1
 BUSY_TIMEOUT_SECONDS = 10.0
@@ -56,8 +59,36 @@ FROM decisions ORDER BY id DESC LIMIT :limit
 _SELECTED_CHARS = {**{name: limit + 1 for name, limit in FIELD_LIMITS.items()}, "nonce": MAX_NONCE_CHARS}
 
 
+# doctor's write check, always rolled back.
+PROBE_INSERT = (
+    "INSERT INTO decisions (time, service, outcome, approver, protocol_era) VALUES (%s, %s, %s, %s, %s) RETURNING id"
+)
+PROBE_ROW = ("1970-01-01T00:00:00+00:00", "incident-desk doctor", "approved", "doctor", "doctor")
+
 # The most decisions a client or the CLI can ask for in one read (get_audit_log, `incident-desk audit`).
 MAX_RECENT_DECISIONS = 500
+
+
+URL_SCHEMES = ("postgresql", "postgres")
+
+
+def is_postgres_url(value: str) -> bool:
+    return value.split("://", 1)[0].lower() in URL_SCHEMES and "://" in value
+
+
+def url_has_password(url: str) -> bool:
+    return urlsplit(url).password is not None or "password=" in urlsplit(url).query.lower()
+
+
+def display_url(url: str) -> str:
+    """The URL as messages show it: no password, even one that slipped in."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    if parts.username:
+        host = f"{parts.username}@{host}"
+    return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
 class AuditError(Exception):
@@ -134,11 +165,27 @@ class Decision:
         object.__setattr__(self, "time", self.time.astimezone(UTC))
 
 
+class Journal(Protocol):
+    """What the desk needs of a journal, SQLite or PostgreSQL."""
+
+    location: str
+    locks: RestartLocks
+
+    def record(self, decision: Decision) -> int: ...
+    def recent(self, limit: int = 50) -> list[Decision]: ...
+    def count(self) -> int: ...
+    def probe(self) -> None: ...
+    def close(self) -> None: ...
+
+
 class AuditJournal:
     """An append-only SQLite journal of decisions at ``path``."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
+        self.location = str(self.path)
+        # One process per SQLite desk: its own restarts are all there is to exclude.
+        self.locks: RestartLocks = ProcessLocks()
         try:
             _make_private_dirs(self.path.parent)
             _create_private_file(self.path)
@@ -184,13 +231,28 @@ class AuditJournal:
             raise AuditError(f"audit journal {self.path} did not return a row id for the recorded decision")
         return row_id
 
+    def close(self) -> None:
+        """Nothing to close: connections are opened per call."""
+
+    def probe(self) -> None:
+        """Write a row and read it back inside a transaction that is rolled back (``doctor``)."""
+        with self._connect() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                inserted = conn.execute(PROBE_INSERT.replace("%s", "?"), PROBE_ROW).fetchone()
+                found = conn.execute("SELECT service FROM decisions WHERE id = ?", (inserted[0],)).fetchone()
+            finally:
+                conn.execute("ROLLBACK")
+        if found is None or found[0] != PROBE_ROW[1]:
+            raise AuditError(f"audit journal {self.path} did not read back the row it wrote")
+
     def recent(self, limit: int = 50) -> list[Decision]:
         """The last ``limit`` decisions, newest first."""
         if limit < 1:
             raise ValueError(f"limit must be at least 1, got {limit}")
         with self._connect() as conn:
             rows = conn.execute(_SELECT_RECENT, {**_SELECTED_CHARS, "limit": limit}).fetchall()
-        return [_row_to_decision(row) for row in rows]
+        return [row_to_decision(row) for row in rows]
 
     def count(self) -> int:
         """How many decisions the journal holds."""
@@ -266,7 +328,8 @@ def _create_private_file(path: Path) -> None:
     os.close(fd)
 
 
-def _row_to_decision(row: tuple[Any, ...]) -> Decision:
+def row_to_decision(row: tuple[Any, ...]) -> Decision:
+    """A selected row (id, ISO time, fields cut one past their limits) as a ``Decision``."""
     row_id, time, service, outcome, ticket, approver, era, exit_status, detail, nonce = row
     return Decision(
         service=_read_back(service, "service"),

@@ -17,12 +17,13 @@ if TYPE_CHECKING:
 
 ENV_PREFIX = "INCIDENT_DESK_"
 # The settings that hold secrets: never accepted from a config file, never handed to a restart command.
-SECRET_SETTINGS = frozenset({"provider_api_key", "http_token", "sealing_key"})
+SECRET_SETTINGS = frozenset({"provider_api_key", "http_token", "sealing_key", "audit_db_password"})
 
 # Keychain entry names (the keyring "username" under the configured service).
 PROVIDER_API_KEY = "provider-api-key"
 HTTP_TOKEN = "http-token"  # noqa: S105 -- a keychain entry name, not a secret
 SEALING_KEY = "sealing-key"
+AUDIT_DB_PASSWORD = "audit-db-password"  # noqa: S105 -- a keychain entry name, not a secret
 
 _MASK = "****"
 _MIN_LEN_TO_SHOW_TAIL = 16

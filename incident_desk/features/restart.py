@@ -17,6 +17,7 @@ from incident_desk.core import approval, executor
 from incident_desk.core.actions import SimulateAction
 from incident_desk.core.audit import FIELD_LIMITS, AuditError, Decision, DuplicateApproval, cut
 from incident_desk.core.redact import redact
+from incident_desk.core.restart_locks import ServiceBusy, this_replica
 
 log = structlog.get_logger(__name__)
 
@@ -93,10 +94,6 @@ def _report(service: str, outcome: str, **fields: object) -> RestartReport:
 
 
 def register(server: MCPServer, app: DeskApp) -> None:
-    # Services whose restart command is running in this process: a second approved restart of the same service
-    # is refused rather than run on top of the first.
-    running: set[str] = set()
-
     @server.tool(
         annotations=ToolAnnotations(
             read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True
@@ -159,14 +156,16 @@ def register(server: MCPServer, app: DeskApp) -> None:
             report = _report(service, verdict.outcome, ticket=verdict.ticket, approver=approver, reason=verdict.text)
             return results.ok(verdict.text, report)
 
-        if service in running:
-            await record("refused_busy", ticket=verdict.ticket, detail="a restart of this service was running")
-            return results.error(f"NOT RESTARTED -- a restart of {service} is already running")
-        running.add(service)
+        # A second approved restart of a service is refused rather than run on top of the first: in this process
+        # (SQLite), or on any replica sharing the PostgreSQL journal.
         try:
-            return await _approved_restart(ctx, app, service, verdict, answer.nonce, record, approver)
-        finally:
-            running.discard(service)
+            async with app.journal.locks.hold(service, f"{this_replica()} for {approver}"):
+                return await _approved_restart(ctx, app, service, verdict, answer.nonce, record, approver)
+        except ServiceBusy as busy:
+            await record(
+                "refused_busy", ticket=verdict.ticket, detail=f"a restart was running, {busy.holder.describe()}"
+            )
+            return results.error(f"NOT RESTARTED -- {busy}")
 
 
 async def _approved_restart(

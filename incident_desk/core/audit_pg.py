@@ -1,0 +1,202 @@
+"""The audit journal on PostgreSQL, for replicas that share one journal.
+
+Same interface and rules as the SQLite journal (``core.audit``): each decision is committed (autocommit, with the
+server's default ``synchronous_commit = on``) before ``record`` returns, and a nonce can be recorded once, which the
+database enforces across every replica. A small pool keeps connections; broken ones are replaced at checkout.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from psycopg.conninfo import make_conninfo
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from incident_desk.core.audit import (
+    FIELD_LIMITS,
+    MAX_NONCE_CHARS,
+    PROBE_INSERT,
+    PROBE_ROW,
+    SCHEMA_VERSION,
+    AuditError,
+    Decision,
+    DuplicateApproval,
+    display_url,
+    row_to_decision,
+)
+from incident_desk.core.restart_locks import PostgresLocks, RestartLocks
+
+# Advisory locks, hashtextextended and idle_session_timeout (which frees a hung replica's restart lock).
+MIN_SERVER_VERSION = 140000
+POOL_TIMEOUT_SECONDS = 5.0
+CONNECT_TIMEOUT_SECONDS = 5
+
+_SCHEMA = [
+    """CREATE TABLE decisions (
+        id BIGSERIAL PRIMARY KEY,
+        time TIMESTAMPTZ NOT NULL,
+        service TEXT NOT NULL,
+        outcome TEXT NOT NULL,
+        ticket TEXT,
+        approver TEXT NOT NULL,
+        protocol_era TEXT NOT NULL,
+        exit_status INTEGER,
+        detail TEXT NOT NULL DEFAULT '',
+        nonce TEXT UNIQUE
+    )""",
+    # Who holds each service's restart lock, for the busy refusal; the lock itself is an advisory lock.
+    "CREATE TABLE restart_holders (service TEXT PRIMARY KEY, holder TEXT NOT NULL, since TIMESTAMPTZ NOT NULL)",
+    "CREATE TABLE incident_desk_schema (version INTEGER NOT NULL)",
+]
+
+_SELECT_RECENT = """
+SELECT id, time, left(service, %(service)s), left(outcome, 64), left(ticket, %(ticket)s),
+    left(approver, %(approver)s), left(protocol_era, %(protocol_era)s), exit_status,
+    left(detail, %(detail)s), left(nonce, %(nonce)s)
+FROM decisions ORDER BY id DESC LIMIT %(limit)s
+"""
+_SELECTED_CHARS = {**{name: limit + 1 for name, limit in FIELD_LIMITS.items()}, "nonce": MAX_NONCE_CHARS}
+
+
+class PostgresJournal:
+    """An append-only journal of decisions in the PostgreSQL database at ``url``."""
+
+    def __init__(self, url: str, password: str | None = None, *, pool_timeout: float = POOL_TIMEOUT_SECONDS) -> None:
+        self.location = display_url(url)
+        conninfo = make_conninfo(url, password=password) if password else url
+        try:
+            with psycopg.connect(conninfo, autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS) as conn:
+                self._initialise(conn)
+        except psycopg.Error as exc:
+            hint = (
+                "; no password was given: store it with `incident-desk key set --kind audit-db` or set "
+                "INCIDENT_DESK_AUDIT_DB_PASSWORD"
+                if password is None and "password" in str(exc)
+                else ""
+            )
+            raise AuditError(
+                f"audit journal {self.location} (setting audit_db) cannot be reached: {_reason(exc)}{hint}"
+            ) from None
+        self._pool = ConnectionPool(
+            conninfo,
+            min_size=1,
+            max_size=4,
+            open=False,
+            timeout=pool_timeout,
+            kwargs={"autocommit": True},
+            check=ConnectionPool.check_connection,
+            name="incident-desk-journal",
+        )
+        self._pool.open()
+        self.locks: RestartLocks = PostgresLocks(conninfo, self.location, AuditError)
+
+    def close(self) -> None:
+        self._pool.close()
+
+    def record(self, decision: Decision) -> int:
+        """Append ``decision``, committed when this returns; a nonce already recorded raises ``DuplicateApproval``."""
+        if decision.nonce is not None and len(decision.nonce) > MAX_NONCE_CHARS:
+            raise ValueError(f"a nonce of {len(decision.nonce)} characters; the desk makes none over {MAX_NONCE_CHARS}")
+        row = (
+            decision.time,
+            decision.service,
+            str(decision.outcome),
+            decision.ticket,
+            decision.approver,
+            decision.protocol_era,
+            decision.exit_status,
+            decision.detail,
+            decision.nonce,
+        )
+        with self._connection("written") as conn:
+            # ON CONFLICT rather than catching UniqueViolation: the refusal leaves nothing half-done behind.
+            inserted = conn.execute(
+                "INSERT INTO decisions (time, service, outcome, ticket, approver, protocol_era, exit_status, "
+                "detail, nonce) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
+                "ON CONFLICT (nonce) DO NOTHING RETURNING id",
+                row,
+            ).fetchone()
+        if inserted is None:
+            raise DuplicateApproval(f"approval {decision.nonce} is already recorded in {self.location}")
+        return int(inserted[0])
+
+    def recent(self, limit: int = 50) -> list[Decision]:
+        """The last ``limit`` decisions, newest first."""
+        if limit < 1:
+            raise ValueError(f"limit must be at least 1, got {limit}")
+        with self._connection("read") as conn:
+            rows = conn.execute(_SELECT_RECENT, {**_SELECTED_CHARS, "limit": limit}).fetchall()
+        return [row_to_decision((row[0], row[1].isoformat(), *row[2:])) for row in rows]
+
+    def count(self) -> int:
+        with self._connection("read") as conn:
+            found = conn.execute("SELECT COUNT(*) FROM decisions").fetchone()
+        return int(found[0]) if found else 0
+
+    def probe(self) -> None:
+        """Write a row and read it back inside a transaction that is rolled back (``doctor``)."""
+        with self._connection("written") as conn:
+            try:
+                with conn.transaction(force_rollback=True):
+                    inserted = conn.execute(PROBE_INSERT, PROBE_ROW).fetchone()
+                    found = conn.execute(
+                        "SELECT service FROM decisions WHERE id = %s", (inserted[0] if inserted else None,)
+                    ).fetchone()
+            except psycopg.Error as exc:
+                raise AuditError(f"audit journal {self.location} cannot be written: {_reason(exc)}") from None
+        if found is None or found[0] != PROBE_ROW[1]:
+            raise AuditError(f"audit journal {self.location} did not read back the row it wrote")
+
+    def schema_version(self) -> int:
+        with self._connection("read") as conn:
+            found = conn.execute("SELECT version FROM incident_desk_schema").fetchone()
+        return int(found[0]) if found else 0
+
+    @contextmanager
+    def _connection(self, doing: str) -> Iterator[psycopg.Connection[Any]]:
+        try:
+            with self._pool.connection() as conn:
+                yield conn
+        except (psycopg.Error, PoolTimeout) as exc:
+            raise AuditError(f"audit journal {self.location} cannot be {doing}: {_reason(exc)}") from None
+
+    def _initialise(self, conn: psycopg.Connection[Any]) -> None:
+        if conn.info.server_version < MIN_SERVER_VERSION:
+            raise AuditError(
+                f"audit journal {self.location} (setting audit_db): PostgreSQL {conn.info.server_version} is too "
+                f"old; incident-desk needs {MIN_SERVER_VERSION // 10000} or newer"
+            )
+        with conn.transaction():
+            # Replicas starting together: one creates the schema, the others wait and find it.
+            conn.execute("SELECT pg_advisory_xact_lock(hashtextextended('incident-desk schema', 0))")
+            found = conn.execute("SELECT to_regclass('incident_desk_schema')").fetchone()
+            if found is None or found[0] is None:
+                taken = conn.execute("SELECT to_regclass('decisions'), to_regclass('restart_holders')").fetchone()
+                if taken is not None and any(taken):
+                    raise AuditError(
+                        f"audit journal {self.location} (setting audit_db) already holds a decisions or "
+                        "restart_holders table that is not incident-desk's; use a database of its own"
+                    )
+                for statement in _SCHEMA:
+                    conn.execute(statement)
+                conn.execute("INSERT INTO incident_desk_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
+                return
+            version_row = conn.execute("SELECT max(version) FROM incident_desk_schema").fetchone()
+            version = int(version_row[0]) if version_row and version_row[0] is not None else 0
+            if version > SCHEMA_VERSION:
+                raise AuditError(
+                    f"audit journal {self.location} (setting audit_db) has schema version {version}, newer than "
+                    f"this incident-desk understands ({SCHEMA_VERSION}); upgrade incident-desk on every replica"
+                )
+            if version < 1:
+                raise AuditError(
+                    f"audit journal {self.location} (setting audit_db) has no schema version; it was not made by "
+                    "incident-desk"
+                )
+
+
+def _reason(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or exc.__class__.__name__
