@@ -24,7 +24,7 @@ MCP_DISTRIBUTIONS = frozenset({"mcp", "mcp_types"})
 SERVER_FACTORY = f"{PACKAGE}.server"
 SERVER_IMPORTERS = frozenset({f"{PACKAGE}.transport", f"{PACKAGE}.doctor"})
 CLIENT_FEATURES = f"{PACKAGE}.client_features"
-CLIENT_TALK_PREFIXES = ("CreateMessage", "Elicit", "SamplingMessage")
+CLIENT_TALK_PREFIXES = ("CreateMessage", "Elicit", "SamplingMessage", "client_supports_apps")
 CLIENT_TALK_ATTRIBUTES = frozenset({"client_capabilities", "send_request"})
 
 
