@@ -39,7 +39,7 @@ async def test_the_timeline_of_the_sample_incident(make_app: AppFactory, era: st
     assert timeline["opened"] == "2026-11-29T10:58:12Z"
     assert timeline["first_error"] == {
         "line": 3,
-        "time": "2026-11-29T10:58:00Z",
+        "time": "2026-11-29T10:58:12Z",
         "text": "10:58:12 payments-api ERROR connection pool exhausted (50/50), waiting requests queued",
     }
     assert [(d["outcome"], d["ticket"]) for d in timeline["decisions"]] == [("simulated", "CHG-7")]

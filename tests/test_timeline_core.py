@@ -33,7 +33,9 @@ def test_counts_each_minute_by_level_and_finds_the_first_error() -> None:
         (_at(11, 1), 1, 0, 0, 1),
     ]
     assert scan.first_error == timeline.FirstError(
-        line=3, time=_at(10, 58), text="10:58:12 payments-api ERROR connection pool exhausted token=***"
+        line=3,
+        time=_at(10, 58).replace(second=12),
+        text="10:58:12 payments-api ERROR connection pool exhausted token=***",
     )
     assert (scan.scanned_lines, scan.unparsed_lines) == (7, 1)
     assert scan.scanned_bytes == scan.total_bytes == len(LOG)

@@ -50,7 +50,7 @@ _LINE = re.compile(
     re.MULTILINE,
 )
 _FIRST_ERROR = re.compile(
-    rb"^(?:\d{4}-\d\d-\d\d[T ])?\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?[ \t]+(?:\S+[ \t]+)?"
+    rb"^(?:(\d{4}-\d\d-\d\d)[T ])?(\d\d:\d\d):(\d\d)(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?[ \t]+(?:\S+[ \t]+)?"
     rb"\[?(?:ERROR|FATAL|CRITICAL)\b[^\n]*",
     re.MULTILINE,
 )
@@ -169,10 +169,12 @@ def scan_levels(
         if first_error is None:
             hit = _FIRST_ERROR.search(chunk)
             if hit is not None:
-                day, hour_minute = _LINE.match(chunk, hit.start()).group(1, 2)  # type: ignore[union-attr]
+                day, hour_minute, seconds = hit.group(1, 2, 3)
                 text = redactor(hit.group().decode("utf-8", errors="replace"))[:MAX_FIRST_ERROR_CHARS]
                 line = scanned_lines + chunk.count(b"\n", 0, hit.start()) + 1
-                first_error = FirstError(line, _minute_start(day, hour_minute, anchor), text)
+                minute = _minute_start(day, hour_minute, anchor)
+                at = minute.replace(second=min(59, int(seconds))) if minute else None
+                first_error = FirstError(line, at, text)
         lines = chunk.count(b"\n") + (0 if chunk.endswith(b"\n") else 1)
         scanned_lines += lines
         parsed_lines += len(found)
