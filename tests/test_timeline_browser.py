@@ -109,5 +109,6 @@ async def test_chromium_draws_the_timeline_in_both_themes_with_no_network(
         assert shot["width"] >= 600 and shot["height"] > 100
         assert shot["colours"] > 8, "the screenshot is blank"
         assert shot["nonBackground"] > 0.02, "the screenshot is blank"
-    errors = [text for text in report["consoleErrors"] if "Content-Security-Policy" not in text]
-    assert errors == []
+    # A load the CSP blocked, or one that failed, is an attempt at the network too; the frame's requests are not
+    # always seen by the request hooks (it is sandboxed), but its console errors always are.
+    assert report["consoleErrors"] == []

@@ -13,14 +13,18 @@ const browser = await chromium.launch({
   executablePath: process.env.CHROMIUM ?? "/usr/bin/chromium",
   headless: true,
   args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-    "--disable-sync", "--no-first-run"],
+    "--disable-sync", "--no-first-run", "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE host.test"],
 });
 const report = { requests: [], consoleErrors: [], themes: {} };
 try {
-  const page = await browser.newPage({ viewport: { width: 640, height: 400 } });
-  page.on("request", (request) => { if (request.url() !== HOST) report.requests.push(request.url()); });
+  // Requests are watched and routed for the whole context, so the sandboxed frame's are seen too; the app's
+  // console errors include any load the CSP blocked or that failed (an attempt at the network either way).
+  const context = await browser.newContext({ viewport: { width: 640, height: 400 } });
+  context.on("request", (request) => { if (request.url() !== HOST) report.requests.push(request.url()); });
+  context.on("requestfailed", (request) => { if (request.url() !== HOST) report.requests.push(request.url()); });
+  const page = await context.newPage();
   page.on("console", (message) => { if (message.type() === "error") report.consoleErrors.push(message.text()); });
-  await page.route("**/*", (route) =>
+  await context.route("**/*", (route) =>
     route.request().url() === HOST
       ? route.fulfill({ status: 200, contentType: "text/html", body: hostPage })
       : route.abort());
