@@ -19,7 +19,7 @@ from incident_desk.settings import Settings, SettingsError, is_loopback, load_se
 if TYPE_CHECKING:
     from incident_desk.client_configs import Launcher
 
-SUBCOMMANDS = ("serve", "audit", "key", "token", "config", "doctor")
+SUBCOMMANDS = ("serve", "audit", "key", "token", "config", "doctor", "demo")
 
 
 def _out(text: str) -> None:
@@ -107,6 +107,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     doctor = commands.add_parser("doctor", help="check this installation end to end")
     _add_settings_flags(doctor)
+
+    demo = commands.add_parser("demo", help="replay the article's transcripts 01-11 against the sample desk")
+    demo.add_argument("--era", choices=["legacy", "2026-07-28"], default="legacy", help="protocol era to speak")
+    demo.add_argument("--out", type=Path, help="also write each transcript to this folder")
     return parser
 
 
@@ -155,6 +159,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "config":
             return _config(args)
+        if args.command == "demo":
+            from incident_desk.demo import run_demo
+
+            return run_demo(args.era, args.out)
         settings = _settings_from(args)
         if args.command == "serve":
             from incident_desk.transport import serve

@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 import anyio
+from mcp.server.apps import client_supports_apps
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
@@ -365,3 +367,26 @@ def era_features(*, stateless: bool) -> dict[str, str]:
         legacy = "sampling and elicitation on the open call (stateful sessions)"
     modern = "approval and sampling by multi round-trip (input_required), in any mode"
     return {ERA_2025: legacy, ERA_2026: modern}
+
+
+UI_META_KEYS = frozenset({"ui", "ui/resourceUri"})
+
+
+class HideAppViewsFromPlainClients:
+    """Server middleware: a client that did not declare the MCP Apps extension (with its MIME type) gets
+    ``tools/list`` without the ``_meta.ui`` view links, so it is not told of a view it cannot render; the tools
+    themselves, and their text, are the same for every client.
+
+    At this tier the SDK hands back the wire dict of the result, not a model.
+    """
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        result = await call_next(ctx)
+        if ctx.method != "tools/list" or not isinstance(result, dict) or client_supports_apps(ctx):
+            return result
+        for tool in result.get("tools", []):
+            meta = tool.pop("_meta", None) or {}
+            kept = {key: value for key, value in meta.items() if key not in UI_META_KEYS}
+            if kept:
+                tool["_meta"] = kept
+        return result

@@ -12,8 +12,9 @@ from mcp.server.request_state import RequestStateSecurity
 
 from incident_desk import __version__
 from incident_desk.app import DeskApp
+from incident_desk.client_features import HideAppViewsFromPlainClients
 from incident_desk.client_logging import RequestLogContext, serve_set_level
-from incident_desk.features import completions, prompts, read_tools, resources_, restart, summarize
+from incident_desk.features import completions, prompts, read_tools, resources_, restart, summarize, timeline
 
 SERVER_NAME = "incident-desk"
 FEATURES = (resources_, prompts, completions, read_tools, summarize, restart)
@@ -38,7 +39,8 @@ def build_server(app: DeskApp) -> MCPServer:
         title="Incident desk",
         instructions=instructions(),
         request_state_security=sealing,
-        middleware=[RequestLogContext()],
+        middleware=[RequestLogContext(), HideAppViewsFromPlainClients()],
+        extensions=[timeline.extension(app)],
     )
     serve_set_level(server, app.log_levels)
     for feature in FEATURES:

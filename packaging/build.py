@@ -303,6 +303,7 @@ def check_bundle(exe: Path) -> None:
     needed = {
         "sample desk": internal / "incident_desk" / "data" / "sample_desk" / "incidents",
         "server instructions": internal / "incident_desk" / "data" / "instructions.md",
+        "timeline view": internal / "incident_desk" / "data" / "timeline.html",
     }
     for what, path in needed.items():
         if not path.exists():

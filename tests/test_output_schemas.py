@@ -77,6 +77,7 @@ async def test_every_tool_result_matches_its_output_schema(
         ("summarize_incident", {"incidentId": "INC-5"}),
         ("restart_service", {"service": "payments-api"}),
         ("get_audit_log", {}),
+        *[("show_incident_timeline", {"incidentId": incident_id}) for incident_id in OPENED_SHAPES],
     ]
     checked: set[str] = set()
     for callbacks in ({}, {"elicitation_callback": _accept, "sampling_callback": _sample}):

@@ -21,6 +21,7 @@ EXPECTED_TOOLS = [
     "read_incident_log",
     "restart_service",
     "search_incident_log",
+    "show_incident_timeline",
     "summarize_incident",
 ]
 
@@ -33,6 +34,7 @@ async def test_resources_and_templates_are_listed(make_server: Callable[..., MCP
     assert listed == [
         "resource audit://recent name=audit-recent mime=text/plain",
         "resource incident://index name=incident-index mime=text/plain",
+        "resource ui://incident-desk/timeline name=incident-timeline mime=text/html;profile=mcp-app",
     ]
     assert sorted(f"template {t.uri_template} name={t.name}" for t in templates) == [
         "template incident://{id}/log name=incident-log",

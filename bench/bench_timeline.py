@@ -1,0 +1,113 @@
+"""show_incident_timeline over stdio on a 1 GiB log: its time against its budget and against ``wc -l`` on the
+same file, the span it covers, the desk's peak RSS growth, and ping latency while it scans (interleaved rounds).
+
+The log is bench_search's (generated, not committed). Two desks: the default budget (2 s: the call must stop at
+it and say what span it covers) and a 60 s budget (the whole GiB in one pass).
+Run from the checkout: .venv/bin/python -m bench.bench_timeline [rounds] [directory for the 1 GiB log]
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+from mcp import Client, StdioServerParameters
+
+from bench.bench_search import INCIDENT, ROOT, child_pid, make_desk, memory_kib
+
+
+def wc_seconds(log: Path) -> float:
+    """``wc -l`` on the log: a whole pass that counts lines in C. (``grep -c`` with output to /dev/null stops at
+    its first match, so it is no baseline for a whole pass.)"""
+    began = time.perf_counter()
+    subprocess.run(["wc", "-l", str(log)], check=True, stdout=subprocess.DEVNULL, env={**os.environ, "LC_ALL": "C"})
+    return time.perf_counter() - began
+
+
+async def ping_latencies(client: Client, stop: anyio.Event, into: list[float]) -> None:
+    while not stop.is_set():
+        began = time.perf_counter()
+        await client.send_ping()
+        into.append(time.perf_counter() - began)
+        await anyio.sleep(0.05)
+
+
+async def bench_desk(desk: Path, log: Path, rounds: int, budget: float, tmp: Path) -> dict[str, Any]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("INCIDENT_DESK_")}
+    env.update(
+        INCIDENT_DESK_AUDIT_DB=str(tmp / "audit.sqlite3"),
+        INCIDENT_DESK_DATA_DIR=str(desk),
+        INCIDENT_DESK_LOG_LEVEL="warning",
+        INCIDENT_DESK_SEARCH_TIME_BUDGET_SECONDS=str(budget),
+        PYTHON_KEYRING_BACKEND="keyring.backends.null.Keyring",
+    )
+    params = StdioServerParameters(command=sys.executable, args=["-m", "incident_desk"], cwd=str(ROOT), env=env)
+    wc: list[float] = []
+    desk_seconds: list[float] = []
+    idle_pings: list[float] = []
+    busy_pings: list[float] = []
+    structured: dict[str, Any] = {}
+    async with Client(params, mode="legacy") as client:
+        await client.list_tools()
+        pid = child_pid()
+        rss_before = memory_kib(pid, "VmRSS")
+        for _ in range(rounds):
+            wc.append(wc_seconds(log))
+            for _ in range(5):
+                began = time.perf_counter()
+                await client.send_ping()
+                idle_pings.append(time.perf_counter() - began)
+            stop = anyio.Event()
+            async with anyio.create_task_group() as group:
+                group.start_soon(ping_latencies, client, stop, busy_pings)
+                began = time.perf_counter()
+                result = await client.call_tool("show_incident_timeline", {"incidentId": INCIDENT})
+                desk_seconds.append(time.perf_counter() - began)
+                stop.set()
+            assert not result.is_error, result
+            structured = result.structured_content or {}
+        peak = memory_kib(pid, "VmHWM")
+    return {
+        "wc": statistics.median(wc),
+        "desk": statistics.median(desk_seconds),
+        "idle_ping_ms": statistics.median(idle_pings) * 1000,
+        "busy_ping_ms": statistics.median(busy_pings) * 1000,
+        "busy_ping_max_ms": max(busy_pings) * 1000,
+        "rss_growth_mib": (peak - rss_before) / 1024,
+        "covers": structured.get("covers", ""),
+        "stopped": structured.get("stopped", ""),
+    }
+
+
+async def main(rounds: int, directory: str | None) -> None:
+    tmp = Path(tempfile.mkdtemp(prefix="desk-timeline-bench-", dir=directory))
+    try:
+        desk, lines = make_desk(tmp)
+        log = desk / "incidents" / INCIDENT / "log.txt"
+        print(f"generated {log.stat().st_size / 2**30:.2f} GiB, {lines:,} lines; {rounds} rounds (medians)")
+        wc_seconds(log)  # warms the page cache
+        print(f"python {sys.version.split()[0]} on {os.cpu_count()} cores")
+        for budget in (2.0, 60.0):
+            r = await bench_desk(desk, log, rounds, budget, tmp)
+            print(
+                f"budget {budget:4.0f} s: desk {r['desk']:.2f} s, wc -l {r['wc']:.2f} s, "
+                f"desk/wc {r['desk'] / r['wc']:.2f}; stopped: {r['stopped']}; covers {r['covers']}"
+            )
+            print(
+                f"  ping idle {r['idle_ping_ms']:.2f} ms, during the scan median {r['busy_ping_ms']:.2f} ms "
+                f"(max {r['busy_ping_max_ms']:.1f} ms); peak RSS growth {r['rss_growth_mib']:.1f} MiB"
+            )
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    anyio.run(main, int(sys.argv[1]) if len(sys.argv) > 1 else 3, sys.argv[2] if len(sys.argv) > 2 else None)

@@ -1,0 +1,187 @@
+"""``show_incident_timeline``: an incident's log as lines per minute by level, with its markers, for a model
+(a few lines of text with a sparkline) and for a host that renders MCP Apps (the ``ui://`` chart).
+
+The tool and its view come as the SDK's Apps extension, which the server factory passes to ``MCPServer``;
+``client_features`` hides the view's link from clients that did not declare the extension.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import UTC, datetime
+from functools import partial
+from importlib import resources
+from typing import Annotated
+
+import anyio
+from mcp.server.apps import Apps, ResourceCsp
+from mcp_types import CallToolResult, ToolAnnotations
+from pydantic import BaseModel, Field
+
+from incident_desk import tool_results as results
+from incident_desk.app import DeskApp
+from incident_desk.core import timeline
+from incident_desk.core.audit import MAX_RECENT_DECISIONS, Decision
+from incident_desk.core.desk import DeskError, Incident
+
+VIEW_URI = "ui://incident-desk/timeline"
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+
+
+class TimelineMinute(BaseModel):
+    start: datetime
+    error: int
+    warn: int
+    info: int
+    debug: int
+
+
+class FirstError(BaseModel):
+    line: int
+    time: datetime | None
+    text: str = Field(description="The line as shown (redacted, cut)")
+
+
+class RestartDecision(BaseModel):
+    time: datetime
+    outcome: str
+    ticket: str | None
+    approver: str
+
+
+class Timeline(BaseModel):
+    incident_id: str
+    service: str
+    title: str
+    opened: datetime
+    minutes: list[TimelineMinute] = Field(description="Lines per minute by level, oldest first, quiet minutes as 0")
+    first_error: FirstError | None
+    decisions: list[RestartDecision] = Field(description="Restart decisions for the service, oldest first")
+    scanned_bytes: int
+    total_bytes: int
+    scanned_lines: int
+    unparsed_lines: int = Field(description="Lines read that had no time and level")
+    stopped: str = Field(description="Why the pass stopped: end of log, time budget, byte budget, minute limit")
+    covers: str = Field(description="What span of the log the series covers, in words")
+
+
+def view_html() -> str:
+    """The built view (one self-contained HTML file, package data: no Node needed at run time)."""
+    return (resources.files("incident_desk") / "data" / "timeline.html").read_text(encoding="utf-8")
+
+
+def _hhmm(moment: datetime) -> str:
+    return moment.strftime("%H:%M")
+
+
+def _covers(scan: timeline.LevelScan, minutes: list[timeline.Minute]) -> str:
+    span = f"{_hhmm(minutes[0].start)}–{_hhmm(minutes[-1].start)} UTC" if minutes else "no timed lines"
+    if scan.stopped == "end of log":
+        return f"the whole log ({scan.total_bytes} bytes, {scan.scanned_lines} lines): {span}"
+    return (
+        f"the first {scan.scanned_bytes} of {scan.total_bytes} bytes ({scan.scanned_lines} lines, stopped at the "
+        f"{scan.stopped}): {span}"
+    )
+
+
+def _build(incident: Incident, scan: timeline.LevelScan, decisions: list[Decision]) -> Timeline:
+    minutes = timeline.filled_series(scan.minutes)
+    first = scan.first_error
+    return Timeline(
+        incident_id=incident.id,
+        service=incident.service,
+        title=incident.title,
+        opened=incident.opened,
+        minutes=[
+            TimelineMinute(start=m.start, error=m.error, warn=m.warn, info=m.info, debug=m.debug) for m in minutes
+        ],
+        first_error=FirstError(line=first.line, time=first.time, text=first.text) if first else None,
+        decisions=[
+            RestartDecision(time=d.time, outcome=d.outcome, ticket=d.ticket, approver=d.approver) for d in decisions
+        ],
+        scanned_bytes=scan.scanned_bytes,
+        total_bytes=scan.total_bytes,
+        scanned_lines=scan.scanned_lines,
+        unparsed_lines=scan.unparsed_lines,
+        stopped=scan.stopped,
+        covers=_covers(scan, minutes),
+    )
+
+
+def render_text(view: Timeline) -> str:
+    """The compact timeline a model or a text-only client reads: a few lines, with sparklines."""
+    totals = [m.error + m.warn + m.info + m.debug for m in view.minutes]
+    errors = [m.error for m in view.minutes]
+    lines = [
+        f"{view.incident_id} {view.service}: {view.title}",
+        f"opened {view.opened.isoformat()}; covers {view.covers}",
+    ]
+    if view.minutes:
+        lines.append(f"lines/min {timeline.sparkline(totals)} (peak {max(totals)})")
+        lines.append(f"errors    {timeline.sparkline(errors)} ({sum(errors)} in all)")
+    if view.first_error is not None:
+        at = _hhmm(view.first_error.time) if view.first_error.time else "?"
+        lines.append(f"first error {at} (line {view.first_error.line}): {view.first_error.text}")
+    else:
+        lines.append("no error line in the span covered")
+    if view.decisions:
+        lines.append(
+            "restarts: "
+            + "; ".join(
+                f"{d.time.strftime('%Y-%m-%d %H:%M')} {d.outcome}" + (f" {d.ticket}" if d.ticket else "")
+                for d in view.decisions
+            )
+        )
+    else:
+        lines.append(f"restarts: none journaled for {view.service}")
+    return "\n".join(lines)
+
+
+def extension(app: DeskApp) -> Apps:
+    """The Apps extension holding the timeline tool and its view, for ``MCPServer(extensions=[...])``."""
+    apps = Apps()
+    apps.add_html_resource(
+        VIEW_URI,
+        view_html(),
+        name="incident-timeline",
+        title="Incident timeline",
+        description="Log lines per minute stacked by level, with markers for opened, first error and restarts",
+        csp=ResourceCsp(connect_domains=[], resource_domains=[]),
+        prefers_border=True,
+    )
+
+    @apps.tool(
+        resource_uri=VIEW_URI,
+        visibility=["model", "app"],
+        meta={"ui/resourceUri": VIEW_URI},  # the key older hosts still read
+        annotations=READ_ONLY,
+    )
+    async def show_incident_timeline(
+        incidentId: Annotated[str, Field(description="Incident id, e.g. INC-1042")],
+    ) -> Annotated[CallToolResult, Timeline]:
+        """Show an incident's timeline: log lines per minute by level, when it opened, the first error and the
+        service's restart decisions. Reads the log from its start for at most a couple of seconds and says what
+        span it covers."""
+        try:
+            incident = app.desk.incident(incidentId)
+        except DeskError as exc:
+            return results.error(str(exc))
+        cancelled = threading.Event()
+        reader = partial(
+            timeline.scan_levels,
+            anchor=incident.opened.astimezone(UTC).date(),
+            time_budget=app.settings.search_time_budget_seconds,
+            redactor=app.redactor,
+            cancelled=cancelled,
+        )
+        try:
+            scan = await anyio.to_thread.run_sync(app.read_log, incidentId, reader, abandon_on_cancel=True)
+        except DeskError as exc:
+            return results.error(str(exc))
+        finally:
+            cancelled.set()
+        decisions = await anyio.to_thread.run_sync(app.journal.recent, MAX_RECENT_DECISIONS)
+        view = _build(incident, scan, timeline.service_decisions(decisions, incident.service))
+        return results.ok(render_text(view), view)
+
+    return apps

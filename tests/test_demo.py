@@ -1,0 +1,35 @@
+"""``incident-desk demo`` replays the article's transcripts 01-11; its output for each era is a golden file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from incident_desk import cli
+from incident_desk.demo import TRANSCRIPTS
+from tests.helpers import ERAS, ROOT
+
+GOLDEN = ROOT / "tests" / "golden" / "demo"
+
+
+@pytest.mark.parametrize("era", ERAS)
+def test_demo_output_matches_the_golden_transcripts(
+    era: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["demo", "--era", era, "--out", str(tmp_path / "out")]) == 0
+    printed = capsys.readouterr().out
+    names = [name for name, _ in TRANSCRIPTS]
+    assert names == [f"{number:02d}-{name.split('-', 1)[1]}" for number, name in enumerate(names, start=1)]
+    assert sorted(path.name for path in (tmp_path / "out").iterdir()) == [f"{name}.txt" for name in names]
+    for name in names:
+        written = (tmp_path / "out" / f"{name}.txt").read_text(encoding="utf-8")
+        assert written == (GOLDEN / era / f"{name}.txt").read_text(encoding="utf-8"), name
+        assert f"=== {name}.txt ({era})\n{written}" in printed
+
+
+def test_demo_refuses_an_unknown_era(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_code:
+        cli.main(["demo", "--era", "2024-11-05"])
+    assert exit_code.value.code == 2
+    assert "invalid choice: '2024-11-05'" in capsys.readouterr().err
