@@ -86,7 +86,11 @@ def build_app(settings: Settings, sealing_keys: list[bytes] | None = None) -> De
     root = settings.data_dir if settings.data_dir is not None else bundled_sample_desk()
     return DeskApp(
         settings=settings,
-        desk=Desk(root, max_file_bytes=settings.max_data_file_bytes),
+        desk=Desk(
+            root,
+            max_file_bytes=settings.max_data_file_bytes,
+            freshness_seconds=settings.data_freshness_seconds,
+        ),
         journal=AuditJournal(settings.audit_path),
         sealing_keys=sealing_keys or [],
     )

@@ -58,7 +58,8 @@ def _desk_params(tmp_path: Path, root: Path, address_space_bytes: int | None = N
             f"sys.argv = ['incident-desk', '--data-dir', {str(root)!r}]; "
             "runpy.run_module('incident_desk', run_name='__main__')",
         ]
-    env = child_env(tmp_path / "audit.sqlite3", MALLOC_ARENA_MAX="2")
+    # Every request looks at the data directory (no freshness window): the case where a FIFO could stall one.
+    env = child_env(tmp_path / "audit.sqlite3", MALLOC_ARENA_MAX="2", INCIDENT_DESK_DATA_FRESHNESS_SECONDS="0")
     return StdioServerParameters(command=sys.executable, args=launch, cwd=str(ROOT), env=env)
 
 

@@ -114,12 +114,14 @@ def register(server: MCPServer, app: DeskApp) -> None:
         return limiters[0]
 
     @server.tool(annotations=READ_ONLY)
-    def list_incidents(
+    async def list_incidents(
         status: Annotated[Literal["open", "all"], Field(description="open (default) or all incidents")] = "open",
     ) -> Annotated[CallToolResult, IncidentList]:
         """List incidents with their service, severity and status, sorted by id."""
-        # A sync tool: the SDK runs it in a worker thread, so the scan it may trigger never blocks the event loop.
-        current = app.desk.listing()
+        # A look at the data directory (when the last one is stale) goes to a worker thread, never on the loop.
+        current = app.desk.cached_listing()
+        if current is None:
+            current = await anyio.to_thread.run_sync(app.desk.listing)
         incidents = [current.incidents[key] for key in sorted(current.incidents)]
         incidents = [i for i in incidents if status == "all" or i.is_open]
         listing = IncidentList(
