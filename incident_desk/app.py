@@ -9,15 +9,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import BinaryIO, TypeVar
+from typing import TYPE_CHECKING, BinaryIO, TypeVar
 
 from incident_desk.client_logging import ClientLogLevels
 from incident_desk.core.audit import AuditJournal
 from incident_desk.core.cursors import CursorSeal
 from incident_desk.core.desk import Desk, LogUnavailable, bundled_sample_desk
 from incident_desk.core.logfile import read_tail
-from incident_desk.core.redact import SECRETS, Redaction, redact
 from incident_desk.settings import Settings
+
+if TYPE_CHECKING:
+    from incident_desk.core.redact import Redaction
 
 T = TypeVar("T")
 
@@ -37,11 +39,16 @@ class DeskApp:
         return self.desk.root
 
     def redactor(self, text: str) -> str:
+        # Imported by the first log read, not at start: compiling the redaction rules costs the start ~50 ms.
+        from incident_desk.core.redact import redact
+
         return redact(text) if self.settings.redact_secrets else text
 
     @property
     def redaction(self) -> Redaction | None:
         """What searches redact before matching, with the triggers that let them skip clean lines."""
+        from incident_desk.core.redact import SECRETS
+
         return SECRETS if self.settings.redact_secrets else None
 
     @cached_property

@@ -18,7 +18,6 @@ from incident_desk.core import logfile
 from incident_desk.core.audit import MAX_RECENT_DECISIONS, format_decisions
 from incident_desk.core.desk import DeskError
 from incident_desk.core.pattern import MAX_PATTERN_LENGTH, PatternError, compile_pattern
-from incident_desk.core.redact import MASK
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 MAX_PAGE_LINES = 5_000
@@ -193,6 +192,8 @@ def register(server: MCPServer, app: DeskApp) -> None:
         Each call scans for at most a couple of seconds; when it stops early it says so and hands a cursor.
         """
         try:
+            from incident_desk.core.redact import MASK
+
             regex = compile_pattern(pattern, ignore_case=ignoreCase, mask=MASK)
             start = app.cursors.decode(incidentId, cursor) if cursor else logfile.START
         except (PatternError, logfile.CursorError) as exc:
