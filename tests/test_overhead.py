@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +13,7 @@ import pytest
 from incident_desk.core import desk as desk_module
 from incident_desk.core.desk import Desk, bundled_sample_desk
 from incident_desk.server import build_server
-from tests.helpers import AppFactory, connect
+from tests.helpers import ROOT, AppFactory, child_env, connect
 
 pytestmark = pytest.mark.anyio
 
@@ -72,3 +74,32 @@ def test_a_freshness_of_zero_looks_on_every_call(tmp_path: Path) -> None:
     before = set(desk.listing().incidents)
     shutil.copytree(data / "incidents" / "INC-1043", data / "incidents" / "INC-9001")
     assert set(desk.listing().incidents) == before | {"INC-9001"}
+
+
+# Loaded only by what needs them: config --write (the writers), the first log read or search (redaction, RE2).
+NOT_NEEDED_TO_ANSWER = (
+    "ruamel.yaml",
+    "tomlkit",
+    "re2",
+    "incident_desk.core.redact",
+    "incident_desk.client_configs.merge",
+)
+
+
+@pytest.mark.subprocess
+def test_building_the_served_desk_imports_nothing_the_first_answer_does_not_need(tmp_path: Path) -> None:
+    probe = (
+        "import sys\n"
+        "from incident_desk.cli import build_parser\n"
+        "from incident_desk.settings import load_settings\n"
+        "from incident_desk.app import build_app\n"
+        "from incident_desk.server import build_server\n"
+        "build_parser()\n"
+        "build_server(build_app(load_settings({})))\n"
+        f"print(sorted(name for name in {NOT_NEEDED_TO_ANSWER!r} if name in sys.modules))\n"
+    )
+    env = child_env(tmp_path / "audit.sqlite3")
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == "[]"
