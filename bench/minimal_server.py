@@ -1,4 +1,9 @@
-"""The baseline: the smallest useful MCPServer, one resource and one tool, served over stdio."""
+"""The baseline: the smallest useful MCPServer, one resource and one tool, served over stdio.
+
+With ``--http PORT [--stateless]`` it serves Streamable HTTP on loopback instead, through uvicorn like the desk.
+"""
+
+import sys
 
 from mcp.server.mcpserver import MCPServer
 
@@ -17,4 +22,11 @@ def echo(text: str) -> str:
 
 
 if __name__ == "__main__":
-    server.run()
+    if "--http" in sys.argv:
+        import uvicorn
+
+        port = int(sys.argv[sys.argv.index("--http") + 1])
+        asgi = server.streamable_http_app(stateless_http="--stateless" in sys.argv, host="127.0.0.1")
+        uvicorn.run(asgi, host="127.0.0.1", port=port, log_level="warning", access_log=False, lifespan="on")
+    else:
+        server.run()

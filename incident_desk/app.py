@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import BinaryIO, TypeVar
+from typing import TYPE_CHECKING, BinaryIO, TypeVar
 
 from incident_desk.client_logging import ClientLogLevels
 from incident_desk.core import credentials
@@ -18,9 +18,11 @@ from incident_desk.core.audit import AuditJournal, Journal
 from incident_desk.core.cursors import CursorSeal
 from incident_desk.core.desk import Desk, LogUnavailable, bundled_sample_desk
 from incident_desk.core.logfile import read_tail
-from incident_desk.core.redact import SECRETS, Redaction, redact
 from incident_desk.core.sources import IncidentSources
 from incident_desk.settings import Settings
+
+if TYPE_CHECKING:
+    from incident_desk.core.redact import Redaction
 
 T = TypeVar("T")
 
@@ -40,11 +42,16 @@ class DeskApp:
         return self.desk.root
 
     def redactor(self, text: str) -> str:
+        # Imported by the first log read, not at start: compiling the redaction rules costs the start ~50 ms.
+        from incident_desk.core.redact import redact
+
         return redact(text) if self.settings.redact_secrets else text
 
     @property
     def redaction(self) -> Redaction | None:
         """What searches redact before matching, with the triggers that let them skip clean lines."""
+        from incident_desk.core.redact import SECRETS
+
         return SECRETS if self.settings.redact_secrets else None
 
     @cached_property
@@ -114,7 +121,7 @@ def open_journal(settings: Settings) -> Journal:
 
 def build_app(settings: Settings, sealing_keys: list[bytes] | None = None) -> DeskApp:
     root = settings.data_dir if settings.data_dir is not None else bundled_sample_desk()
-    data = Desk(root, max_file_bytes=settings.max_data_file_bytes)
+    data = Desk(root, max_file_bytes=settings.max_data_file_bytes, freshness_seconds=settings.data_freshness_seconds)
     return DeskApp(
         settings=settings,
         desk=IncidentSources(data, settings.incident_sources, settings.service_logs, secret=source_secret(settings)),

@@ -91,6 +91,12 @@ class Settings(BaseSettings):
         le=64 * 1024 * 1024,
         description="Largest incident.toml or runbook served; bigger ones are skipped with the reason.",
     )
+    data_freshness_seconds: float = Field(
+        default=1.0,
+        ge=0,
+        le=60,
+        description="How long the desk trusts its last look at the data directory; 0 checks on every request.",
+    )
     redact_secrets: bool = Field(default=True, description="Mask tokens, keys and URL passwords in log lines.")
     log_window_lines: int = Field(
         default=200, ge=1, le=100_000, description="Lines in the tail window of an incident-log resource."

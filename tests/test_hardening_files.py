@@ -58,7 +58,8 @@ def _desk_params(tmp_path: Path, root: Path, address_space_bytes: int | None = N
             f"sys.argv = ['incident-desk', '--data-dir', {str(root)!r}]; "
             "runpy.run_module('incident_desk', run_name='__main__')",
         ]
-    env = child_env(tmp_path / "audit.sqlite3", MALLOC_ARENA_MAX="2")
+    # Every request looks at the data directory (no freshness window): the case where a FIFO could stall one.
+    env = child_env(tmp_path / "audit.sqlite3", MALLOC_ARENA_MAX="2", INCIDENT_DESK_DATA_FRESHNESS_SECONDS="0")
     return StdioServerParameters(command=sys.executable, args=launch, cwd=str(ROOT), env=env)
 
 
@@ -309,7 +310,9 @@ async def test_a_log_swapped_for_an_outside_link_while_read_is_never_served(
                 if target == str(outside):
                     seen_in_proc.append(target)
 
-    server = make_server(data_dir=root)  # creates the audit journal, outside the data directory
+    # Freshness 0: every request checks the directory and then opens the log, so each one runs the race (with the
+    # 1 s window, a look that caught the link would skip the incident for a whole second).
+    server = make_server(data_dir=root, data_freshness_seconds=0)  # the audit journal goes outside the data dir
     descriptors_opened = _record_descriptors(monkeypatch)
     served: list[str] = []
     threads = [threading.Thread(target=swap), threading.Thread(target=watch_descriptors)]

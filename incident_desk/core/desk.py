@@ -7,9 +7,11 @@ Layout (documented in the README)::
     <data_dir>/runbooks/<service>.md                   one Markdown runbook per service
 
 Entries are re-read when their files change (``incident.toml`` or ``log.txt``), so incidents filed while the desk
-runs show up without a restart. A malformed entry is reported (``problems``) and skipped; it never takes the rest
-of the desk down. Every file is opened through :mod:`core.datafiles`: nothing is served from outside the data
-directory, a FIFO or device is never waited on, and incident files and runbooks are read only up to a size limit.
+runs show up without a restart: within ``freshness_seconds`` (one second in the desk's settings), because the
+directory is checked for changes at most that often and every request in between shares the last check. A
+malformed entry is reported (``problems``) and skipped; it never takes the rest of the desk down. Every file is
+opened through :mod:`core.datafiles`: nothing is served from outside the data directory, a FIFO or device is
+never waited on, and incident files and runbooks are read only up to a size limit.
 
 A scan never holds a lock: each one builds a fresh snapshot and publishes it in one assignment, so a request
 never waits for another request's scan.
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime, time
 from importlib import resources
 from pathlib import Path
+from time import monotonic
 from typing import Any, BinaryIO
 
 import structlog
@@ -105,11 +108,15 @@ class Listing:
     runbook_services: tuple[str, ...]
     problems: tuple[Problem, ...]
 
+    def open_incident_ids(self) -> list[str]:
+        return [key for key in sorted(self.incidents) if self.incidents[key].is_open]
+
 
 # Per directory, each entry's name and the change keys of its files; or why the directory cannot be listed.
 _DirectorySignature = tuple[tuple[Any, ...], ...] | str
 _Signature = tuple[_DirectorySignature, _DirectorySignature]
 _EMPTY = Listing({}, (), ())
+_NEVER = float("-inf")
 
 
 def bundled_sample_desk() -> Path:
@@ -151,7 +158,11 @@ def opened_time(value: object) -> datetime:
 
 
 class Desk:
-    """Read access to one data directory. Thread-safe and lock-free; cheap to call on every request."""
+    """Read access to one data directory. Thread-safe and lock-free; cheap to call on every request.
+
+    ``freshness_seconds``: how long a check of the directory stands before the next request checks again (0:
+    every call checks, as the doctor wants).
+    """
 
     def __init__(
         self,
@@ -159,12 +170,15 @@ class Desk:
         *,
         max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
         use_descriptors: bool = DESCRIPTORS_SUPPORTED,
+        freshness_seconds: float = 0.0,
     ) -> None:
         self.root = root
         self.max_file_bytes = max_file_bytes
+        self.freshness_seconds = freshness_seconds
         self._data = DataRoot(root, use_descriptors=use_descriptors)
-        # The last scan and the signature it was made for, replaced together in one assignment.
-        self._current: tuple[_Signature | None, Listing] = (None, _EMPTY)
+        # When the directory was last checked, the signature found, and the scan made for it; replaced together
+        # in one assignment.
+        self._current: tuple[float, _Signature | None, Listing] = (_NEVER, None, _EMPTY)
 
     def _directory_signature(self, name: str, *files: str) -> _DirectorySignature:
         try:
@@ -194,20 +208,33 @@ class Desk:
         The log counts too: an incident whose log.txt is written after its incident.toml (or deleted, or
         re-linked) must be re-read, not stay skipped or listed until the metadata happens to change. Its identity,
         not its size, so that a log being appended to does not make every request re-parse every incident.
+
+        Checking lists both directories and stats every entry, so it is done at most once per
+        ``freshness_seconds``: requests in between get the last view without touching the disk.
         """
+        checked_at, scanned_for, previous = self._current
+        if monotonic() - checked_at < self.freshness_seconds:
+            return previous
+        checking_since = monotonic()
         signature = (
             self._directory_signature(INCIDENTS_DIR, METADATA_FILE, LOG_FILE),
             self._directory_signature(RUNBOOKS_DIR),
         )
-        scanned_for, previous = self._current
         if signature == scanned_for:
+            self._current = (checking_since, signature, previous)
             return previous
         fresh = self._scan(signature)
         for problem in fresh.problems:
             if problem not in previous.problems:
                 log.warning("skipped data entry", entry=problem.entry, reason=problem.reason, root=str(self.root))
-        self._current = (signature, fresh)
+        self._current = (checking_since, signature, fresh)
         return fresh
+
+    def cached_listing(self) -> Listing | None:
+        """The last view while it is within ``freshness_seconds``, else None; never touches the disk, so an
+        event loop may call it and go to a worker thread for :meth:`listing` only when it gets None."""
+        checked_at, _, previous = self._current
+        return previous if monotonic() - checked_at < self.freshness_seconds else None
 
     def _scan(self, signature: _Signature) -> Listing:
         incidents_signature, runbooks_signature = signature
@@ -307,7 +334,7 @@ class Desk:
         return [incidents[key] for key in sorted(incidents)]
 
     def open_incident_ids(self) -> list[str]:
-        return [incident.id for incident in self.incidents() if incident.is_open]
+        return self.listing().open_incident_ids()
 
     def incident(self, incident_id: str) -> Incident:
         if not is_safe_name(incident_id, INCIDENT_ID):

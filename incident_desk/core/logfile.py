@@ -22,10 +22,11 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO, Literal, cast
+from typing import TYPE_CHECKING, Any, BinaryIO, Literal, cast
 
-from incident_desk.core.pattern import SearchPattern
-from incident_desk.core.redact import Redaction
+if TYPE_CHECKING:
+    from incident_desk.core.pattern import SearchPattern
+    from incident_desk.core.redact import Redaction
 
 MAX_LINE_BYTES = 8 * 1024
 SEARCH_SCAN_BUDGET_BYTES = 16 * 1024 * 1024 * 1024  # the time budget is what usually ends a long search

@@ -17,9 +17,10 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import re2
+if TYPE_CHECKING:
+    import re2
 
 MAX_PATTERN_LENGTH = 500
 
@@ -31,8 +32,15 @@ class PatternError(ValueError):
     """A pattern that cannot be searched for; the message names the problem and what to write instead."""
 
 
+def _re2() -> Any:
+    """RE2, imported by the first search rather than at start: serving the first answer does not need it."""
+    import re2
+
+    return re2
+
+
 def _options(*, block: bool) -> re2.Options:
-    options = re2.Options()
+    options = _re2().Options()
     options.log_errors = False  # RE2 would print its complaint to stderr through absl; the error says it instead
     options.never_capture = True  # only whether and where a match is, never its groups
     options.never_nl = block  # no match can contain a newline, so none spans two lines of a block
@@ -67,7 +75,7 @@ def _tokens(pattern: str) -> Iterator[_Token]:
                 end = pattern.find("\\E", index)
                 stop = length if end < 0 else end
                 for literal in pattern[index:stop]:
-                    source = re2.escape(literal)
+                    source = _re2().escape(literal)
                     yield _Token("atom", source, source, source)
                 index = stop if end < 0 else end + 2
                 continue
@@ -276,15 +284,15 @@ class SearchPattern:
 
 @functools.lru_cache(maxsize=64)
 def _compile_block(source: str) -> Any:
-    return re2.compile(source.encode(), _options(block=True))
+    return _re2().compile(source.encode(), _options(block=True))
 
 
 @functools.lru_cache(maxsize=256)
 def _consumes(atom: str, char: str) -> bool:
     """Whether the one-character ``atom`` can match ``char``; True when in doubt."""
     try:
-        return re2.compile(atom, _options(block=False)).fullmatch(char) is not None
-    except re2.error:
+        return _re2().compile(atom, _options(block=False)).fullmatch(char) is not None
+    except _re2().error:
         return True
 
 
@@ -299,9 +307,9 @@ def compile_pattern(text: str, *, ignore_case: bool = False, mask: str = "[REDAC
     line_source = case + "".join(token.line for token in tokens)
     block_source = "(?m)" + case + "(?:" + "".join(token.block for token in tokens) + ")"
     try:
-        line = re2.compile(line_source.encode(), _options(block=False))
+        line = _re2().compile(line_source.encode(), _options(block=False))
         _compile_block(block_source)
-    except re2.error as exc:
+    except _re2().error as exc:
         reason = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
         raise PatternError(f"Invalid regular expression {text!r}: {reason}") from None
     atoms = [token.line for token in tokens if token.kind == "atom"]

@@ -18,7 +18,6 @@ from incident_desk.core import logfile
 from incident_desk.core.audit import MAX_RECENT_DECISIONS, format_decisions
 from incident_desk.core.desk import DeskError
 from incident_desk.core.pattern import MAX_PATTERN_LENGTH, PatternError, compile_pattern
-from incident_desk.core.redact import MASK
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 MAX_PAGE_LINES = 5_000
@@ -115,12 +114,14 @@ def register(server: MCPServer, app: DeskApp) -> None:
         return limiters[0]
 
     @server.tool(annotations=READ_ONLY)
-    def list_incidents(
+    async def list_incidents(
         status: Annotated[Literal["open", "all"], Field(description="open (default) or all incidents")] = "open",
     ) -> Annotated[CallToolResult, IncidentList]:
         """List incidents with their service, severity and status, sorted by id."""
-        # A sync tool: the SDK runs it in a worker thread, so the scan it may trigger never blocks the event loop.
-        current = app.desk.listing()
+        # A look at the data directory (when the last one is stale) goes to a worker thread, never on the loop.
+        current = app.desk.cached_listing()
+        if current is None:
+            current = await anyio.to_thread.run_sync(app.desk.listing)
         incidents = [current.incidents[key] for key in sorted(current.incidents)]
         incidents = [i for i in incidents if status == "all" or i.is_open]
         listing = IncidentList(
@@ -197,6 +198,8 @@ def register(server: MCPServer, app: DeskApp) -> None:
         Each call scans for at most a couple of seconds; when it stops early it says so and hands a cursor.
         """
         try:
+            from incident_desk.core.redact import MASK
+
             regex = compile_pattern(pattern, ignore_case=ignoreCase, mask=MASK)
             start = app.cursors.decode(incidentId, cursor) if cursor else logfile.START
         except (PatternError, logfile.CursorError) as exc:

@@ -21,8 +21,12 @@ def register(server: MCPServer, app: DeskApp) -> None:
         description="Ids of all open incidents",
         mime_type="text/plain",
     )
-    def incident_index() -> str:
-        return "\n".join(app.desk.open_incident_ids())
+    async def incident_index() -> str:
+        # A look at the data directory (when the last one is stale) goes to a worker thread, never on the loop.
+        current = app.desk.cached_listing()
+        if current is None:
+            current = await anyio.to_thread.run_sync(app.desk.listing)
+        return "\n".join(current.open_incident_ids())
 
     @server.resource(
         "incident://{id}/log",

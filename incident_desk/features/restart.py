@@ -16,7 +16,6 @@ from incident_desk.app import DeskApp
 from incident_desk.core import approval, executor
 from incident_desk.core.actions import SimulateAction
 from incident_desk.core.audit import FIELD_LIMITS, AuditError, Decision, DuplicateApproval, cut
-from incident_desk.core.redact import redact
 from incident_desk.core.restart_locks import ServiceBusy, this_replica
 
 log = structlog.get_logger(__name__)
@@ -202,6 +201,8 @@ async def _approved_restart(
         )
         raise
     # Command output is shown to the client and kept in the journal: it gets the same redaction as logs.
+    from incident_desk.core.redact import redact
+
     output = redact(run.output)
     if isinstance(action, SimulateAction):
         problem = await record.quietly("simulated", ticket=ticket, detail=output)

@@ -113,6 +113,10 @@ class IncidentSources:
             problems.extend(data_listing.problems)
         return Listing(incidents, data_listing.runbook_services, tuple(problems))
 
+    def cached_listing(self) -> Listing | None:
+        """The data directory's last view while fresh, when it is the only source; else None (look again)."""
+        return self.data.cached_listing() if self._only_the_data_directory else None
+
     def incidents(self) -> list[Incident]:
         incidents = self.listing().incidents
         return [incidents[key] for key in sorted(incidents)]
