@@ -25,10 +25,10 @@ from mcp.client.streamable_http import streamable_http_client
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from tests.http_desk import run_desk  # noqa: E402
 from tests.nginx_proxy import running_nginx  # noqa: E402 -- the tests' throwaway servers, on the path set above
 from tests.postgres_cluster import PASSWORD, running_cluster  # noqa: E402
 from tests.restart_helpers import approve  # noqa: E402
-from tests.test_http import run_desk  # noqa: E402
 
 CLIENTS = 10
 SERVICES = {f"svc-{n:02d}": {"kind": "simulate"} for n in range(CLIENTS)}

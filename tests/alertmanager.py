@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import threading
 import time
@@ -19,14 +18,10 @@ from typing import Any
 import httpx2
 import pytest
 
+from tests.helpers import free_port
+
 BINARY = shutil.which("prometheus-alertmanager") or shutil.which("alertmanager")
 needs_alertmanager = pytest.mark.skipif(BINARY is None, reason="prometheus-alertmanager is not installed")
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @dataclass
@@ -107,7 +102,7 @@ def running_alertmanager(tmp_path: Path, basic_auth: tuple[str, str] | None = No
     assert BINARY is not None
     config = tmp_path / "alertmanager.yml"
     config.write_text("route:\n  receiver: nobody\nreceivers:\n  - name: nobody\n", encoding="utf-8")
-    port = _free_port()
+    port = free_port()
     argv = [
         BINARY,
         f"--config.file={config}",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -20,6 +21,13 @@ SAMPLE_1043_LOG = (
 )
 
 AppFactory = Callable[..., DeskApp]
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on right now (a server started on it may still lose a race: retry)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def child_env(audit_db: Path, **extra: str) -> dict[str, str]:

@@ -14,7 +14,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from tests.helpers import ROOT
+from tests.helpers import ROOT, free_port
 
 NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
 SHIPPED = ROOT / "deploy" / "nginx.conf"
@@ -24,12 +24,6 @@ def unavailable_reason() -> str | None:
     if not Path(NGINX).exists():
         return "nginx not found (.ci/run installs Debian's nginx)"
     return None
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def site_config(listen_port: int, replica_ports: Sequence[int]) -> str:
@@ -45,7 +39,7 @@ def site_config(listen_port: int, replica_ports: Sequence[int]) -> str:
 def running_nginx(replica_ports: Sequence[int]) -> Iterator[str]:
     """nginx in the foreground in a temp dir; yields the balanced ``/mcp`` URL."""
     directory = Path(tempfile.mkdtemp(prefix="desk-nginx-"))
-    port = _free_port()
+    port = free_port()
     (directory / "site.conf").write_text(site_config(port, replica_ports), encoding="utf-8")
     temp_paths = "\n".join(
         f"    {kind}_temp_path {directory / kind};" for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")

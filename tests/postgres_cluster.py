@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -20,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+
+from tests.helpers import free_port
 
 
 def _debian_pg_bin() -> Path:
@@ -56,12 +57,6 @@ def _as_postgres() -> dict[str, Any]:
     return {"user": "postgres", "group": "postgres", "extra_groups": []} if os.geteuid() == 0 else {}
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @dataclass
 class Cluster:
     directory: Path
@@ -84,7 +79,7 @@ class Cluster:
     def start(self) -> None:
         """Start (or start again, on the same port when it has one); retry on a new port if another took it."""
         for _ in range(5):
-            port = self.port or _free_port()
+            port = self.port or free_port()
             log = (self.directory / "log").open("ab")
             self.process = subprocess.Popen(
                 [

@@ -22,12 +22,6 @@ INITIALIZE = {
 }
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _wait_for_exit(process: subprocess.Popen[bytes], signum: signal.Signals) -> tuple[float, int | None]:
     started = time.monotonic()
     process.send_signal(signum)

@@ -23,7 +23,7 @@ from incident_desk.app import build_app
 from incident_desk.http import build_asgi
 from incident_desk.server import build_server
 from incident_desk.settings import load_settings
-from tests.test_http import TOKEN, run_desk
+from tests.http_desk import TOKEN, run_desk
 
 pytestmark = pytest.mark.http
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="counts descriptors in /proc")

@@ -5,10 +5,8 @@ from __future__ import annotations
 import socket
 import subprocess
 import sys
-import time
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -18,83 +16,12 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CreateMessageResult, ElicitResult, InputRequiredResult, InputResponses, TextContent
 
-from tests.helpers import ROOT, SAMPLE_1043_LOG, child_env, text_of
+from tests.helpers import ROOT, SAMPLE_1043_LOG, text_of
+from tests.http_desk import TOKEN, desk_env, run_desk
 
 pytestmark = [pytest.mark.anyio, pytest.mark.http]
 
-TOKEN = "test-token-0123456789abcdef"
 SEALING_KEY = "shared-sealing-key-for-two-replicas-000"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@dataclass
-class Desk:
-    url: str
-    port: int
-    stderr_path: Path
-    process: subprocess.Popen[bytes]
-
-    def stderr(self) -> str:
-        return self.stderr_path.read_text()
-
-
-def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    return child_env(tmp_path / "audit.sqlite3", **extra)
-
-
-@contextmanager
-def run_desk(tmp_path: Path, *args: str, name: str = "desk", **env: str) -> Iterator[Desk]:
-    port = _free_port()
-    host = args[args.index("--host") + 1] if "--host" in args else "127.0.0.1"
-    stderr_path = tmp_path / f"{name}-{port}.log"
-    with stderr_path.open("wb") as stderr:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "incident_desk",
-                "--transport",
-                "http",
-                "--port",
-                str(port),
-                "--log-format",
-                "json",
-                *args,
-            ],
-            cwd=ROOT,
-            env=_env(tmp_path, **env),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-        )
-        try:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    if httpx2.get(f"http://{host}:{port}/healthz", timeout=1).status_code == 200:
-                        break
-                except httpx2.TransportError:
-                    pass
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise AssertionError(f"desk did not start: {stderr_path.read_text()}")
-                time.sleep(0.1)
-            yield Desk(f"http://{host}:{port}/mcp", port, stderr_path, process)
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-            stdout = process.stdout.read() if process.stdout else b""
-            if process.stdout:
-                process.stdout.close()
-            assert stdout == b"", f"the HTTP desk wrote to stdout: {stdout[:200]!r}"
 
 
 @asynccontextmanager
@@ -183,7 +110,7 @@ async def test_approval_started_on_one_replica_finishes_on_another(tmp_path: Pat
             capture_output=True,
             text=True,
             cwd=ROOT,
-            env={**_env(tmp_path), **shared},
+            env={**desk_env(tmp_path), **shared},
             check=True,
         )
     with (
@@ -227,7 +154,7 @@ async def test_bearer_token_is_required_when_configured(tmp_path: Path) -> None:
             [sys.executable, "-m", "incident_desk", "audit"],
             capture_output=True,
             text=True,
-            env=_env(tmp_path),
+            env=desk_env(tmp_path),
             check=True,
         ).stdout
     assert missing.status_code == 401
@@ -259,7 +186,7 @@ def test_a_busy_port_is_an_error_before_anything_is_announced(tmp_path: Path) ->
             [sys.executable, "-m", "incident_desk", "--transport", "http", "--port", str(port)],
             capture_output=True,
             text=True,
-            env=_env(tmp_path),
+            env=desk_env(tmp_path),
             timeout=30,
             stdin=subprocess.DEVNULL,
             check=False,
@@ -275,7 +202,7 @@ def test_refuses_to_bind_beyond_loopback_without_a_token(tmp_path: Path) -> None
         [sys.executable, "-m", "incident_desk", "--transport", "http", "--host", "0.0.0.0", "--port", "1"],
         capture_output=True,
         text=True,
-        env=_env(tmp_path),
+        env=desk_env(tmp_path),
         timeout=30,
         stdin=subprocess.DEVNULL,
         check=False,
@@ -290,7 +217,7 @@ def test_refuses_a_wildcard_bind_without_allowed_hosts(tmp_path: Path) -> None:
         [sys.executable, "-m", "incident_desk", "--transport", "http", "--host", "0.0.0.0", "--port", "1"],
         capture_output=True,
         text=True,
-        env=_env(tmp_path, INCIDENT_DESK_HTTP_TOKEN=TOKEN),
+        env=desk_env(tmp_path, INCIDENT_DESK_HTTP_TOKEN=TOKEN),
         timeout=30,
         stdin=subprocess.DEVNULL,
         check=False,
@@ -322,7 +249,7 @@ async def test_the_http_token_comes_from_the_keychain(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         cwd=ROOT,
-        env={**_env(tmp_path), **keyring_env},
+        env={**desk_env(tmp_path), **keyring_env},
         check=True,
     )
     token = created.stdout.strip()

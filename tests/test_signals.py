@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import ROOT, child_env
-from tests.signals import free_port, stop_http_desk, stop_stdio_desk
+from tests.helpers import ROOT, child_env, free_port
+from tests.signals import stop_http_desk, stop_stdio_desk
 
 pytestmark = [
     pytest.mark.subprocess,

@@ -30,10 +30,10 @@ from incident_desk.core.audit_pg import PostgresJournal
 from incident_desk.core.restart_locks import ServiceBusy
 from incident_desk.settings import SettingsError, load_settings
 from tests.helpers import ROOT, child_env, text_of
+from tests.http_desk import run_desk
 from tests.postgres_cluster import PASSWORD, Cluster, running_cluster, unavailable_reason
 from tests.restart_helpers import SERVICE, Restarts, approve
 from tests.restart_helpers import restarts_fixture as restarts_fixture
-from tests.test_http import run_desk
 
 pytestmark = [
     pytest.mark.anyio,

@@ -18,13 +18,13 @@ import httpx2
 import pytest
 
 from tests.helpers import text_of
+from tests.http_desk import run_desk
 from tests.nginx_proxy import running_nginx
 from tests.nginx_proxy import unavailable_reason as nginx_unavailable
 from tests.postgres_cluster import PASSWORD, Cluster, running_cluster
 from tests.postgres_cluster import unavailable_reason as postgres_unavailable
 from tests.restart_helpers import SERVICE, Restarts, approve
 from tests.restart_helpers import restarts_fixture as restarts_fixture
-from tests.test_http import run_desk
 from tests.test_team_desk import SEALING_KEY, _client
 
 pytestmark = [
