@@ -7,10 +7,12 @@ them; a dead replica's lock goes with its connection; the journal's outages are 
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -143,6 +145,34 @@ async def test_one_service_lock_across_journals_says_who_holds_it_and_is_release
         async with second.locks.hold(SERVICE, "replica-b"):
             pass
     finally:
+        first.close()
+        second.close()
+
+
+async def test_a_released_service_is_free_at_once_while_the_old_lock_session_is_still_ending(
+    cluster: Cluster, journal_url: str
+) -> None:
+    """The lock is unlocked before its connection closes: a closed session frees its locks only when its backend
+    exits, which a busy machine delays. A SIGSTOPped backend, resumed a second later, stands in for that delay."""
+    first, second = _journal(journal_url), _journal(journal_url)
+    resume = threading.Timer(1.0, lambda: None)
+    try:
+        async with first.locks.hold(SERVICE, "replica-a"):
+            with cluster.connect(journal_url.rsplit("/", 1)[1]) as conn:
+                found = conn.execute(
+                    "SELECT pid FROM pg_stat_activity "
+                    "WHERE application_name = 'incident-desk restart lock' AND datname = current_database()"
+                ).fetchone()
+            assert found is not None, "no restart lock session in pg_stat_activity"
+            backend = int(found[0])
+            os.kill(backend, signal.SIGSTOP)
+            resume = threading.Timer(1.0, os.kill, (backend, signal.SIGCONT))
+            resume.start()
+        async with second.locks.hold(SERVICE, "replica-b"):
+            pass
+    finally:
+        if resume.is_alive():
+            resume.join()  # the backend runs again before the test ends, whatever happened
         first.close()
         second.close()
 
