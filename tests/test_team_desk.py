@@ -32,7 +32,7 @@ from incident_desk.core.audit_pg import PostgresJournal
 from incident_desk.core.restart_locks import ServiceBusy
 from incident_desk.settings import SettingsError, load_settings
 from tests.helpers import ROOT, child_env, text_of
-from tests.http_desk import Desk, run_desk
+from tests.http_desk import run_desk
 from tests.postgres_cluster import PASSWORD, Cluster, running_cluster, unavailable_reason
 from tests.restart_helpers import SERVICE, Restarts, approve
 from tests.restart_helpers import restarts_fixture as restarts_fixture
@@ -83,12 +83,6 @@ async def _client(url: str, mode: str, **callbacks: Any) -> AsyncIterator[Client
         Client(streamable_http_client(url, http_client=http), mode=mode, **callbacks) as client,
     ):
         yield client
-
-
-def logged_decisions(desk: Desk) -> list[tuple[str, str | None]]:
-    """The restart decisions a replica logged itself (outcome, ticket), in order: which replica decided what."""
-    events = [json.loads(line) for line in desk.stderr().splitlines() if line.startswith("{")]
-    return [(event["outcome"], event["ticket"]) for event in events if event.get("event") == "restart decision"]
 
 
 def _outcomes(url: str) -> list[str]:
@@ -207,7 +201,7 @@ async def test_an_approval_asked_by_one_replica_is_answered_through_another_once
                 )
             texts.append(text_of(result))
         asked_by, answered_by = replica_a.process.pid, replica_b.process.pid
-        logged_by_a, logged_by_b = logged_decisions(replica_a), logged_decisions(replica_b)
+        logged_by_a, logged_by_b = replica_a.logged_decisions(), replica_b.logged_decisions()
     assert texts[0].startswith("RESTARTED payments-api under CHG-7")
     assert texts[1:] == ["NOT RESTARTED -- this approval was already used"] * 2
     # Replica A only asked (and later refused the replay); B took the answer, journalled it and ran the restart.
