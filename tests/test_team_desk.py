@@ -396,3 +396,48 @@ async def test_a_hung_replica_loses_the_service_lock_and_the_next_restart_goes_t
     assert texts[0].startswith("NOT RESTARTED -- a restart of payments-api is already running (held by ")
     assert texts[-1].startswith("RESTARTED payments-api under CHG-B"), texts
     assert freed_after < 25, freed_after
+
+
+def _guide_commands() -> list[str]:
+    """The README's step-by-step team-desk commands, continuation lines joined."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("Step by step on one Debian host", 1)[1]
+    block = section.split("```sh\n", 1)[1].split("```", 1)[0]
+    return [command.strip() for command in block.replace("\\\n", " ").splitlines()]
+
+
+def test_the_readme_guides_config_and_doctor_lines_work_as_written(tmp_path: Path, cluster: Cluster) -> None:
+    """The guide's config file and its doctor check, as written: only `sudo`, /etc and the port are moved here."""
+    commands = _guide_commands()
+    (write_config,) = [command for command in commands if command.startswith("printf 'audit_db")]
+    (doctor,) = [command for command in commands if "incident-desk doctor" in command]
+    etc = tmp_path / "etc"
+    etc.mkdir()
+
+    def here(command: str) -> str:
+        moved = command.replace("sudo ", "").replace("/etc/incident-desk", str(etc))
+        return moved.replace("127.0.0.1:5432", f"127.0.0.1:{cluster.port}")
+
+    guide_password = "guide-desk-password-9b2e"
+    with cluster.connect() as conn:  # the guide's createuser and createdb
+        conn.execute(f"CREATE ROLE desk LOGIN PASSWORD '{guide_password}'")
+        conn.execute("CREATE DATABASE desk OWNER desk")
+    secrets_env = etc / "secrets.env"  # what the guide's sudoedit step writes
+    secrets_env.write_text(f"INCIDENT_DESK_AUDIT_DB_PASSWORD={guide_password}\n", encoding="utf-8")
+    secrets_env.chmod(0o600)
+    env = {name: value for name, value in os.environ.items() if not name.startswith("INCIDENT_DESK_")}
+    env["PYTHON_KEYRING_BACKEND"] = "keyring.backends.null.Keyring"
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # `incident-desk` on PATH
+
+    def run(command: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["sh", "-c", here(command)], env=env, capture_output=True, text=True, timeout=120)
+
+    written = run(write_config)
+    assert written.returncode == 0, written.stderr
+    checked = run(doctor)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert (
+        f"[ok] audit journal: postgresql://desk@127.0.0.1:{cluster.port}/desk (schema version 1, 0 decisions, "
+        "a test row written and read back)" in checked.stdout
+    )
+    assert guide_password not in checked.stdout + checked.stderr
