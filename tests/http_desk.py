@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -26,6 +27,11 @@ class Desk:
 
     def stderr(self) -> str:
         return self.stderr_path.read_text()
+
+    def logged_decisions(self) -> list[tuple[str, str | None]]:
+        """The restart decisions this desk logged itself (outcome, ticket), in order: which replica decided what."""
+        events = [json.loads(line) for line in self.stderr().splitlines() if line.startswith("{")]
+        return [(event["outcome"], event["ticket"]) for event in events if event.get("event") == "restart decision"]
 
 
 def desk_env(tmp_path: Path, **extra: str) -> dict[str, str]:

@@ -1,7 +1,8 @@
 """restart_service test helpers: the designed form, a counting restart command, a scripted operator, the journal.
 
-Every restart in the restart tests runs a script the test wrote, which appends one line to a file per execution,
-so each test can count exactly how often something was executed.
+Every restart in the restart tests runs a script the test wrote, which appends one line to a file per execution
+(the service, and the pid of the desk that ran it), so each test can count exactly how often, and where, something
+was executed.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ RESTART_SCRIPT = """\
 import os, sys, time
 ran, sleep, code = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
 with open(ran, "a", encoding="utf-8") as f:
-    f.write(os.environ.get("INCIDENT_DESK_SERVICE", "?") + "\\n")
+    f.write(os.environ.get("INCIDENT_DESK_SERVICE", "?") + " " + str(os.getppid()) + "\\n")
 print("restarting", os.environ.get("INCIDENT_DESK_SERVICE"), flush=True)
 time.sleep(sleep)
 print("exit", code, flush=True)
@@ -62,7 +63,8 @@ sys.exit(code)
 
 @dataclass
 class Restarts:
-    """A restart command the test controls; ``executions()`` lists one service name per run."""
+    """A restart command the test controls; ``executions()`` lists one service name per run, ``executed_by()``
+    the desk process that ran it."""
 
     script: Path
     ran: Path
@@ -75,7 +77,15 @@ class Restarts:
         return {name: self.action(exit_code=exit_code, sleep=sleep) for name in names or (SERVICE,)}
 
     def executions(self) -> list[str]:
-        return self.ran.read_text(encoding="utf-8").splitlines() if self.ran.exists() else []
+        return [service for service, _ in self._lines()]
+
+    def executed_by(self) -> list[int]:
+        """The pid of the desk process that ran each restart, in order: which replica restarted."""
+        return [int(desk_pid) for _, desk_pid in self._lines()]
+
+    def _lines(self) -> list[tuple[str, str]]:
+        lines = self.ran.read_text(encoding="utf-8").splitlines() if self.ran.exists() else []
+        return [(service, desk_pid) for service, desk_pid in (line.rsplit(" ", 1) for line in lines)]
 
 
 @pytest.fixture(name="restarts")

@@ -7,10 +7,12 @@ them; a dead replica's lock goes with its connection; the journal's outages are 
 from __future__ import annotations
 
 import json
+import os
 import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -147,6 +149,34 @@ async def test_one_service_lock_across_journals_says_who_holds_it_and_is_release
         second.close()
 
 
+async def test_a_released_service_is_free_at_once_while_the_old_lock_session_is_still_ending(
+    cluster: Cluster, journal_url: str
+) -> None:
+    """The lock is unlocked before its connection closes: a closed session frees its locks only when its backend
+    exits, which a busy machine delays. A SIGSTOPped backend, resumed a second later, stands in for that delay."""
+    first, second = _journal(journal_url), _journal(journal_url)
+    resume = threading.Timer(1.0, lambda: None)
+    try:
+        async with first.locks.hold(SERVICE, "replica-a"):
+            with cluster.connect(journal_url.rsplit("/", 1)[1]) as conn:
+                found = conn.execute(
+                    "SELECT pid FROM pg_stat_activity "
+                    "WHERE application_name = 'incident-desk restart lock' AND datname = current_database()"
+                ).fetchone()
+            assert found is not None, "no restart lock session in pg_stat_activity"
+            backend = int(found[0])
+            os.kill(backend, signal.SIGSTOP)
+            resume = threading.Timer(1.0, os.kill, (backend, signal.SIGCONT))
+            resume.start()
+        async with second.locks.hold(SERVICE, "replica-b"):
+            pass
+    finally:
+        if resume.is_alive():
+            resume.join()  # the backend runs again before the test ends, whatever happened
+        first.close()
+        second.close()
+
+
 # --- replicas over HTTP -------------------------------------------------------------------------------------------
 
 
@@ -170,9 +200,14 @@ async def test_an_approval_asked_by_one_replica_is_answered_through_another_once
                     "restart_service", {"service": SERVICE}, input_responses=answer, request_state=asked.request_state
                 )
             texts.append(text_of(result))
+        asked_by, answered_by = replica_a.process.pid, replica_b.process.pid
+        logged_by_a, logged_by_b = replica_a.logged_decisions(), replica_b.logged_decisions()
     assert texts[0].startswith("RESTARTED payments-api under CHG-7")
     assert texts[1:] == ["NOT RESTARTED -- this approval was already used"] * 2
-    assert restarts.executions() == [SERVICE]
+    # Replica A only asked (and later refused the replay); B took the answer, journalled it and ran the restart.
+    assert restarts.executions() == [SERVICE] and restarts.executed_by() == [answered_by] != [asked_by]
+    assert logged_by_a == [("refused_stale", "CHG-7")]
+    assert logged_by_b == [("approved", "CHG-7"), ("executed", "CHG-7"), ("refused_stale", "CHG-7")]
     assert _outcomes(journal_url) == ["approved", "executed", "refused_stale", "refused_stale"]
 
 
@@ -361,3 +396,48 @@ async def test_a_hung_replica_loses_the_service_lock_and_the_next_restart_goes_t
     assert texts[0].startswith("NOT RESTARTED -- a restart of payments-api is already running (held by ")
     assert texts[-1].startswith("RESTARTED payments-api under CHG-B"), texts
     assert freed_after < 25, freed_after
+
+
+def _guide_commands() -> list[str]:
+    """The README's step-by-step team-desk commands, continuation lines joined."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("Step by step on one Debian host", 1)[1]
+    block = section.split("```sh\n", 1)[1].split("```", 1)[0]
+    return [command.strip() for command in block.replace("\\\n", " ").splitlines()]
+
+
+def test_the_readme_guides_config_and_doctor_lines_work_as_written(tmp_path: Path, cluster: Cluster) -> None:
+    """The guide's config file and its doctor check, as written: only `sudo`, /etc and the port are moved here."""
+    commands = _guide_commands()
+    (write_config,) = [command for command in commands if command.startswith("printf 'audit_db")]
+    (doctor,) = [command for command in commands if "incident-desk doctor" in command]
+    etc = tmp_path / "etc"
+    etc.mkdir()
+
+    def here(command: str) -> str:
+        moved = command.replace("sudo ", "").replace("/etc/incident-desk", str(etc))
+        return moved.replace("127.0.0.1:5432", f"127.0.0.1:{cluster.port}")
+
+    guide_password = "guide-desk-password-9b2e"
+    with cluster.connect() as conn:  # the guide's createuser and createdb
+        conn.execute(f"CREATE ROLE desk LOGIN PASSWORD '{guide_password}'")
+        conn.execute("CREATE DATABASE desk OWNER desk")
+    secrets_env = etc / "secrets.env"  # what the guide's sudoedit step writes
+    secrets_env.write_text(f"INCIDENT_DESK_AUDIT_DB_PASSWORD={guide_password}\n", encoding="utf-8")
+    secrets_env.chmod(0o600)
+    env = {name: value for name, value in os.environ.items() if not name.startswith("INCIDENT_DESK_")}
+    env["PYTHON_KEYRING_BACKEND"] = "keyring.backends.null.Keyring"
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"  # `incident-desk` on PATH
+
+    def run(command: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["sh", "-c", here(command)], env=env, capture_output=True, text=True, timeout=120)
+
+    written = run(write_config)
+    assert written.returncode == 0, written.stderr
+    checked = run(doctor)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert (
+        f"[ok] audit journal: postgresql://desk@127.0.0.1:{cluster.port}/desk (schema version 1, 0 decisions, "
+        "a test row written and read back)" in checked.stdout
+    )
+    assert guide_password not in checked.stdout + checked.stderr

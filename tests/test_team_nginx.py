@@ -18,7 +18,7 @@ import httpx2
 import pytest
 
 from tests.helpers import text_of
-from tests.http_desk import run_desk
+from tests.http_desk import Desk, run_desk
 from tests.nginx_proxy import running_nginx
 from tests.nginx_proxy import unavailable_reason as nginx_unavailable
 from tests.postgres_cluster import PASSWORD, Cluster, running_cluster
@@ -34,7 +34,9 @@ pytestmark = [
     pytest.mark.skipif(nginx_unavailable() is not None, reason=str(nginx_unavailable())),
 ]
 
-LOAD_SERVICES = [f"svc-{n:02d}" for n in range(25)]
+REPLICAS = 2
+CLIENTS_PER_REPLICA = 25
+LOAD_SERVICES = [f"svc-{n:02d}" for n in range(REPLICAS * CLIENTS_PER_REPLICA)]
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +45,8 @@ def cluster() -> Iterator[Cluster]:
         yield running
 
 
-def _balanced(tmp_path: Path, url: str, services: Mapping[str, object], stack: ExitStack) -> str:
+def _balanced(tmp_path: Path, url: str, services: Mapping[str, object], stack: ExitStack) -> tuple[str, list[Desk]]:
+    """Replicas r1 and r2 on one journal, behind nginx; the balanced URL and the replicas."""
     env = {
         "INCIDENT_DESK_AUDIT_DB": url,
         "INCIDENT_DESK_AUDIT_DB_PASSWORD": PASSWORD,
@@ -52,9 +55,10 @@ def _balanced(tmp_path: Path, url: str, services: Mapping[str, object], stack: E
         "INCIDENT_DESK_HTTP_MAX_SESSIONS_PER_CLIENT": "200",
     }
     replicas = [
-        stack.enter_context(run_desk(tmp_path, name=f"r{n}", INCIDENT_DESK_REPLICA_TAG=f"r{n}", **env)) for n in (1, 2)
+        stack.enter_context(run_desk(tmp_path, name=f"r{n}", INCIDENT_DESK_REPLICA_TAG=f"r{n}", **env))
+        for n in range(1, REPLICAS + 1)
     ]
-    return stack.enter_context(running_nginx([replica.port for replica in replicas]))
+    return stack.enter_context(running_nginx([replica.port for replica in replicas])), replicas
 
 
 def _initialize_session_id(url: str) -> str:
@@ -75,7 +79,7 @@ async def test_2025_stateful_sessions_live_their_whole_life_through_nginx(
 ) -> None:
     url = cluster.new_database(f"desk_{uuid.uuid4().hex[:12]}")
     with ExitStack() as stack:
-        balanced = _balanced(tmp_path, url, restarts.services(), stack)
+        balanced, _ = _balanced(tmp_path, url, restarts.services(), stack)
         tags = {_initialize_session_id(balanced).split(".", 1)[0] for _ in range(4)}
         texts = []
         for _ in range(4):  # round robin spreads the sessions over both replicas
@@ -98,7 +102,7 @@ async def test_2026_calls_through_nginx_finish_approvals_on_any_replica(
 ) -> None:
     url = cluster.new_database(f"desk_{uuid.uuid4().hex[:12]}")
     with ExitStack() as stack:
-        balanced = _balanced(tmp_path, url, restarts.services(), stack)
+        balanced, _ = _balanced(tmp_path, url, restarts.services(), stack)
         texts = []
         for _ in range(4):
             async with _client(balanced, "2026-07-28", elicitation_callback=approve()) as client:
@@ -108,14 +112,14 @@ async def test_2026_calls_through_nginx_finish_approvals_on_any_replica(
 
 
 @pytest.mark.slow
-async def test_two_replicas_and_25_clients_for_30_seconds_through_nginx(tmp_path: Path, cluster: Cluster) -> None:
+async def test_two_replicas_and_25_clients_each_for_30_seconds_through_nginx(tmp_path: Path, cluster: Cluster) -> None:
     url = cluster.new_database(f"desk_{uuid.uuid4().hex[:12]}")
     services = {name: {"kind": "simulate"} for name in LOAD_SERVICES}
     errors: list[str] = []
     returned: list[str] = []  # the ticket of every restart decision a client was told about
     reads = 0
     with ExitStack() as stack:
-        balanced = _balanced(tmp_path, url, services, stack)
+        balanced, replicas = _balanced(tmp_path, url, services, stack)
         stop_at = time.monotonic() + 30
 
         async def client_loop(index: int) -> None:
@@ -143,15 +147,24 @@ async def test_two_replicas_and_25_clients_for_30_seconds_through_nginx(tmp_path
                     returned.append(ticket)
 
         async with anyio.create_task_group() as group:
-            for index in range(25):
+            for index in range(len(LOAD_SERVICES)):
                 group.start_soon(client_loop, index)
+        # What each replica says it decided, from its own log: nginx spread the load over both.
+        simulated_by = [
+            {ticket for outcome, ticket in replica.logged_decisions() if outcome == "simulated"} for replica in replicas
+        ]
     recorded = _tickets(url)
     assert errors == []
-    assert len(returned) >= 25 and reads >= 25
+    assert len(returned) >= len(LOAD_SERVICES) and reads >= len(LOAD_SERVICES)
     # Each returned restart was journalled twice (approved, then simulated) before its result came back.
     assert sum(len(outcomes) for outcomes in recorded.values()) == 2 * len(returned)
     missing = [ticket for ticket in returned if recorded.get(ticket) != {"approved", "simulated"}]
     assert missing == []
+    # Every returned decision was made by exactly one replica, and each replica made at least a quarter of them.
+    assert simulated_by[0].isdisjoint(simulated_by[1])
+    assert simulated_by[0] | simulated_by[1] == set(returned)
+    shares = [len(tickets) / len(returned) for tickets in simulated_by]
+    assert min(shares) >= 0.25, shares
 
 
 def _tickets(url: str) -> dict[str, set[str]]:
