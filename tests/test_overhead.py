@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp import Client
+from mcp_types import PromptReference
 
 from incident_desk.core import desk as desk_module
 from incident_desk.core.desk import Desk, bundled_sample_desk
@@ -76,18 +78,66 @@ def test_a_freshness_of_zero_looks_on_every_call(tmp_path: Path) -> None:
     assert set(desk.listing().incidents) == before | {"INC-9001"}
 
 
-# Loaded only by what needs them: config --write (the writers), the first log read or search (redaction, RE2).
+async def _surface(client: Client) -> dict[str, Any]:
+    """Everything a client can see without calling a tool or reading a resource, as wire dicts."""
+    return {
+        "server": client.server_info,
+        "capabilities": client.server_capabilities,
+        "instructions": client.instructions,
+        "tools": (await client.list_tools()).tools,
+        "resources": (await client.list_resources()).resources,
+        "templates": (await client.list_resource_templates()).resource_templates,
+        "prompts": (await client.list_prompts()).prompts,
+    }
+
+
+async def test_a_desk_registering_its_features_on_first_use_shows_clients_the_same_surface(
+    make_app: AppFactory, era: str
+) -> None:
+    async with connect(build_server(make_app()), era) as client:
+        eager = await _surface(client)
+    async with connect(build_server(make_app(), defer_features=True), era) as client:
+        deferred = await _surface(client)
+    assert deferred == eager
+    assert [tool.name for tool in deferred["tools"]][:2] == ["show_incident_timeline", "list_incidents"]
+
+
+@pytest.mark.parametrize("first", ["call_tool", "read_resource", "get_prompt", "complete"])
+async def test_any_first_request_finds_the_deferred_features_registered(
+    make_app: AppFactory, era: str, first: str
+) -> None:
+    async with connect(build_server(make_app(), defer_features=True), era) as client:
+        if first == "call_tool":
+            assert not (await client.call_tool("list_incidents", {})).is_error
+        elif first == "read_resource":
+            assert (await client.read_resource("incident://index")).contents
+        elif first == "get_prompt":
+            assert (await client.get_prompt("postmortem", {"incidentId": "INC-1043"})).messages
+        else:
+            completion = await client.complete(PromptReference(name="postmortem"), {"name": "incidentId", "value": ""})
+            assert completion.completion.values
+
+
+# Loaded only by what needs them: config --write (the writers), the first log read or search (redaction, RE2),
+# the first request after initialize (the tools, resources and prompts, and what only they use).
 NOT_NEEDED_TO_ANSWER = (
     "ruamel.yaml",
     "tomlkit",
     "re2",
     "incident_desk.core.redact",
     "incident_desk.client_configs.merge",
+    "incident_desk.features.read_tools",
+    "incident_desk.features.summarize",
+    "incident_desk.features.restart",
+    "incident_desk.features.resources_",
+    "incident_desk.features.prompts",
+    "incident_desk.core.provider",
+    "incident_desk.core.pattern",
 )
 
 
 @pytest.mark.subprocess
-def test_building_the_served_desk_imports_nothing_the_first_answer_does_not_need(tmp_path: Path) -> None:
+def test_building_the_desk_served_over_stdio_imports_nothing_the_first_answer_does_not_need(tmp_path: Path) -> None:
     probe = (
         "import sys\n"
         "from incident_desk.cli import build_parser\n"
@@ -95,7 +145,7 @@ def test_building_the_served_desk_imports_nothing_the_first_answer_does_not_need
         "from incident_desk.app import build_app\n"
         "from incident_desk.server import build_server\n"
         "build_parser()\n"
-        "build_server(build_app(load_settings({})))\n"
+        "build_server(build_app(load_settings({})), defer_features=True)\n"
         f"print(sorted(name for name in {NOT_NEEDED_TO_ANSWER!r} if name in sys.modules))\n"
     )
     env = child_env(tmp_path / "audit.sqlite3")
