@@ -5,17 +5,20 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
+import anyio.to_thread
 import pytest
 from mcp import Client
 from mcp_types import PromptReference
 
+from incident_desk.app import INLINE_LOG_MAX_BYTES
 from incident_desk.core import desk as desk_module
 from incident_desk.core.desk import Desk, bundled_sample_desk
 from incident_desk.server import build_server
-from tests.helpers import ROOT, AppFactory, child_env, connect
+from tests.helpers import ROOT, SAMPLE_1043_LOG, AppFactory, child_env, connect, text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -153,3 +156,62 @@ def test_building_the_desk_served_over_stdio_imports_nothing_the_first_answer_do
         [sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=True
     )
     assert done.stdout.strip() == "[]"
+
+
+def _counting_thread_hops(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every hop to a worker thread through anyio (the SDK's and the desk's), by the function it runs."""
+    hops: list[str] = []
+    original = anyio.to_thread.run_sync
+
+    async def counting(function: Any, *args: Any, **kwargs: Any) -> Any:
+        hops.append(getattr(function, "__qualname__", repr(function)))
+        return await original(function, *args, **kwargs)
+
+    monkeypatch.setattr(anyio.to_thread, "run_sync", counting)
+    return hops
+
+
+async def test_a_small_listed_log_is_read_with_the_sdks_one_thread_hop(
+    make_app: AppFactory, monkeypatch: pytest.MonkeyPatch, era: str
+) -> None:
+    server = build_server(make_app(data_freshness_seconds=60))
+    async with connect(server, era) as client:
+        await client.read_resource("incident://INC-1043/log")  # the first look at the data directory
+        hops = _counting_thread_hops(monkeypatch)
+        for _ in range(5):
+            assert text_of(await client.read_resource("incident://INC-1043/log")) == SAMPLE_1043_LOG
+    assert len(hops) == 5
+
+
+async def test_a_log_read_after_the_freshness_window_looks_at_the_data_directory_off_the_event_loop(
+    make_app: AppFactory, monkeypatch: pytest.MonkeyPatch, era: str
+) -> None:
+    looked_from: list[str] = []
+    original = Desk._directory_signature
+
+    def recording(self: Desk, name: str, *files: str) -> Any:
+        looked_from.append(threading.current_thread().name)
+        return original(self, name, *files)
+
+    monkeypatch.setattr(Desk, "_directory_signature", recording)
+    server = build_server(make_app(data_freshness_seconds=0))
+    async with connect(server, era) as client:
+        for _ in range(3):
+            assert text_of(await client.read_resource("incident://INC-1043/log")) == SAMPLE_1043_LOG
+    assert looked_from
+    assert threading.main_thread().name not in looked_from
+
+
+async def test_a_log_over_the_inline_size_is_read_in_a_worker_thread(
+    make_app: AppFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = tmp_path / "desk"
+    shutil.copytree(bundled_sample_desk(), data)
+    line = "11:02:44 search-api INFO request served\n"
+    (data / "incidents" / "INC-1043" / "log.txt").write_text(line * (INLINE_LOG_MAX_BYTES // len(line) + 1))
+    server = build_server(make_app(data_dir=data, data_freshness_seconds=60))
+    async with connect(server, "legacy") as client:
+        await client.read_resource("incident://index")
+        hops = _counting_thread_hops(monkeypatch)
+        assert text_of(await client.read_resource("incident://INC-1043/log")).endswith(line)
+    assert "DeskApp.bounded_log" in hops
