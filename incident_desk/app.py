@@ -17,7 +17,7 @@ from incident_desk.core import credentials
 from incident_desk.core.audit import AuditJournal, Journal
 from incident_desk.core.cursors import CursorSeal
 from incident_desk.core.desk import Desk, LogUnavailable, bundled_sample_desk
-from incident_desk.core.logfile import read_tail
+from incident_desk.core.logfile import TailWindow, read_tail
 from incident_desk.core.sources import IncidentSources
 from incident_desk.settings import Settings
 
@@ -25,6 +25,10 @@ if TYPE_CHECKING:
     from incident_desk.core.redact import Redaction
 
 T = TypeVar("T")
+# Logs up to this size are read on the caller's thread when the data directory's last look is fresh: reading and
+# redacting 4 KiB takes 0.25 ms (0.6 ms with a secret on every line) on a 2-core VM, a hop to a worker thread
+# and back about 0.1 ms of the loop's time; beyond that the read dominates and a thread keeps the loop freer.
+INLINE_LOG_MAX_BYTES = 4 * 1024
 
 
 @dataclass
@@ -74,16 +78,32 @@ class DeskApp:
 
     def bounded_log(self, incident_id: str) -> str:
         """The tail window of an incident's log, with a note when older lines were left out."""
+        return self._noted(self.read_log(incident_id, self._tail_window))
+
+    def small_log_now(self, incident_id: str) -> str | None:
+        """:meth:`bounded_log` of a small log in the data directory, read by the calling thread; None when that
+        would take a new look at the data directory or more than a small read (use ``bounded_log`` in a worker
+        thread then). An event loop may call it: for a log this small the hop to a worker thread would cost it
+        about as much as the read does."""
+        handle = self.desk.open_listed_log(incident_id)
+        if handle is None:
+            return None
+        with handle:
+            try:
+                if os.fstat(handle.fileno()).st_size > INLINE_LOG_MAX_BYTES:
+                    return None
+                return self._noted(self._tail_window(handle))
+            except OSError as exc:
+                raise LogUnavailable(incident_id, exc.strerror or exc.__class__.__name__) from None
+
+    def _tail_window(self, handle: BinaryIO) -> TailWindow:
         settings = self.settings
-        window = self.read_log(
-            incident_id,
-            lambda handle: read_tail(
-                handle,
-                max_lines=settings.log_window_lines,
-                max_bytes=settings.log_window_bytes,
-                redactor=self.redactor,
-            ),
+        return read_tail(
+            handle, max_lines=settings.log_window_lines, max_bytes=settings.log_window_bytes, redactor=self.redactor
         )
+
+    @staticmethod
+    def _noted(window: TailWindow) -> str:
         if not window.truncated:
             return window.text
         return (

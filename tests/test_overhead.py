@@ -5,15 +5,20 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
+import anyio.to_thread
 import pytest
+from mcp import Client
+from mcp_types import PromptReference
 
+from incident_desk.app import INLINE_LOG_MAX_BYTES
 from incident_desk.core import desk as desk_module
 from incident_desk.core.desk import Desk, bundled_sample_desk
 from incident_desk.server import build_server
-from tests.helpers import ROOT, AppFactory, child_env, connect
+from tests.helpers import ROOT, SAMPLE_1043_LOG, AppFactory, child_env, connect, text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -76,18 +81,66 @@ def test_a_freshness_of_zero_looks_on_every_call(tmp_path: Path) -> None:
     assert set(desk.listing().incidents) == before | {"INC-9001"}
 
 
-# Loaded only by what needs them: config --write (the writers), the first log read or search (redaction, RE2).
+async def _surface(client: Client) -> dict[str, Any]:
+    """Everything a client can see without calling a tool or reading a resource, as wire dicts."""
+    return {
+        "server": client.server_info,
+        "capabilities": client.server_capabilities,
+        "instructions": client.instructions,
+        "tools": (await client.list_tools()).tools,
+        "resources": (await client.list_resources()).resources,
+        "templates": (await client.list_resource_templates()).resource_templates,
+        "prompts": (await client.list_prompts()).prompts,
+    }
+
+
+async def test_a_desk_registering_its_features_on_first_use_shows_clients_the_same_surface(
+    make_app: AppFactory, era: str
+) -> None:
+    async with connect(build_server(make_app()), era) as client:
+        eager = await _surface(client)
+    async with connect(build_server(make_app(), defer_features=True), era) as client:
+        deferred = await _surface(client)
+    assert deferred == eager
+    assert [tool.name for tool in deferred["tools"]][:2] == ["show_incident_timeline", "list_incidents"]
+
+
+@pytest.mark.parametrize("first", ["call_tool", "read_resource", "get_prompt", "complete"])
+async def test_any_first_request_finds_the_deferred_features_registered(
+    make_app: AppFactory, era: str, first: str
+) -> None:
+    async with connect(build_server(make_app(), defer_features=True), era) as client:
+        if first == "call_tool":
+            assert not (await client.call_tool("list_incidents", {})).is_error
+        elif first == "read_resource":
+            assert (await client.read_resource("incident://index")).contents
+        elif first == "get_prompt":
+            assert (await client.get_prompt("postmortem", {"incidentId": "INC-1043"})).messages
+        else:
+            completion = await client.complete(PromptReference(name="postmortem"), {"name": "incidentId", "value": ""})
+            assert completion.completion.values
+
+
+# Loaded only by what needs them: config --write (the writers), the first log read or search (redaction, RE2),
+# the first request after initialize (the tools, resources and prompts, and what only they use).
 NOT_NEEDED_TO_ANSWER = (
     "ruamel.yaml",
     "tomlkit",
     "re2",
     "incident_desk.core.redact",
     "incident_desk.client_configs.merge",
+    "incident_desk.features.read_tools",
+    "incident_desk.features.summarize",
+    "incident_desk.features.restart",
+    "incident_desk.features.resources_",
+    "incident_desk.features.prompts",
+    "incident_desk.core.provider",
+    "incident_desk.core.pattern",
 )
 
 
 @pytest.mark.subprocess
-def test_building_the_served_desk_imports_nothing_the_first_answer_does_not_need(tmp_path: Path) -> None:
+def test_building_the_desk_served_over_stdio_imports_nothing_the_first_answer_does_not_need(tmp_path: Path) -> None:
     probe = (
         "import sys\n"
         "from incident_desk.cli import build_parser\n"
@@ -95,7 +148,7 @@ def test_building_the_served_desk_imports_nothing_the_first_answer_does_not_need
         "from incident_desk.app import build_app\n"
         "from incident_desk.server import build_server\n"
         "build_parser()\n"
-        "build_server(build_app(load_settings({})))\n"
+        "build_server(build_app(load_settings({})), defer_features=True)\n"
         f"print(sorted(name for name in {NOT_NEEDED_TO_ANSWER!r} if name in sys.modules))\n"
     )
     env = child_env(tmp_path / "audit.sqlite3")
@@ -103,3 +156,62 @@ def test_building_the_served_desk_imports_nothing_the_first_answer_does_not_need
         [sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60, check=True
     )
     assert done.stdout.strip() == "[]"
+
+
+def _counting_thread_hops(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every hop to a worker thread through anyio (the SDK's and the desk's), by the function it runs."""
+    hops: list[str] = []
+    original = anyio.to_thread.run_sync
+
+    async def counting(function: Any, *args: Any, **kwargs: Any) -> Any:
+        hops.append(getattr(function, "__qualname__", repr(function)))
+        return await original(function, *args, **kwargs)
+
+    monkeypatch.setattr(anyio.to_thread, "run_sync", counting)
+    return hops
+
+
+async def test_a_small_listed_log_is_read_with_the_sdks_one_thread_hop(
+    make_app: AppFactory, monkeypatch: pytest.MonkeyPatch, era: str
+) -> None:
+    server = build_server(make_app(data_freshness_seconds=60))
+    async with connect(server, era) as client:
+        await client.read_resource("incident://INC-1043/log")  # the first look at the data directory
+        hops = _counting_thread_hops(monkeypatch)
+        for _ in range(5):
+            assert text_of(await client.read_resource("incident://INC-1043/log")) == SAMPLE_1043_LOG
+    assert len(hops) == 5
+
+
+async def test_a_log_read_after_the_freshness_window_looks_at_the_data_directory_off_the_event_loop(
+    make_app: AppFactory, monkeypatch: pytest.MonkeyPatch, era: str
+) -> None:
+    looked_from: list[str] = []
+    original = Desk._directory_signature
+
+    def recording(self: Desk, name: str, *files: str) -> Any:
+        looked_from.append(threading.current_thread().name)
+        return original(self, name, *files)
+
+    monkeypatch.setattr(Desk, "_directory_signature", recording)
+    server = build_server(make_app(data_freshness_seconds=0))
+    async with connect(server, era) as client:
+        for _ in range(3):
+            assert text_of(await client.read_resource("incident://INC-1043/log")) == SAMPLE_1043_LOG
+    assert looked_from
+    assert threading.main_thread().name not in looked_from
+
+
+async def test_a_log_over_the_inline_size_is_read_in_a_worker_thread(
+    make_app: AppFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = tmp_path / "desk"
+    shutil.copytree(bundled_sample_desk(), data)
+    line = "11:02:44 search-api INFO request served\n"
+    (data / "incidents" / "INC-1043" / "log.txt").write_text(line * (INLINE_LOG_MAX_BYTES // len(line) + 1))
+    server = build_server(make_app(data_dir=data, data_freshness_seconds=60))
+    async with connect(server, "legacy") as client:
+        await client.read_resource("incident://index")
+        hops = _counting_thread_hops(monkeypatch)
+        assert text_of(await client.read_resource("incident://INC-1043/log")).endswith(line)
+    assert "DeskApp.bounded_log" in hops

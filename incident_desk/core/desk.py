@@ -347,6 +347,19 @@ class Desk:
     def open_log(self, incident_id: str) -> BinaryIO:
         """An incident's log, opened now and judged as opened: read it through this handle, never by its path."""
         self.incident(incident_id)
+        return self._open_log_file(incident_id)
+
+    def open_listed_log(self, incident_id: str) -> BinaryIO | None:
+        """Like :meth:`open_log` for an incident the last view listed while that view is fresh; None otherwise.
+
+        Never lists a directory, so an event loop may call it (opening is non-blocking and judged by ``fstat``).
+        """
+        listing = self.cached_listing()
+        if listing is None or incident_id not in listing.incidents:
+            return None
+        return self._open_log_file(incident_id)
+
+    def _open_log_file(self, incident_id: str) -> BinaryIO:
         try:
             return self._data.open_file([INCIDENTS_DIR, incident_id, LOG_FILE])
         except Refused as exc:

@@ -117,6 +117,10 @@ class IncidentSources:
         """The data directory's last view while fresh, when it is the only source; else None (look again)."""
         return self.data.cached_listing() if self._only_the_data_directory else None
 
+    def open_listed_log(self, incident_id: str) -> BinaryIO | None:
+        """The data directory's log of a listed incident without looking again, when it is the only source."""
+        return self.data.open_listed_log(incident_id) if self._only_the_data_directory else None
+
     def incidents(self) -> list[Incident]:
         incidents = self.listing().incidents
         return [incidents[key] for key in sorted(incidents)]
