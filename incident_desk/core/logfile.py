@@ -420,6 +420,8 @@ class _Search:
         fileno: int,
     ) -> None:
         self.pattern, self.finder, self.redactor, self.limit = pattern, finder, redactor, limit
+        # The literal says where a match of the pattern itself may be; one of redaction's triggers may be elsewhere.
+        self.literal = pattern.literal if finder is pattern.block else None
         self.fileno = fileno  # read with pread for context, never moving the scan's own position
         self.start, self.byte_budget, self.deadline, self.cancelled = start, byte_budget, deadline, cancelled
         self.matches: list[Line] = []
@@ -428,9 +430,13 @@ class _Search:
         self.stopped: StopReason | None = None
         self.window = _WINDOW_FIRST
         self.indexer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="log-index")
-        import numpy as np  # only searches need it: imported on the first, not at start-up
+        import numpy as np  # only searches need these: imported on the first, not at start-up
+        import stringzilla
 
         self.scratch = np.empty(_READ_BYTES, dtype=np.bool_)
+        # A SIMD substring search: 0.035 s/GiB here, where RE2 takes 0.3 s/GiB to find "needle-xyz" (it looks for
+        # its first byte, n, which is everywhere in a log) and bytes.find 0.5 s/GiB.
+        self.find_literal: Callable[[bytearray, bytes, int, int], int] = stringzilla.find
 
     def should_stop(self, offset: int, *, out_of_bytes: bool = False) -> bool:
         """Whether a budget ran out or the call was cancelled; only once the scan has moved, so each call does.
@@ -513,10 +519,17 @@ class _Search:
                 began = time.monotonic()
                 hit_from = position
                 while hit_from < end:
-                    hit = self.finder.search(view[hit_from:end])
+                    search_from = hit_from
+                    if self.literal is not None:
+                        # Every match contains the literal: RE2 starts on the first line that has it.
+                        found = self.find_literal(buffer, self.literal, hit_from, end)
+                        if found < 0:
+                            break
+                        search_from = buffer.rfind(b"\n", hit_from, found) + 1 or hit_from
+                    hit = self.finder.search(view[search_from:end])
                     if hit is None:
                         break
-                    line_start = buffer.rfind(b"\n", hit_from, hit_from + hit.start()) + 1 or hit_from
+                    line_start = buffer.rfind(b"\n", search_from, search_from + hit.start()) + 1 or search_from
                     if line_start >= end:
                         break  # an empty match after the window's last newline: that line is the next window's
                     line_end = buffer.find(b"\n", line_start, length)
