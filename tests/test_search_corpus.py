@@ -137,11 +137,12 @@ def _search_all(path: Path, pattern: str, ignore_case: bool, redacting: bool, li
 
 @pytest.fixture(params=["large reads", "small reads"])
 def read_size(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Small reads and windows put run, window and huge-line boundaries all through the corpus."""
+    """Small reads, windows and index pieces put their boundaries, and huge lines, all through the corpus."""
     if request.param == "small reads":
         monkeypatch.setattr(logfile, "_READ_BYTES", 16 * 1024)
         monkeypatch.setattr(logfile, "_WINDOW_FIRST", 1024)
         monkeypatch.setattr(logfile, "_WINDOW_MIN", 512)
+        monkeypatch.setattr(logfile, "_INDEX_PIECE", 2 * logfile._ROW)  # runs indexed in several pieces
     return str(request.param)
 
 
