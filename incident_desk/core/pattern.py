@@ -9,7 +9,8 @@ Each pattern is compiled twice, from one reading of its source: ``line`` tests t
 ``block`` finds candidate lines in a block of raw bytes. In the block form ``^`` and ``$`` (and ``\\A``, ``\\z``)
 mean a line's edges and no match can contain a newline, so a line matches ``line`` only where ``block`` finds a
 match inside it. The pattern is also read for what it can consume (see ``SearchPattern``), which tells the search
-which lines must be decoded and redacted before they are known not to match.
+which lines must be decoded and redacted before they are known not to match, and for the plain text every match
+contains (``_required_literal``), which the search finds before it runs RE2.
 """
 
 from __future__ import annotations
