@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import threading
 import tracemalloc
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -295,3 +297,35 @@ def test_a_cut_with_no_space_near_it_drops_the_bytes_before_it(tmp_path: Path) -
     log = _write(tmp_path / "log.txt", b"a" * (logfile.MAX_LINE_BYTES + 100) + b"\n")
     (line,) = read_page(log, limit=1).lines
     assert line.text == "a" * (logfile.MAX_LINE_BYTES - 256) + " [line cut]"
+
+
+def test_counting_a_runs_newlines_overlaps_with_reading_and_scanning_the_next(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first run's index finishes only once the scan has moved on to the second run: it does not wait for it.
+
+    Waiting for each run's count at its end left the indexer thread's work (0.2 s/GiB) on the scan's path.
+    """
+    monkeypatch.setattr(logfile, "_READ_BYTES", 4 * 1024)
+    log = tmp_path / "log.txt"
+    log.write_bytes(b"".join(b"line %05d INFO all well\n" % i for i in range(2_000)) + b"last needle-xyz\n")
+    second_run_scanned = threading.Event()
+    overlapped: list[bool] = []
+    index_of = logfile._newlines_and_long_lines
+    scan_run = logfile._Search.run
+
+    def slow_first_index(run: Any, scratch: Any) -> Any:
+        if run.offset == 0:
+            overlapped.append(second_run_scanned.wait(timeout=2))
+        return index_of(run, scratch)
+
+    def run(self: Any, run: Any) -> None:
+        if run.offset > 0:
+            second_run_scanned.set()
+        scan_run(self, run)
+
+    monkeypatch.setattr(logfile, "_newlines_and_long_lines", slow_first_index)
+    monkeypatch.setattr(logfile._Search, "run", run)
+    result = search(log, compile_pattern("needle-xyz"), limit=5, redaction=SECRETS)
+    assert [line.number for line in result.matches] == [2_001]
+    assert overlapped == [True]

@@ -9,7 +9,8 @@ Each pattern is compiled twice, from one reading of its source: ``line`` tests t
 ``block`` finds candidate lines in a block of raw bytes. In the block form ``^`` and ``$`` (and ``\\A``, ``\\z``)
 mean a line's edges and no match can contain a newline, so a line matches ``line`` only where ``block`` finds a
 match inside it. The pattern is also read for what it can consume (see ``SearchPattern``), which tells the search
-which lines must be decoded and redacted before they are known not to match.
+which lines must be decoded and redacted before they are known not to match, and for the plain text every match
+contains (``_required_literal``), which the search finds before it runs RE2.
 """
 
 from __future__ import annotations
@@ -273,6 +274,7 @@ class SearchPattern:
     block_source: str
     mask_blind: bool
     replacement_blind: bool
+    literal: bytes | None = None  # UTF-8 text every match contains (see ``_required_literal``), if any
 
     def matches(self, line_text: str) -> bool:
         return self.line.search(line_text.encode()) is not None
@@ -280,6 +282,81 @@ class SearchPattern:
     def block_with(self, extra_source: str) -> Any:
         """The block form that also finds ``extra_source`` (e.g. what may be redacted), compiled once."""
         return _compile_block(f"(?:{self.block_source})|(?:{extra_source})")
+
+
+# Shorter literals are common enough that finding them first would not skip much.
+_MIN_LITERAL_BYTES = 3
+
+
+def _literal_char(token: _Token) -> str | None:
+    """The one character ``token`` stands for when it is plain text (``a``, ``\\.``), else None."""
+    if token.kind != "atom":
+        return None
+    if len(token.source) == 1 and token.source != ".":
+        return token.source
+    if len(token.source) == 2 and token.source[0] == "\\" and not token.source[1].isalnum():
+        return token.source[1]
+    return None
+
+
+def _required_literal(tokens: list[_Token]) -> bytes | None:
+    """The longest run of plain text outside any group that every match contains, as UTF-8; None if there is none.
+
+    A search finds it with a SIMD substring search far faster than RE2 finds a literal whose first byte is common
+    (``n`` of ``needle``), and starts RE2 only on the line where it occurs. Conservative: a top-level alternation,
+    or a case-insensitive flag anywhere, means no literal; a quantified character ends a run (kept when it must
+    occur at least once, dropped when it may not); anything inside a group, and anything else, ends a run too.
+    """
+    runs: list[str] = []
+    current: list[str] = []
+    depth = 0
+
+    def end_run() -> None:
+        if current:
+            runs.append("".join(current))
+            current.clear()
+
+    previous_was_literal = False
+    for token in tokens:
+        if token.kind == "flags":
+            if "i" in token.source.partition("-")[0]:
+                return None
+            if token.source.endswith(":"):
+                depth += 1
+            end_run()
+            previous_was_literal = False
+            continue
+        if token.kind == "other" and (token.source == "(" or token.source.startswith(("(?P<", "(?<"))):
+            depth += 1
+        elif token.kind == "other" and token.source == ")":
+            depth -= 1
+        elif token.kind == "other" and token.source == "|" and depth == 0:
+            return None
+        elif token.kind == "other" and token.source[0] in "*+?{":
+            if previous_was_literal and _may_repeat_zero_times(token.source):
+                current.pop()
+            end_run()
+            previous_was_literal = False
+            continue
+        char = _literal_char(token) if depth == 0 else None
+        if char is None:
+            end_run()
+            previous_was_literal = False
+        else:
+            current.append(char)
+            previous_was_literal = True
+    end_run()
+    best = max((run.encode() for run in runs), key=len, default=b"")
+    return best if len(best) >= _MIN_LITERAL_BYTES else None
+
+
+def _may_repeat_zero_times(quantifier: str) -> bool:
+    if quantifier[0] in "*?":
+        return True
+    if quantifier[0] == "+":
+        return False
+    low = quantifier[1:].split(",")[0].rstrip("}?")
+    return not low or int(low) == 0
 
 
 @functools.lru_cache(maxsize=64)
@@ -326,4 +403,5 @@ def compile_pattern(text: str, *, ignore_case: bool = False, mask: str = "[REDAC
         block_source=block_source,
         mask_blind=not (word_edges or brackets or inside),
         replacement_blind=not any(_consumes(atom, "\ufffd") for atom in atoms),
+        literal=None if ignore_case else _required_literal(tokens),
     )

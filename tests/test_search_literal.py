@@ -1,0 +1,130 @@
+"""The required-literal prefilter: what it extracts from a pattern, and that RE2 then runs only where it occurs.
+
+A search finds the literal every match must contain with a SIMD substring search and starts RE2 on the line
+where it occurs, because RE2 finds a literal whose first byte is common (the ``n`` of ``needle-xyz``) at a
+third of grep's speed. Extracting a literal that some match does not contain would lose matches, so the
+extraction is checked here on the constructs that end or forbid one, and the search against a reference.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from incident_desk.core import logfile
+from incident_desk.core.logfile import Cursor, read_page, search
+from incident_desk.core.pattern import compile_pattern
+from incident_desk.core.redact import SECRETS, redact
+
+
+@pytest.mark.parametrize(
+    ("pattern", "literal"),
+    [
+        ("needle-xyz", b"needle-xyz"),
+        ("OutOfMemoryError in worker-7", b"OutOfMemoryError in worker-7"),
+        (r"INFO.*needle", b"needle"),  # the longest run
+        (r"status=[45]\d\d", b"status="),
+        (r"\[REDACTED\]", b"[REDACTED]"),  # escaped punctuation is plain text
+        (r"\Qa.b-c\E", b"a.b-c"),
+        ("caf\u00e9 au lait", "caf\u00e9 au lait".encode()),  # as UTF-8, the bytes RE2 scans
+        ("poo?l exhausted", b"l exhausted"),  # an optional character ends the run and is not in it
+        ("la+tency_ms", b"tency_ms"),  # a repeated one ends the run: "la" is too short to be worth it
+        ("abc{2}de", b"abc"),  # a character repeated at least once stays in its run, which it ends
+        ("ab{0,3}cde", b"cde"),
+        ("x{,2}yzw", b"yzw"),
+        ("(abc|def)ghi", b"ghi"),  # nothing inside a group
+        ("seg(ment)? merge", b" merge"),
+        (r"^ERROR boom$", b"ERROR boom"),
+        (r"\bid\b=", None),  # runs shorter than three bytes
+    ],
+)
+def test_the_required_literal_is_text_every_match_contains(pattern: str, literal: bytes | None) -> None:
+    assert compile_pattern(pattern).literal == literal
+
+
+@pytest.mark.parametrize(
+    ("pattern", "ignore_case"),
+    [
+        ("needle|other", False),  # a top-level alternation: a match may contain either side
+        ("needle", True),  # case-insensitive: the bytes differ by case
+        ("(?i)needle", False),
+        ("abc(?i:x)def", False),
+        (r"\d{3}ms", False),
+        (".*", False),
+    ],
+)
+def test_no_literal_where_a_match_need_not_contain_fixed_bytes(pattern: str, ignore_case: bool) -> None:
+    assert compile_pattern(pattern, ignore_case=ignore_case).literal is None
+
+
+class _CountingFinder:
+    """RE2's block pattern, counting the bytes it is asked to scan."""
+
+    def __init__(self, finder: Any) -> None:
+        self.finder, self.scanned = finder, 0
+
+    def search(self, view: memoryview) -> Any:
+        self.scanned += len(view)
+        return self.finder.search(view)
+
+
+def test_re2_scans_only_from_the_line_where_the_literal_occurs(tmp_path: Path) -> None:
+    filler = b"".join(
+        b"2026-11-29T10:%02d:00Z gateway INFO connection pool usage %d%%\n" % (i % 60, i) for i in range(50_000)
+    )
+    log = tmp_path / "log.txt"
+    log.write_bytes(filler + b"2026-11-29T11:00:00Z ledger ERROR needle-xyz here\n" + filler[:1000])
+    compiled = compile_pattern("needle-xyz")
+    counting = _CountingFinder(compiled.block)
+    result = search(log, dataclasses.replace(compiled, block=counting), limit=50, redaction=SECRETS)
+    assert [(line.number, line.text) for line in result.matches] == [
+        (50_001, "2026-11-29T11:00:00Z ledger ERROR needle-xyz here")
+    ]
+    assert 0 < counting.scanned < 2_000, f"RE2 scanned {counting.scanned} of {log.stat().st_size} bytes"
+
+
+def _reference(path: Path, pattern: str, redacting: bool) -> list[tuple[int, str]]:
+    shown = read_page(path, limit=1_000_000, redactor=redact if redacting else lambda text: text).lines
+    regex = re.compile(pattern)
+    return [(line.number, line.text) for line in shown if regex.search(line.text)]
+
+
+@pytest.mark.parametrize("redacting", [True, False], ids=["redacted", "raw"])
+@pytest.mark.parametrize(
+    "pattern", [r"needle-\d+", r"needle-\d+ done$", r"^needle", "needle-4", r"ERROR.*needle-\d", "pool exhausted"]
+)
+def test_lines_with_the_literal_that_do_not_match_are_skipped_and_numbered_right(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pattern: str, redacting: bool
+) -> None:
+    """The literal in most lines, the pattern in few, across many small reads and windows: same as the reference."""
+    monkeypatch.setattr(logfile, "_READ_BYTES", 4 * 1024)
+    monkeypatch.setattr(logfile, "_WINDOW_FIRST", 1024)
+    monkeypatch.setattr(logfile, "_WINDOW_MIN", 512)
+    lines = []
+    for i in range(3_000):
+        if i % 97 == 0:
+            lines.append(b"%d ERROR needle-%d done" % (i, i))
+        elif i % 5 == 0:
+            lines.append(b"%d INFO needle-x pool exhausted token=abc%d" % (i, i))
+        elif i % 31 == 0:
+            lines.append(b"needle-%d Authorization: Bearer eyZabcdefgh%08d" % (i, i))
+        else:
+            lines.append(b"%d INFO needle- nothing" % i)
+    log = tmp_path / "log.txt"
+    log.write_bytes(b"\n".join(lines) + b"\n")
+    compiled = compile_pattern(pattern)
+    assert compiled.literal is not None
+    expected = _reference(log, pattern, redacting)
+    assert expected
+    for limit in (1_000_000, 7):
+        found: list[tuple[int, str]] = []
+        cursor: Cursor | None = logfile.START
+        while cursor is not None:
+            step = search(log, compiled, cursor=cursor, limit=limit, redaction=SECRETS if redacting else None)
+            found += [(line.number, line.text) for line in step.matches]
+            cursor = step.next_cursor
+        assert found == expected
