@@ -64,9 +64,13 @@ async def test_frozen_executable_serves_stdio(frozen_exe: Path, tmp_path: Path) 
         tools = {tool.name for tool in (await client.list_tools()).tools}
         index = await client.read_resource("incident://index")
         listed = await client.call_tool("list_incidents", {})
-        # RE2 and numpy are in the bundle: a regex search runs, and a lookbehind gets the desk's own error.
+        # RE2, numpy and stringzilla are in the bundle: a regex search runs, one with a required literal (found by
+        # stringzilla before RE2 runs) too, and a lookbehind gets the desk's own error.
         found = await client.call_tool(
             "search_incident_log", {"incidentId": "INC-1043", "pattern": r"p\d{2} (lat|LAT)"}
+        )
+        found_by_literal = await client.call_tool(
+            "search_incident_log", {"incidentId": "INC-1043", "pattern": r"latency \d+ms \(SLO"}
         )
         refused = await client.call_tool("search_incident_log", {"incidentId": "INC-1043", "pattern": "(?<=p)99"})
 
@@ -79,6 +83,8 @@ async def test_frozen_executable_serves_stdio(frozen_exe: Path, tmp_path: Path) 
     assert found.structured_content["matches"] == [
         {"number": 2, "text": "11:02:51 search-api INFO p99 latency 840ms (SLO 500ms)"}
     ]
+    assert not found_by_literal.is_error
+    assert found_by_literal.structured_content["matches"] == found.structured_content["matches"]
     assert refused.is_error and "lookbehind (?<=...) is not supported" in text_of(refused)
     manifest = json.loads((ROOT / "client_configs" / "claude-desktop" / "manifest.json").read_text(encoding="utf-8"))
     assert {tool["name"] for tool in manifest["tools"]} <= tools
