@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 import pytest
 
+from incident_desk.core import redact as redact_module
 from incident_desk.core.redact import MASK, redact
 
 
@@ -98,3 +102,33 @@ def test_every_rule_also_works_with_re_sub() -> None:
     for _triggers, pattern, replacement in _RULES:
         assert "None" not in pattern.sub(replacement, line)
     assert all(callable(replacement) for _t, _p, replacement in _RULES)
+
+
+class _RecordingTriggers(list[Any]):
+    """The top-level trigger list, noting whenever a caller goes through it one trigger at a time."""
+
+    walked = 0
+
+    def __iter__(self) -> Iterator[Any]:
+        type(self).walked += 1
+        return super().__iter__()
+
+
+def test_text_holding_no_trigger_is_cleared_by_one_search_not_one_test_per_trigger(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(redact_module, "_TOP_TRIGGERS", _RecordingTriggers(redact_module._TOP_TRIGGERS))
+    _RecordingTriggers.walked = 0
+    clean = "11:02:44 search-api WARN index segment merge running\n11:02:51 search-api INFO p99 latency 840ms\n"
+    assert redact(clean) == clean
+    assert redact(clean * 2000) == clean * 2000  # long enough for the character gate too
+    assert _RecordingTriggers.walked == 0
+    assert redact(clean + "11:02:52 login ok token=abc123\n").endswith(f"token={MASK}\n")
+    assert _RecordingTriggers.walked == 1
+
+
+def test_text_that_utf8_cannot_hold_is_still_redacted() -> None:
+    """A lone surrogate (text decoded with surrogateescape) cannot go to RE2: the per-trigger look does the work."""
+    assert redact("build \udcff token=abc123") == f"build \udcff token={MASK}"
+    block = redact("a\udcff\nb password=hunter2\n")
+    assert block.startswith("a\udcff\nb password=") and "hunter2" not in block
