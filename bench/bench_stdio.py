@@ -69,11 +69,15 @@ async def main(rounds: int) -> None:
         results["minimal"].append(await _measure(minimal, "note://index", "echo", {"text": "x"}))
         results["desk"].append(await _measure(desk, "incident://INC-1043/log", "list_incidents", {}))
     print(f"python {sys.version.split()[0]} on {os.cpu_count()} cores; {rounds} interleaved rounds, {CALLS} calls each")
-    print(f"{'metric':34} {'minimal SDK':>12} {'incident-desk':>14} {'ratio':>7}")
+    # The ratio of the medians, and the spread of the ratios within each round (the desk against the minimal
+    # server started just before it), which shows how much the machine moved under the run.
+    print(f"{'metric':34} {'minimal SDK':>12} {'incident-desk':>14} {'ratio':>7}  {'per-round ratios':>22}")
     for metric in results["minimal"][0]:
         base = statistics.median(r[metric] for r in results["minimal"])
         ours = statistics.median(r[metric] for r in results["desk"])
-        print(f"{metric:34} {base:12.3f} {ours:14.3f} {ours / base:7.2f}")
+        per_round = [d[metric] / m[metric] for m, d in zip(results["minimal"], results["desk"], strict=True)]
+        spread = f"{statistics.median(per_round):.2f} ({min(per_round):.2f}-{max(per_round):.2f})"
+        print(f"{metric:34} {base:12.3f} {ours:14.3f} {ours / base:7.2f}  {spread:>22}")
 
 
 if __name__ == "__main__":
