@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel
 
@@ -11,6 +13,11 @@ def ok(text: str, structured: BaseModel) -> CallToolResult:
         content=[TextContent(type="text", text=text)],
         structured_content=structured.model_dump(mode="json", by_alias=True),
     )
+
+
+def ok_rendered(text: str, structured_content: dict[str, Any]) -> CallToolResult:
+    """:func:`ok` from structured content already dumped for the wire (an answer rendered once and reused)."""
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=structured_content)
 
 
 def error(text: str) -> CallToolResult:

@@ -17,6 +17,7 @@ from mcp_types import PromptReference
 from incident_desk.app import INLINE_LOG_MAX_BYTES
 from incident_desk.core import desk as desk_module
 from incident_desk.core.desk import Desk, bundled_sample_desk
+from incident_desk.features import read_tools
 from incident_desk.server import build_server
 from tests.helpers import ROOT, SAMPLE_1043_LOG, AppFactory, child_env, connect, text_of
 
@@ -215,3 +216,22 @@ async def test_a_log_over_the_inline_size_is_read_in_a_worker_thread(
         hops = _counting_thread_hops(monkeypatch)
         assert text_of(await client.read_resource("incident://INC-1043/log")).endswith(line)
     assert "DeskApp.bounded_log" in hops
+
+
+async def test_list_incidents_renders_each_view_of_the_data_directory_once(
+    make_app: AppFactory, monkeypatch: pytest.MonkeyPatch, era: str
+) -> None:
+    rendered: list[str] = []
+    original = read_tools._render_listing
+
+    def counting(current: Any, status: str) -> Any:
+        rendered.append(status)
+        return original(current, status)
+
+    monkeypatch.setattr(read_tools, "_render_listing", counting)
+    server = build_server(make_app(data_freshness_seconds=60))
+    async with connect(server, era) as client:
+        answers = [await client.call_tool("list_incidents", {"status": status}) for status in ["open", "all"] * 5]
+    assert rendered == ["open", "all"]
+    assert {text_of(answer) for answer in answers[0::2]} == {text_of(answers[0])}
+    assert [entry["id"] for entry in (answers[1].structured_content or {})["incidents"]] == ["INC-1042", "INC-1043"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from datetime import datetime
 from functools import partial
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import anyio
 from mcp.server.mcpserver import MCPServer
@@ -16,7 +16,7 @@ from incident_desk import tool_results as results
 from incident_desk.app import DeskApp
 from incident_desk.core import logfile
 from incident_desk.core.audit import MAX_RECENT_DECISIONS, format_decisions
-from incident_desk.core.desk import DeskError
+from incident_desk.core.desk import DeskError, Listing
 from incident_desk.core.pattern import MAX_PATTERN_LENGTH, PatternError, compile_pattern
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
@@ -104,6 +104,37 @@ def _continuation(next_cursor: str | None, what: str) -> str:
 SEARCH_THREADS = 2
 
 
+def _render_listing(current: Listing, status: str) -> tuple[str, dict[str, Any]]:
+    """The text and structured content of ``list_incidents`` for one view of the incidents."""
+    incidents = [current.incidents[key] for key in sorted(current.incidents)]
+    incidents = [i for i in incidents if status == "all" or i.is_open]
+    listing = IncidentList(
+        incidents=[
+            IncidentEntry(
+                id=i.id,
+                title=i.title,
+                service=i.service,
+                severity=i.severity,
+                status=i.status,
+                opened=i.opened,
+                source=i.source,
+            )
+            for i in incidents
+        ],
+        skipped=[SkippedEntry(entry=p.entry, reason=p.reason) for p in current.problems],
+    )
+    text = "\n".join(
+        f"{i.id} [{i.severity}, {i.status}] {i.service}: {i.title}"
+        + ("" if i.source == "folder" else f" (source: {i.source})")
+        for i in incidents
+    )
+    if not incidents:
+        text = f"No {status} incidents."
+    if listing.skipped:
+        text += "\n" + "\n".join(f"skipped {p.entry}: {p.reason}" for p in listing.skipped)
+    return text, listing.model_dump(mode="json", by_alias=True)
+
+
 def register(server: MCPServer, app: DeskApp) -> None:
     limiters: list[anyio.CapacityLimiter] = []
 
@@ -112,6 +143,10 @@ def register(server: MCPServer, app: DeskApp) -> None:
         if not limiters:
             limiters.append(anyio.CapacityLimiter(SEARCH_THREADS))
         return limiters[0]
+
+    # The last rendering of each status, with the view it was made from: a view is never changed once made (a
+    # look that finds a change makes a new one), so while the same view stands its answer is the same.
+    rendered_listings: dict[str, tuple[Listing, str, dict[str, Any]]] = {}
 
     @server.tool(annotations=READ_ONLY)
     async def list_incidents(
@@ -122,33 +157,12 @@ def register(server: MCPServer, app: DeskApp) -> None:
         current = app.desk.cached_listing()
         if current is None:
             current = await anyio.to_thread.run_sync(app.desk.listing)
-        incidents = [current.incidents[key] for key in sorted(current.incidents)]
-        incidents = [i for i in incidents if status == "all" or i.is_open]
-        listing = IncidentList(
-            incidents=[
-                IncidentEntry(
-                    id=i.id,
-                    title=i.title,
-                    service=i.service,
-                    severity=i.severity,
-                    status=i.status,
-                    opened=i.opened,
-                    source=i.source,
-                )
-                for i in incidents
-            ],
-            skipped=[SkippedEntry(entry=p.entry, reason=p.reason) for p in current.problems],
-        )
-        text = "\n".join(
-            f"{i.id} [{i.severity}, {i.status}] {i.service}: {i.title}"
-            + ("" if i.source == "folder" else f" (source: {i.source})")
-            for i in incidents
-        )
-        if not incidents:
-            text = f"No {status} incidents."
-        if listing.skipped:
-            text += "\n" + "\n".join(f"skipped {p.entry}: {p.reason}" for p in listing.skipped)
-        return results.ok(text, listing)
+        rendered = rendered_listings.get(status)
+        if rendered is None or rendered[0] is not current:
+            rendered = (current, *_render_listing(current, status))
+            rendered_listings[status] = rendered
+        _, text, structured = rendered
+        return results.ok_rendered(text, structured)
 
     @server.tool(annotations=READ_ONLY)
     async def read_incident_log(
