@@ -85,6 +85,20 @@ async def _client(url: str, mode: str, **callbacks: Any) -> AsyncIterator[Client
         yield client
 
 
+async def _approved_restart(url: str) -> None:
+    """Ask the replica at ``url`` to restart the service, a human approving."""
+    async with _client(url, "legacy", elicitation_callback=approve()) as client:
+        await client.call_tool("restart_service", {"service": SERVICE})
+
+
+async def _until_restarting(restarts: Restarts, replica: str) -> None:
+    """Wait until the restart command runs (it then sleeps, holding the service)."""
+    deadline = time.monotonic() + 20
+    while not restarts.executions():
+        assert time.monotonic() < deadline, f"{replica} never started the restart"
+        await anyio.sleep(0.05)
+
+
 def _outcomes(url: str) -> list[str]:
     journal = _journal(url)
     try:
@@ -251,17 +265,9 @@ async def test_a_replica_killed_mid_restart_keeps_its_decision_and_frees_the_ser
         run_desk(tmp_path, name="a", **env) as replica_a,
         run_desk(tmp_path, name="b", **env) as replica_b,
     ):
-
-        async def restart_through_a() -> None:
-            async with _client(replica_a.url, "legacy", elicitation_callback=approve()) as client:
-                await client.call_tool("restart_service", {"service": SERVICE})
-
         async with anyio.create_task_group() as group:
-            group.start_soon(restart_through_a)
-            deadline = time.monotonic() + 20
-            while not restarts.executions():
-                assert time.monotonic() < deadline, "replica A never started the restart"
-                await anyio.sleep(0.05)
+            group.start_soon(_approved_restart, replica_a.url)
+            await _until_restarting(restarts, "replica A")
             async with _client(replica_b.url, "legacy", elicitation_callback=approve("CHG-B1")) as client:
                 held = text_of(await client.call_tool("restart_service", {"service": SERVICE}))
             replica_a.process.send_signal(signal.SIGKILL)
@@ -369,17 +375,9 @@ async def test_a_hung_replica_loses_the_service_lock_and_the_next_restart_goes_t
         run_desk(tmp_path, name="a", **env) as replica_a,
         run_desk(tmp_path, name="b", **env) as replica_b,
     ):
-
-        async def restart_through_a() -> None:
-            async with _client(replica_a.url, "legacy", elicitation_callback=approve()) as client:
-                await client.call_tool("restart_service", {"service": SERVICE})
-
         async with anyio.create_task_group() as group:
-            group.start_soon(restart_through_a)
-            deadline = time.monotonic() + 20
-            while not restarts.executions():
-                assert time.monotonic() < deadline, "replica A never started the restart"
-                await anyio.sleep(0.05)
+            group.start_soon(_approved_restart, replica_a.url)
+            await _until_restarting(restarts, "replica A")
             replica_a.process.send_signal(signal.SIGSTOP)
             stopped_at = time.monotonic()
             try:
