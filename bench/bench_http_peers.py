@@ -7,74 +7,24 @@ pollers over the ping median with none. Run: .venv/bin/python bench/bench_http_p
 
 from __future__ import annotations
 
-import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx2
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.helpers import synthetic_incidents  # noqa: E402 -- the tests' desk helpers, on the path set above
+from tests.http_desk import run_desk  # noqa: E402
+
 TOKEN = "bench-token-0123456789abcdef"
 POLLERS = 16
 HANDSHAKE = "2025-11-25"
-
-
-def _data_dir(parent: Path, count: int) -> Path:
-    root = parent / f"desk-{count}"
-    for number in range(count):
-        entry = root / "incidents" / f"INC-{number}"
-        entry.mkdir(parents=True)
-        (entry / "incident.toml").write_text(
-            'title="t"\nservice="svc"\nseverity="SEV3"\nstatus="open"\nopened=2026-01-01T00:00:00Z\n'
-        )
-        (entry / "log.txt").write_text("line\n")
-    return root
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-@contextmanager
-def _desk(root: Path, scratch: Path) -> Iterator[str]:
-    port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("INCIDENT_DESK_")}
-    env.update(
-        INCIDENT_DESK_AUDIT_DB=str(scratch / f"audit-{port}.sqlite3"),
-        PYTHON_KEYRING_BACKEND="keyring.backends.null.Keyring",
-        INCIDENT_DESK_HTTP_TOKEN=TOKEN,
-        INCIDENT_DESK_LOG_LEVEL="warning",
-    )
-    command = [sys.executable, "-m", "incident_desk", "--transport", "http", "--port", str(port)]
-    process = subprocess.Popen(
-        [*command, "--data-dir", str(root)], cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx2.get(f"{base}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx2.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("desk did not start")
-            time.sleep(0.1)
-        yield base
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
 
 
 def _median_ms(http: httpx2.Client, calls: int, method: str, url: str, **kwargs: object) -> float:
@@ -105,8 +55,17 @@ def _ping_ms(base: str, calls: int) -> float:
 
 def main(calls: int) -> None:
     scratch = Path(tempfile.mkdtemp(prefix="desk-bench-http-"))
-    small, large = _data_dir(scratch, 10), _data_dir(scratch, 5000)
-    with _desk(small, scratch) as small_url, _desk(large, scratch) as large_url, httpx2.Client(timeout=60) as http:
+    env = {"INCIDENT_DESK_HTTP_TOKEN": TOKEN, "INCIDENT_DESK_LOG_LEVEL": "warning"}
+    small, large = (
+        synthetic_incidents(scratch / "small" / "desk", 10),
+        synthetic_incidents(scratch / "large" / "desk", 5000),
+    )
+    with (
+        run_desk(small.parent, "--data-dir", str(small), name="small", **env) as small_desk,
+        run_desk(large.parent, "--data-dir", str(large), name="large", **env) as large_desk,
+        httpx2.Client(timeout=60) as http,
+    ):
+        small_url, large_url = (f"http://127.0.0.1:{desk.port}" for desk in (small_desk, large_desk))
         healthz_small = _median_ms(http, calls, "GET", f"{small_url}/healthz")
         healthz_large = _median_ms(http, calls, "GET", f"{large_url}/healthz")
         ping_quiet = _ping_ms(large_url, calls)

@@ -51,3 +51,15 @@ def text_of(result: Any) -> str:
         return str(content.text)
     (content,) = result.content
     return str(content.text)
+
+
+def synthetic_incidents(root: Path, count: int) -> Path:
+    """A data directory of ``count`` minimal open incidents (INC-0 ...), each with a one-line log."""
+    for number in range(count):
+        entry = root / "incidents" / f"INC-{number}"
+        entry.mkdir(parents=True)
+        (entry / "incident.toml").write_text(
+            'title="t"\nservice="svc"\nseverity="SEV3"\nstatus="open"\nopened=2026-01-01T00:00:00Z\n'
+        )
+        (entry / "log.txt").write_text("line\n")
+    return root

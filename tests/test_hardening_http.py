@@ -23,6 +23,7 @@ from incident_desk.app import build_app
 from incident_desk.http import build_asgi
 from incident_desk.server import build_server
 from incident_desk.settings import load_settings
+from tests.helpers import synthetic_incidents
 from tests.http_desk import TOKEN, run_desk
 
 pytestmark = pytest.mark.http
@@ -66,17 +67,6 @@ def _closed_by_server(peer: socket.socket, deadline: float) -> bool:
             return False
 
 
-def _incidents(root: Path, count: int) -> Path:
-    for number in range(count):
-        entry = root / "incidents" / f"INC-{number}"
-        entry.mkdir(parents=True)
-        (entry / "incident.toml").write_text(
-            'title="t"\nservice="svc"\nseverity="SEV3"\nstatus="open"\nopened=2026-01-01T00:00:00Z\n'
-        )
-        (entry / "log.txt").write_text("line\n")
-    return root
-
-
 @pytest.mark.anyio
 async def test_healthz_touches_no_data_file_however_many_incidents(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -93,7 +83,7 @@ async def test_healthz_touches_no_data_file_however_many_incidents(
 
     costs = []
     for count in (10, 5000):
-        root = _incidents(tmp_path / f"desk-{count}", count)
+        root = synthetic_incidents(tmp_path / f"desk-{count}", count)
         app = build_app(load_settings({"data_dir": root}))
         asgi = build_asgi(build_server(app), app, token=None)
         async with httpx2.AsyncClient(
