@@ -71,30 +71,30 @@ class DeskApp:
         opened again could lead somewhere else by then); a log that vanished or cannot be read is a named
         domain error."""
         with self.desk.open_log(incident_id) as handle:
-            try:
-                return reader(handle)
-            except OSError as exc:
-                raise LogUnavailable(incident_id, exc.strerror or exc.__class__.__name__) from None
+            return _read(incident_id, handle, reader)
 
-    def bounded_log(self, incident_id: str) -> str:
-        """The tail window of an incident's log, with a note when older lines were left out."""
-        return self._noted(self.read_log(incident_id, self._tail_window))
+    def bounded_log(self, incident_id: str, opened: BinaryIO | None = None) -> str:
+        """The tail window of an incident's log, with a note when older lines were left out. ``opened``: the log
+        as :meth:`listed_log` opened it (closed here); without it the log is opened now."""
+        if opened is None:
+            return self._noted(self.read_log(incident_id, self._tail_window))
+        with opened:
+            return self._noted(_read(incident_id, opened, self._tail_window))
 
-    def small_log_now(self, incident_id: str) -> str | None:
-        """:meth:`bounded_log` of a small log in the data directory, read by the calling thread; None when that
-        would take a new look at the data directory or more than a small read (use ``bounded_log`` in a worker
-        thread then). An event loop may call it: for a log this small the hop to a worker thread would cost it
-        about as much as the read does."""
+    def listed_log(self, incident_id: str) -> tuple[BinaryIO, bool] | None:
+        """The log of an incident the data directory's fresh view lists, opened now, and whether it is small
+        enough to read on the calling thread; None when finding it would take a new look at the data directory
+        (call ``bounded_log`` in a worker thread then). An event loop may call it: it opens without blocking and
+        lists nothing. For a small log the hop to a worker thread would cost about as much as the read does; a
+        larger one is read in a worker thread through this same handle."""
         handle = self.desk.open_listed_log(incident_id)
         if handle is None:
             return None
-        with handle:
-            try:
-                if os.fstat(handle.fileno()).st_size > INLINE_LOG_MAX_BYTES:
-                    return None
-                return self._noted(self._tail_window(handle))
-            except OSError as exc:
-                raise LogUnavailable(incident_id, exc.strerror or exc.__class__.__name__) from None
+        try:
+            return handle, os.fstat(handle.fileno()).st_size <= INLINE_LOG_MAX_BYTES
+        except OSError as exc:
+            handle.close()
+            raise LogUnavailable(incident_id, exc.strerror or exc.__class__.__name__) from None
 
     def _tail_window(self, handle: BinaryIO) -> TailWindow:
         settings = self.settings
@@ -110,6 +110,14 @@ class DeskApp:
             f"[incident-desk: showing the last {window.shown_lines} lines ({window.shown_bytes} of "
             f"{window.total_bytes} bytes); page or search the rest with read_incident_log]\n{window.text}"
         )
+
+
+def _read(incident_id: str, handle: BinaryIO, reader: Callable[[BinaryIO], T]) -> T:
+    """``reader`` on an opened log; a read that fails is the named domain error."""
+    try:
+        return reader(handle)
+    except OSError as exc:
+        raise LogUnavailable(incident_id, exc.strerror or exc.__class__.__name__) from None
 
 
 def source_secret(settings: Settings) -> Callable[[str], str | None]:

@@ -36,9 +36,13 @@ def register(server: MCPServer, app: DeskApp) -> None:
     )
     async def incident_log(id: str) -> str:
         try:
-            # A small log the last look listed is read here; anything else in a worker thread, off the loop.
-            small = app.small_log_now(id)
-            return small if small is not None else await anyio.to_thread.run_sync(app.bounded_log, id)
+            # A small log the last look listed is read here; anything else in a worker thread, off the loop, through
+            # the handle already opened when there is one.
+            listed = app.listed_log(id)
+            if listed is None:
+                return await anyio.to_thread.run_sync(app.bounded_log, id)
+            handle, small = listed
+            return app.bounded_log(id, handle) if small else await anyio.to_thread.run_sync(app.bounded_log, id, handle)
         except UnknownIncident as exc:
             raise ResourceNotFoundError(str(exc)) from None
         except LogUnavailable as exc:
