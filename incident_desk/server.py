@@ -10,8 +10,10 @@ from importlib import resources
 from typing import Any
 
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.resources import FunctionResource, Resource, ResourceTemplate
 from mcp.server.request_state import RequestStateSecurity
+from mcp_types import InputRequiredResult
 
 from incident_desk import __version__
 from incident_desk.app import DeskApp
@@ -66,6 +68,43 @@ def register_listed_features(server: MCPServer, app: DeskApp) -> None:
 
     for feature in (resources_, prompts, read_tools, summarize, restart):
         feature.register(server, app)
+    _serve_template_results_in_hand(server)
+
+
+def _serve_template_results_in_hand(server: MCPServer) -> None:
+    """Make every registered resource template a :class:`ResultInHandTemplate`.
+
+    mcp 2.3 has no public way to register a template of another class, so this is the one place that reaches
+    into the SDK's resource manager; ``tests/test_overhead.py`` counts the thread hops of a log read and fails
+    if this stops taking effect. Revisit when the SDK reads a template's result without the hop.
+    """
+    templates: dict[str, ResourceTemplate] = server._resource_manager._templates
+    for key, template in templates.items():
+        templates[key] = ResultInHandTemplate.model_construct(**dict(template))
+
+
+class ResultInHandTemplate(ResourceTemplate):
+    """A resource template whose function's result is handed back as it is.
+
+    The SDK wraps what a template's function returned in a ``FunctionResource`` around a plain lambda, and reading
+    that hops to a worker thread only to return the value already computed: about 100 us of every log or runbook
+    read over stdio on a 2-core machine. The function did its work already (off the loop where it blocks), so
+    its value is served from an async function instead.
+    """
+
+    async def create_resource(
+        self, uri: str, params: dict[str, Any], context: Context[Any, Any]
+    ) -> Resource | InputRequiredResult:
+        created = await super().create_resource(uri, params, context)
+        if not isinstance(created, FunctionResource):
+            return created
+        value = created.fn()
+
+        async def in_hand() -> Any:
+            return value
+
+        created.fn = in_hand
+        return created
 
 
 class RegisterFeaturesOnFirstUse:

@@ -172,7 +172,7 @@ def _counting_thread_hops(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return hops
 
 
-async def test_a_small_listed_log_is_read_with_the_sdks_one_thread_hop(
+async def test_a_small_listed_log_is_read_without_a_thread_hop(
     make_app: AppFactory, monkeypatch: pytest.MonkeyPatch, era: str
 ) -> None:
     server = build_server(make_app(data_freshness_seconds=60))
@@ -181,7 +181,31 @@ async def test_a_small_listed_log_is_read_with_the_sdks_one_thread_hop(
         hops = _counting_thread_hops(monkeypatch)
         for _ in range(5):
             assert text_of(await client.read_resource("incident://INC-1043/log")) == SAMPLE_1043_LOG
-    assert len(hops) == 5
+    assert hops == []
+
+
+async def test_a_runbook_is_read_with_one_thread_hop_for_its_file(
+    make_app: AppFactory, monkeypatch: pytest.MonkeyPatch, era: str
+) -> None:
+    server = build_server(make_app(data_freshness_seconds=60))
+    async with connect(server, era) as client:
+        await client.read_resource("runbook://search-api")
+        hops = _counting_thread_hops(monkeypatch)
+        for _ in range(3):
+            assert "search-api" in text_of(await client.read_resource("runbook://search-api"))
+    assert len(hops) == 3
+    assert all("register.<locals>.runbook" in hop for hop in hops)
+
+
+async def test_a_deferred_desk_reads_a_small_log_without_a_thread_hop_too(
+    make_app: AppFactory, monkeypatch: pytest.MonkeyPatch, era: str
+) -> None:
+    server = build_server(make_app(data_freshness_seconds=60), defer_features=True)
+    async with connect(server, era) as client:
+        await client.read_resource("incident://INC-1043/log")
+        hops = _counting_thread_hops(monkeypatch)
+        assert text_of(await client.read_resource("incident://INC-1043/log")) == SAMPLE_1043_LOG
+    assert hops == []
 
 
 async def test_a_log_read_after_the_freshness_window_looks_at_the_data_directory_off_the_event_loop(
