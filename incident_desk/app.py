@@ -12,6 +12,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, TypeVar
 
+import anyio.to_thread
+
 from incident_desk.client_logging import ClientLogLevels
 from incident_desk.core import credentials
 from incident_desk.core.audit import AuditJournal, Journal
@@ -73,28 +75,30 @@ class DeskApp:
         with self.desk.open_log(incident_id) as handle:
             return _read(incident_id, handle, reader)
 
-    def bounded_log(self, incident_id: str, opened: BinaryIO | None = None) -> str:
-        """The tail window of an incident's log, with a note when older lines were left out. ``opened``: the log
-        as :meth:`listed_log` opened it (closed here); without it the log is opened now."""
-        if opened is None:
-            return self._noted(self.read_log(incident_id, self._tail_window))
-        with opened:
-            return self._noted(_read(incident_id, opened, self._tail_window))
+    def bounded_log(self, incident_id: str) -> str:
+        """The tail window of an incident's log, with a note when older lines were left out; opens it now."""
+        return self._noted(self.read_log(incident_id, self._tail_window))
 
-    def listed_log(self, incident_id: str) -> tuple[BinaryIO, bool] | None:
-        """The log of an incident the data directory's fresh view lists, opened now, and whether it is small
-        enough to read on the calling thread; None when finding it would take a new look at the data directory
-        (call ``bounded_log`` in a worker thread then). An event loop may call it: it opens without blocking and
-        lists nothing. For a small log the hop to a worker thread would cost about as much as the read does; a
-        larger one is read in a worker thread through this same handle."""
+    async def read_log_from_loop(self, incident_id: str, reader: Callable[[BinaryIO], T]) -> T:
+        """:meth:`read_log` for a caller on the event loop. A log of at most ``INLINE_LOG_MAX_BYTES`` that the data
+        directory's fresh view lists is opened and read right here: the open never blocks and lists nothing, and a
+        hop to a worker thread would cost about as much as the read. Any other log is read in a worker thread,
+        through the handle already opened when there is one."""
         handle = self.desk.open_listed_log(incident_id)
         if handle is None:
-            return None
+            return await anyio.to_thread.run_sync(self.read_log, incident_id, reader)
         try:
-            return handle, os.fstat(handle.fileno()).st_size <= INLINE_LOG_MAX_BYTES
+            small = os.fstat(handle.fileno()).st_size <= INLINE_LOG_MAX_BYTES
         except OSError as exc:
             handle.close()
             raise LogUnavailable(incident_id, exc.strerror or exc.__class__.__name__) from None
+        if small:
+            return _read_and_close(incident_id, handle, reader)
+        return await anyio.to_thread.run_sync(_read_and_close, incident_id, handle, reader)
+
+    async def bounded_log_from_loop(self, incident_id: str) -> str:
+        """:meth:`bounded_log` for a caller on the event loop (see :meth:`read_log_from_loop`)."""
+        return self._noted(await self.read_log_from_loop(incident_id, self._tail_window))
 
     def _tail_window(self, handle: BinaryIO) -> TailWindow:
         settings = self.settings
@@ -110,6 +114,11 @@ class DeskApp:
             f"[incident-desk: showing the last {window.shown_lines} lines ({window.shown_bytes} of "
             f"{window.total_bytes} bytes); page or search the rest with read_incident_log]\n{window.text}"
         )
+
+
+def _read_and_close(incident_id: str, handle: BinaryIO, reader: Callable[[BinaryIO], T]) -> T:
+    with handle:
+        return _read(incident_id, handle, reader)
 
 
 def _read(incident_id: str, handle: BinaryIO, reader: Callable[[BinaryIO], T]) -> T:

@@ -184,6 +184,20 @@ async def test_a_small_listed_log_is_read_without_a_thread_hop(
     assert hops == []
 
 
+async def test_a_page_of_a_small_listed_log_is_read_without_a_thread_hop(
+    make_app: AppFactory, monkeypatch: pytest.MonkeyPatch, era: str
+) -> None:
+    server = build_server(make_app(data_freshness_seconds=60))
+    async with connect(server, era) as client:
+        await client.read_resource("incident://index")
+        hops = _counting_thread_hops(monkeypatch)
+        for _ in range(3):
+            page = await client.call_tool("read_incident_log", {"incidentId": "INC-1043"})
+            assert not page.is_error
+            assert [line["text"] for line in (page.structured_content or {})["lines"]] == SAMPLE_1043_LOG.splitlines()
+    assert hops == []
+
+
 async def test_a_runbook_is_read_with_one_thread_hop_for_its_file(
     make_app: AppFactory, monkeypatch: pytest.MonkeyPatch, era: str
 ) -> None:
@@ -239,7 +253,7 @@ async def test_a_log_over_the_inline_size_is_read_in_a_worker_thread(
         await client.read_resource("incident://index")
         hops = _counting_thread_hops(monkeypatch)
         assert text_of(await client.read_resource("incident://INC-1043/log")).endswith(line)
-    assert "DeskApp.bounded_log" in hops
+    assert hops == ["_read_and_close"]
 
 
 async def test_list_incidents_renders_each_view_of_the_data_directory_once(

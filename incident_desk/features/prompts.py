@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Annotated
 
-import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
@@ -31,7 +30,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
         audience: Annotated[str | None, Field(description="who will read it")] = None,
     ) -> str:
         try:
-            log = await anyio.to_thread.run_sync(app.bounded_log, incidentId)
+            log = await app.bounded_log_from_loop(incidentId)
         except UnknownIncident as exc:
             # An MCPError keeps its message in both protocol eras; anything else is masked in 2026-07-28.
             raise MCPError(INVALID_PARAMS, str(exc)) from None

@@ -173,8 +173,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
         """Read one page of an incident's raw log, oldest line first; page on with next_cursor."""
         try:
             start = app.cursors.decode(incidentId, cursor) if cursor else logfile.START
-            page = await anyio.to_thread.run_sync(
-                app.read_log,
+            page = await app.read_log_from_loop(
                 incidentId,
                 lambda handle: logfile.read_page(
                     handle, cursor=start, limit=limit or app.settings.page_lines, redactor=app.redactor

@@ -36,13 +36,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
     )
     async def incident_log(id: str) -> str:
         try:
-            # A small log the last look listed is read here; anything else in a worker thread, off the loop, through
-            # the handle already opened when there is one.
-            listed = app.listed_log(id)
-            if listed is None:
-                return await anyio.to_thread.run_sync(app.bounded_log, id)
-            handle, small = listed
-            return app.bounded_log(id, handle) if small else await anyio.to_thread.run_sync(app.bounded_log, id, handle)
+            return await app.bounded_log_from_loop(id)
         except UnknownIncident as exc:
             raise ResourceNotFoundError(str(exc)) from None
         except LogUnavailable as exc:

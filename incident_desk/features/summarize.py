@@ -89,7 +89,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
     ) -> Annotated[CallToolResult, Summary] | InputRequiredResult:
         """Summarize an incident log in two sentences (raw log when no model is available, and it says so)."""
         try:
-            log_text = await anyio.to_thread.run_sync(app.bounded_log, incidentId)
+            log_text = await app.bounded_log_from_loop(incidentId)
         except DeskError as exc:
             return results.error(str(exc))
         skipped: list[str] = []
