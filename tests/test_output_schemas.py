@@ -3,6 +3,7 @@ shape the data layout allows. Strict clients (MCP Inspector) reject a whole resu
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -11,7 +12,9 @@ import jsonschema
 import pytest
 from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult, CreateMessageResult, ElicitResult, TextContent
+from pydantic import BaseModel
 
+from incident_desk.tool_results import written_out
 from tests.helpers import connect
 
 pytestmark = pytest.mark.anyio
@@ -100,3 +103,33 @@ async def test_every_tool_result_matches_its_output_schema(
             assert listed["INC-2"]["opened"] == "2026-11-29T10:58:12+02:00"
             assert [s["entry"] for s in listing.structured_content["skipped"]] == ["incidents/INC-9"]
     assert checked == set(schemas), f"tools never checked: {set(schemas) - checked}"
+
+
+async def test_no_output_schema_refers_to_definitions(make_server: Callable[..., MCPServer], era: str) -> None:
+    """Nested item schemas are written out: jsonschema resolves a $ref again for every item a Python client
+    validates, about half of the validation of a small log page."""
+    async with connect(make_server(), era) as client:
+        tools = (await client.list_tools()).tools
+    nested = {
+        tool.name
+        for tool in tools
+        if "$ref" in json.dumps(tool.output_schema) or "$defs" in json.dumps(tool.output_schema)
+    }
+    assert nested == set()
+    lines = next(tool for tool in tools if tool.name == "read_incident_log").output_schema
+    assert lines is not None
+    assert lines["properties"]["lines"]["items"]["required"] == ["number", "text"]
+
+
+def test_a_model_with_nested_models_cannot_be_written_out() -> None:
+    class Inner(BaseModel):
+        value: int
+
+    class Outer(BaseModel):
+        inner: Inner
+
+    schema = written_out(Inner).json_schema
+    assert schema is not None
+    assert schema["required"] == ["value"]
+    with pytest.raises(ValueError, match="Outer nests other models"):
+        written_out(Outer)

@@ -43,9 +43,14 @@ class SkippedEntry(BaseModel):
     reason: str
 
 
+# Item schemas written out rather than referenced: see tool_results.written_out.
+WrittenOutIncident = Annotated[IncidentEntry, results.written_out(IncidentEntry)]
+WrittenOutSkipped = Annotated[SkippedEntry, results.written_out(SkippedEntry)]
+
+
 class IncidentList(BaseModel):
-    incidents: list[IncidentEntry]
-    skipped: list[SkippedEntry] = Field(description="Data-directory entries that could not be read")
+    incidents: list[WrittenOutIncident]
+    skipped: list[WrittenOutSkipped] = Field(description="Data-directory entries that could not be read")
 
 
 class LogLine(BaseModel):
@@ -53,9 +58,12 @@ class LogLine(BaseModel):
     text: str
 
 
+WrittenOutLogLine = Annotated[LogLine, results.written_out(LogLine)]
+
+
 class LogPage(BaseModel):
     incident_id: str
-    lines: list[LogLine]
+    lines: list[WrittenOutLogLine]
     next_cursor: str | None = Field(description="Pass back as cursor for the next page; null at end of log")
     total_bytes: int
 
@@ -63,7 +71,7 @@ class LogPage(BaseModel):
 class LogSearch(BaseModel):
     incident_id: str
     pattern: str
-    matches: list[LogLine]
+    matches: list[WrittenOutLogLine]
     next_cursor: str | None = Field(description="Where to resume the search; null when the log is exhausted")
     scanned_bytes: int
     total_bytes: int
@@ -85,8 +93,11 @@ class AuditEntry(BaseModel):
     exit_status: int | None
 
 
+WrittenOutAuditEntry = Annotated[AuditEntry, results.written_out(AuditEntry)]
+
+
 class AuditLog(BaseModel):
-    decisions: list[AuditEntry] = Field(description="Newest first")
+    decisions: list[WrittenOutAuditEntry] = Field(description="Newest first")
 
 
 def _render_lines(lines: list[logfile.Line]) -> str:

@@ -49,14 +49,20 @@ class RestartDecision(BaseModel):
     approver: str
 
 
+# Nested schemas written out rather than referenced: see tool_results.written_out.
+WrittenOutMinute = Annotated[TimelineMinute, results.written_out(TimelineMinute)]
+WrittenOutFirstError = Annotated[FirstError, results.written_out(FirstError)]
+WrittenOutDecision = Annotated[RestartDecision, results.written_out(RestartDecision)]
+
+
 class Timeline(BaseModel):
     incident_id: str
     service: str
     title: str
     opened: datetime
-    minutes: list[TimelineMinute] = Field(description="Lines per minute by level, oldest first, quiet minutes as 0")
-    first_error: FirstError | None
-    decisions: list[RestartDecision] = Field(description="Restart decisions for the service, oldest first")
+    minutes: list[WrittenOutMinute] = Field(description="Lines per minute by level, oldest first, quiet minutes as 0")
+    first_error: WrittenOutFirstError | None
+    decisions: list[WrittenOutDecision] = Field(description="Restart decisions for the service, oldest first")
     scanned_bytes: int
     total_bytes: int
     scanned_lines: int
