@@ -17,13 +17,13 @@ import anyio.to_thread
 from incident_desk.client_logging import ClientLogLevels
 from incident_desk.core import credentials
 from incident_desk.core.audit import AuditJournal, Journal
-from incident_desk.core.cursors import CursorSeal
 from incident_desk.core.desk import Desk, LogUnavailable, bundled_sample_desk
-from incident_desk.core.logfile import TailWindow, read_tail
 from incident_desk.core.sources import IncidentSources
 from incident_desk.settings import Settings
 
 if TYPE_CHECKING:
+    from incident_desk.core.cursors import CursorSeal
+    from incident_desk.core.logfile import TailWindow
     from incident_desk.core.redact import Redaction
 
 T = TypeVar("T")
@@ -63,6 +63,8 @@ class DeskApp:
     @cached_property
     def cursors(self) -> CursorSeal:
         """Tags the log cursors this desk hands out (keyed like the 2026 round-trip state), refuses any other."""
+        from incident_desk.core.cursors import CursorSeal
+
         return CursorSeal(self.sealing_keys)
 
     def services(self) -> list[str]:
@@ -101,6 +103,9 @@ class DeskApp:
         return self._noted(await self.read_log_from_loop(incident_id, self._tail_window))
 
     def _tail_window(self, handle: BinaryIO) -> TailWindow:
+        # Imported by the first log read: the log reader is not needed before the first answer.
+        from incident_desk.core.logfile import read_tail
+
         settings = self.settings
         return read_tail(
             handle, max_lines=settings.log_window_lines, max_bytes=settings.log_window_bytes, redactor=self.redactor

@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from incident_desk import __version__
-from incident_desk.settings import Settings, SettingsError, is_loopback, load_settings
 
 if TYPE_CHECKING:
     from incident_desk.client_configs import Launcher
+    from incident_desk.settings import Settings
 
 SUBCOMMANDS = ("serve", "audit", "key", "token", "config", "doctor", "demo")
 
@@ -56,7 +56,8 @@ def _add_serve_flags(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser; with ``only``, just that subcommand's (a served desk builds no other)."""
     parser = argparse.ArgumentParser(
         prog="incident-desk",
         description="An on-call incident desk for desktop AI clients, served over MCP. "
@@ -65,12 +66,36 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"incident-desk {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="{" + ",".join(SUBCOMMANDS) + "}")
 
-    _add_serve_flags(commands.add_parser("serve", help="serve the desk (the default)"))
+    if only in (None, "serve"):
+        _add_serve_flags(commands.add_parser("serve", help="serve the desk (the default)"))
+    if only in (None, "audit"):
+        _add_audit_parser(commands)
+    if only in (None, "key"):
+        _add_key_parser(commands)
+    if only in (None, "token"):
+        _add_token_parser(commands)
+    if only in (None, "config"):
+        _add_config_parser(commands)
+    if only in (None, "doctor"):
+        doctor = commands.add_parser("doctor", help="check this installation end to end")
+        _add_settings_flags(doctor)
+    if only in (None, "demo"):
+        demo = commands.add_parser("demo", help="replay the article's transcripts 01-11 against the sample desk")
+        demo.add_argument("--era", choices=["legacy", "2026-07-28"], default="legacy", help="protocol era to speak")
+        demo.add_argument("--out", type=Path, help="also write each transcript to this folder")
+    return parser
 
+
+Subparsers = Any  # argparse's _SubParsersAction is private
+
+
+def _add_audit_parser(commands: Subparsers) -> None:
     audit = commands.add_parser("audit", help="print the most recent restart decisions")
     _add_settings_flags(audit)
     audit.add_argument("--limit", type=_audit_limit, default=50, help="how many decisions, 1-500 (default 50)")
 
+
+def _add_key_parser(commands: Subparsers) -> None:
     key = commands.add_parser("key", help="store, show (masked) or delete the model provider's API key")
     _add_settings_flags(key)
     key.add_argument("action", choices=["set", "show", "delete"])
@@ -79,11 +104,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     key.add_argument("--source", help="an incident source's password or token instead (its [[incident_sources]] name)")
 
+
+def _add_token_parser(commands: Subparsers) -> None:
     token = commands.add_parser("token", help="create or show the HTTP bearer token / sealing key")
     _add_settings_flags(token)
     token.add_argument("action", choices=["create", "show", "delete"])
     token.add_argument("--kind", choices=["http", "sealing"], default="http", help="which secret (default http)")
 
+
+def _add_config_parser(commands: Subparsers) -> None:
     from incident_desk.client_configs.registry import CLIENT_NAMES
 
     config = commands.add_parser(
@@ -105,14 +134,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="the HTTP desk wants a bearer token: the entry sends it through the client's own secret reference "
         "(implied by a --http-url beyond loopback)",
     )
-
-    doctor = commands.add_parser("doctor", help="check this installation end to end")
-    _add_settings_flags(doctor)
-
-    demo = commands.add_parser("demo", help="replay the article's transcripts 01-11 against the sample desk")
-    demo.add_argument("--era", choices=["legacy", "2026-07-28"], default="legacy", help="protocol era to speak")
-    demo.add_argument("--out", type=Path, help="also write each transcript to this folder")
-    return parser
 
 
 def _audit_limit(text: str) -> int:
@@ -143,6 +164,8 @@ def _settings_from(args: argparse.Namespace) -> Settings:
             "redact_secrets",
         )
     }
+    from incident_desk.settings import load_settings
+
     return load_settings(overrides, getattr(args, "config", None))
 
 
@@ -150,7 +173,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     if not arguments or (arguments[0].startswith("-") and arguments[0] not in ("-h", "--help", "--version")):
         arguments.insert(0, "serve")
-    args = build_parser().parse_args(arguments)
+    command = arguments[0] if arguments[0] in SUBCOMMANDS else None
+    if command == "serve":
+        # Importing the settings and the SDK and building the desk make about 100k objects that live as long as
+        # the process; the collector, run again and again while they are made, frees nothing and costs the start
+        # about 50 ms on a 2-core VM. serve() freezes them and turns it back on before the first request.
+        gc.disable()
+    try:
+        return _run(build_parser(command).parse_args(arguments))
+    finally:
+        gc.enable()
+
+
+def _run(args: argparse.Namespace) -> int:
+    from incident_desk.settings import SettingsError
+
     if args.command != "serve":
         # `serve` sets logging up from its settings; the other commands print for people on stdout, and a log line
         # written by the code they call (a skipped data entry, say) belongs on stderr, not in that output.
@@ -166,16 +203,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_demo(args.era, args.out)
         settings = _settings_from(args)
         if args.command == "serve":
-            # Importing the SDK and building the desk make about 100k objects that live as long as the process;
-            # the collector, run again and again while they are made, frees nothing and costs the start about
-            # 50 ms on a 2-core VM. serve() freezes them and turns it back on before the first request.
-            gc.disable()
-            try:
-                from incident_desk.transport import serve
+            from incident_desk.transport import serve
 
-                return serve(settings)
-            finally:
-                gc.enable()
+            return serve(settings)
         if args.command == "audit":
             return _audit(settings, args.limit)
         if args.command == "key":
@@ -317,6 +347,7 @@ def _http_token(args: argparse.Namespace) -> tuple[bool, list[str]]:
 
     from incident_desk.client_configs import ClientConfigError
     from incident_desk.client_configs.registry import client_spec
+    from incident_desk.settings import is_loopback
 
     given = [f"--{name.replace('_', '-')}" for name in _CARRIED_FLAGS if getattr(args, name) is not None]
     if given:

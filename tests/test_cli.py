@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from mcp import Client, StdioServerParameters
 
-from incident_desk.cli import main
+from incident_desk.cli import SUBCOMMANDS, build_parser, main
 from incident_desk.client_configs import CLIENT_NAMES, detect_launcher, render_snippet
 from incident_desk.settings import SettingsError, load_settings
 from tests.fakes import MemoryKeyring
@@ -341,3 +341,21 @@ def test_a_secret_value_never_appears_in_a_settings_error(monkeypatch: pytest.Mo
     with pytest.raises(SettingsError) as caught:
         load_settings({})
     assert "sk-ant-secret-looking-value" not in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        ["serve", "--transport", "http", "--port", "9000", "--no-redact"],
+        ["audit", "--limit", "5"],
+        ["key", "show", "--kind", "audit-db"],
+        ["token", "create"],
+        ["config", "zed", "--data-dir", "/srv/desk"],
+        ["doctor", "--log-level", "debug"],
+        ["demo", "--era", "2026-07-28"],
+    ],
+)
+def test_the_parser_built_for_one_subcommand_reads_it_as_the_whole_parser_does(arguments: list[str]) -> None:
+    """A served desk builds only the serve parser (the others import what serving never needs)."""
+    assert set(SUBCOMMANDS) == {"serve", "audit", "key", "token", "config", "doctor", "demo"}  # all of them here
+    assert build_parser(arguments[0]).parse_args(arguments) == build_parser().parse_args(arguments)

@@ -130,6 +130,9 @@ NOT_NEEDED_TO_ANSWER = (
     "re2",
     "incident_desk.core.redact",
     "incident_desk.client_configs.merge",
+    "incident_desk.client_configs.registry",
+    "incident_desk.core.logfile",
+    "incident_desk.core.cursors",
     "incident_desk.features.read_tools",
     "incident_desk.features.summarize",
     "incident_desk.features.restart",
@@ -148,7 +151,7 @@ def test_building_the_desk_served_over_stdio_imports_nothing_the_first_answer_do
         "from incident_desk.settings import load_settings\n"
         "from incident_desk.app import build_app\n"
         "from incident_desk.server import build_server\n"
-        "build_parser()\n"
+        "build_parser('serve')\n"
         "build_server(build_app(load_settings({})), defer_features=True)\n"
         f"print(sorted(name for name in {NOT_NEEDED_TO_ANSWER!r} if name in sys.modules))\n"
     )
