@@ -103,6 +103,9 @@ def test_frozen_build_bundles_package_data_and_keyring_metadata(frozen_exe: Path
     assert (internal / "incident_desk" / "data" / "sample_desk" / "incidents" / "INC-1042").is_dir()
     assert (internal / "incident_desk" / "data" / "sample_desk" / "runbooks").is_dir()
     assert list(internal.glob("keyring-*.dist-info/entry_points.txt"))
+    # anyio reads these to import its submodules lazily; without them it imports all of them at start.
+    assert (internal / "anyio" / "__init__.py").is_file()
+    assert (internal / "anyio" / "abc" / "__init__.py").is_file()
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
