@@ -49,10 +49,14 @@ async def main(rounds: int, executable: Path) -> None:
         for name, params in order if number % 2 == 0 else reversed(order):
             times[name].append(await _cold_start(params))
     venv_median, frozen_median = statistics.median(times["venv"]), statistics.median(times["onedir"])
+    # Each round's onedir start against the venv start next to it: steadier than the ratio of the medians when
+    # the machine drifts during the run.
+    per_round = [frozen / venv for venv, frozen in zip(times["venv"], times["onedir"], strict=True)]
     print(f"python {sys.version.split()[0]} on {os.cpu_count()} cores; {rounds} interleaved rounds")
     print(
         f"cold start to initialized: venv {venv_median:.3f} s, onedir {frozen_median:.3f} s, "
-        f"ratio {frozen_median / venv_median:.2f}"
+        f"ratio {frozen_median / venv_median:.2f}; per round {statistics.median(per_round):.2f} "
+        f"({min(per_round):.2f}-{max(per_round):.2f})"
     )
 
 
