@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from incident_desk.client_configs import Launcher
     from incident_desk.settings import Settings
 
+    Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
+
 SUBCOMMANDS = ("serve", "audit", "key", "token", "config", "doctor", "demo")
 
 
@@ -84,9 +86,6 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         demo.add_argument("--era", choices=["legacy", "2026-07-28"], default="legacy", help="protocol era to speak")
         demo.add_argument("--out", type=Path, help="also write each transcript to this folder")
     return parser
-
-
-Subparsers = Any  # argparse's _SubParsersAction is private
 
 
 def _add_audit_parser(commands: Subparsers) -> None:
@@ -174,6 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not arguments or (arguments[0].startswith("-") and arguments[0] not in ("-h", "--help", "--version")):
         arguments.insert(0, "serve")
     command = arguments[0] if arguments[0] in SUBCOMMANDS else None
+    collecting = gc.isenabled()
     if command == "serve":
         # Importing the settings and the SDK and building the desk make about 100k objects that live as long as
         # the process; the collector, run again and again while they are made, frees nothing and costs the start
@@ -182,7 +182,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return _run(build_parser(command).parse_args(arguments))
     finally:
-        gc.enable()
+        if collecting:
+            gc.enable()
 
 
 def _run(args: argparse.Namespace) -> int:

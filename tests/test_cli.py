@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 from pathlib import Path
@@ -359,3 +360,13 @@ def test_the_parser_built_for_one_subcommand_reads_it_as_the_whole_parser_does(a
     """A served desk builds only the serve parser (the others import what serving never needs)."""
     assert set(SUBCOMMANDS) == {"serve", "audit", "key", "token", "config", "doctor", "demo"}  # all of them here
     assert build_parser(arguments[0]).parse_args(arguments) == build_parser().parse_args(arguments)
+
+
+def test_the_command_line_leaves_the_collector_as_it_found_it() -> None:
+    gc.disable()
+    try:
+        with pytest.raises(SystemExit):
+            main(["--version"])
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
