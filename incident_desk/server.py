@@ -9,6 +9,7 @@ import gc
 from importlib import resources
 from typing import Any
 
+import structlog
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.resources import FunctionResource, Resource, ResourceTemplate
@@ -20,6 +21,8 @@ from incident_desk.app import DeskApp
 from incident_desk.client_features import HideAppViewsFromPlainClients
 from incident_desk.client_logging import RequestLogContext, serve_set_level
 from incident_desk.features import completions, timeline
+
+logger = structlog.get_logger(__name__)
 
 SERVER_NAME = "incident-desk"
 # Requests a desk with deferred features answers without them.
@@ -78,7 +81,10 @@ def _serve_template_results_in_hand(server: MCPServer) -> None:
     into the SDK's resource manager; ``tests/test_overhead.py`` counts the thread hops of a log read and fails
     if this stops taking effect. Revisit when the SDK reads a template's result without the hop.
     """
-    templates: dict[str, ResourceTemplate] = server._resource_manager._templates
+    templates = getattr(getattr(server, "_resource_manager", None), "_templates", None)
+    if not isinstance(templates, dict):
+        logger.warning("resource templates left as the SDK made them: its resource manager changed")
+        return
     for key, template in templates.items():
         templates[key] = ResultInHandTemplate.model_construct(**dict(template))
 
