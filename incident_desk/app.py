@@ -33,7 +33,7 @@ T = TypeVar("T")
 # and back about 0.1 ms of the loop's time; beyond that the read dominates and a thread keeps the loop freer.
 INLINE_LOG_MAX_BYTES = 4 * 1024
 # What the first log read imports and compiles; until they are loaded, reads go to a worker thread.
-_READERS_LOADED = frozenset({"incident_desk.core.logfile", "incident_desk.core.redact"})
+_LOG_READERS = ("incident_desk.core.logfile", "incident_desk.core.redact")
 
 
 @dataclass
@@ -45,6 +45,7 @@ class DeskApp:
     journal: Journal
     sealing_keys: list[bytes] = field(default_factory=list)
     log_levels: ClientLogLevels = field(default_factory=ClientLogLevels)
+    _readers_loaded: bool = field(default=False, init=False, repr=False)
 
     @property
     def data_root(self) -> Path:
@@ -86,7 +87,9 @@ class DeskApp:
         are loaded (the first read loads them in a worker thread: compiling the rules takes about 50 ms): the
         open never blocks and lists nothing, and a hop to a worker thread would cost about as much as the read.
         Any other log is read in a worker thread, through the handle already opened when there is one."""
-        handle = self.desk.open_listed_log(incident_id) if _READERS_LOADED.issubset(sys.modules) else None
+        if not self._readers_loaded:
+            self._readers_loaded = all(name in sys.modules for name in _LOG_READERS)
+        handle = self.desk.open_listed_log(incident_id) if self._readers_loaded else None
         if handle is None:
             return await anyio.to_thread.run_sync(self.read_log, incident_id, reader)
         try:
