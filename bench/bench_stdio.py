@@ -104,6 +104,11 @@ async def _per_request(servers: list[Server], calls: int) -> None:
                     server.latencies[metric].append(time.perf_counter() - started)
 
 
+def _spread(ratios: list[float]) -> str:
+    """The median of several ratios and their range."""
+    return f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})"
+
+
 def _ratio(ours: list[float], base: list[float]) -> str:
     """The ratio of the medians, then the median and range of the per-block ratios."""
     blocks = [
@@ -111,7 +116,7 @@ def _ratio(ours: list[float], base: list[float]) -> str:
         for i in range(0, len(base) - BLOCK + 1, BLOCK)
     ]
     whole = statistics.median(ours) / statistics.median(base)
-    return f"{whole:7.2f}  {statistics.median(blocks):.2f} ({min(blocks):.2f}-{max(blocks):.2f})"
+    return f"{whole:7.2f}  {_spread(blocks)}"
 
 
 async def main(rounds: int, calls: int) -> None:
@@ -142,8 +147,7 @@ async def main(rounds: int, calls: int) -> None:
     for index, label in enumerate(("cold start to initialized (s)", "cold start to tools listed (s)")):
         base = [start[index] for start in starts["minimal"]]
         ours = [start[index] for start in starts["desk"]]
-        rounds_ratio = [o / b for o, b in zip(ours, base, strict=True)]
-        spread = f"{statistics.median(rounds_ratio):.2f} ({min(rounds_ratio):.2f}-{max(rounds_ratio):.2f})"
+        spread = _spread([o / b for o, b in zip(ours, base, strict=True)])
         print(
             f"{label:48} {statistics.median(base):11.3f} {statistics.median(ours):8.3f} "
             f"{statistics.median(ours) / statistics.median(base):7.2f}  {spread:>18}  {'-':>7}"

@@ -212,9 +212,10 @@ class Desk:
         Checking lists both directories and stats every entry, so it is done at most once per
         ``freshness_seconds``: requests in between get the last view without touching the disk.
         """
-        checked_at, scanned_for, previous = self._current
-        if monotonic() - checked_at < self.freshness_seconds:
-            return previous
+        cached = self.cached_listing()
+        if cached is not None:
+            return cached
+        _, scanned_for, previous = self._current
         checking_since = monotonic()
         signature = (
             self._directory_signature(INCIDENTS_DIR, METADATA_FILE, LOG_FILE),
@@ -332,9 +333,6 @@ class Desk:
         """All incidents, sorted by id."""
         incidents = self.listing().incidents
         return [incidents[key] for key in sorted(incidents)]
-
-    def open_incident_ids(self) -> list[str]:
-        return self.listing().open_incident_ids()
 
     def incident(self, incident_id: str) -> Incident:
         if not is_safe_name(incident_id, INCIDENT_ID):

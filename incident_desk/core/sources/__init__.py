@@ -125,9 +125,6 @@ class IncidentSources:
         incidents = self.listing().incidents
         return [incidents[key] for key in sorted(incidents)]
 
-    def open_incident_ids(self) -> list[str]:
-        return [incident.id for incident in self.incidents() if incident.is_open]
-
     def incident(self, incident_id: str) -> Incident:
         if not is_safe_name(incident_id, INCIDENT_ID):
             raise UnknownIncident(incident_id)
