@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import platformdirs
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import Field, IPvAnyNetwork, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -152,10 +152,16 @@ class Settings(BaseSettings):
         default=16,
         ge=1,
         le=100_000,
-        description="Stateful HTTP sessions one client (its token and address) may hold; more get 429.",
+        description="Idle stateful HTTP sessions one client (its token and address) keeps; opening one more "
+        "closes its least recently used idle session.",
     )
     http_session_idle_seconds: float = Field(
         default=600.0, gt=0, le=86_400, description="A stateful HTTP session with no request this long is closed."
+    )
+    trusted_proxies: list[IPvAnyNetwork] = Field(
+        default_factory=list,
+        description="Addresses or CIDR networks of reverse proxies whose X-Forwarded-For / Forwarded headers name "
+        "the client; from any other peer those headers are ignored.",
     )
     http_token: SecretStr | None = Field(
         default=None, description="Bearer token for HTTP clients (environment or keychain only)."
