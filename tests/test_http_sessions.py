@@ -178,6 +178,25 @@ async def test_fifty_clients_sharing_one_token_for_30_seconds(tmp_path: Path) ->
     assert errors == []
     assert calls >= clients
     assert "refused a new session" not in stderr
+    assert "closed a client's least recently used idle session" not in stderr, "no live client lost its session"
+
+
+def test_at_the_desk_cap_the_least_recently_used_idle_session_makes_room(tmp_path: Path) -> None:
+    """Three sessions in all: a newcomer on another address closes the desk's oldest idle session, not its own."""
+    with (
+        run_desk(tmp_path, INCIDENT_DESK_HTTP_MAX_SESSIONS="3") as desk,
+        httpx2.Client(timeout=10) as first,
+        httpx2.Client(timeout=10, transport=httpx2.HTTPTransport(local_address="127.0.0.2")) as second,
+    ):
+        held = [open_session(first, desk.url).headers["mcp-session-id"] for _ in range(3)]
+        time.sleep(PAST_GRACE)
+        ping(first, desk.url, held[0])  # now the most recently used
+        newcomer = open_session(second, desk.url)
+        statuses = [ping(first, desk.url, session_id) for session_id in held]
+        stderr = desk.stderr()
+    assert newcomer.status_code == 200
+    assert statuses == [200, 404, 200]
+    assert "closed the desk's least recently used idle session: 3 are open" in stderr
 
 
 async def test_bad_host_and_origin_are_refused_before_the_session_count(tmp_path: Path) -> None:
