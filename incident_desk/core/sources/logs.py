@@ -14,11 +14,8 @@ import gzip
 import hashlib
 import os
 import re
-import selectors
 import shutil
-import signal
 import stat
-import subprocess
 import tempfile
 import threading
 import time
@@ -29,7 +26,7 @@ from glob import glob
 from pathlib import Path
 from typing import BinaryIO
 
-from incident_desk.core.credentials import ENV_PREFIX
+from incident_desk.core import runner
 from incident_desk.core.sources.config import (
     CommandLogConfig,
     FilesLogConfig,
@@ -220,11 +217,6 @@ def _read_input(item: _Input) -> Iterator[bytes]:
             raise LogSourceError(f"{item.path} cannot be decompressed: {exc}") from None
 
 
-def command_environment() -> dict[str, str]:
-    """The desk's environment without any of its own settings: no secret (nor source password) reaches a command."""
-    return {name: value for name, value in os.environ.items() if not name.upper().startswith(ENV_PREFIX)}
-
-
 @dataclass(frozen=True)
 class CommandOutcome:
     written: int
@@ -233,63 +225,27 @@ class CommandOutcome:
     exit_status: int | None
 
 
-def run_to_spool(argv: list[str], out: BinaryIO, *, max_bytes: int, timeout: float, cwd: Path | None) -> CommandOutcome:
+def run_to_spool(
+    argv: list[str], out: BinaryIO, *, max_bytes: int, timeout: float, cwd: Path | None, pass_env: list[str]
+) -> CommandOutcome:
     """Run ``argv`` (no shell) with its output into ``out``, stopped at ``max_bytes`` or ``timeout``; then say so."""
-    try:
-        process = subprocess.Popen(  # an argv list from the operator's config, never a shell
-            argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            env=command_environment(),
-            cwd=cwd,
-            start_new_session=True,
-        )
-    except OSError as exc:
-        raise LogSourceError(f"log command {argv[0]!r} could not start: {exc.strerror or exc}") from None
-    assert process.stdout is not None
-    deadline = time.monotonic() + timeout
-    written, cut, timed_out, last = 0, False, False, b"\n"
-    with selectors.DefaultSelector() as selector, process.stdout:
-        selector.register(process.stdout, selectors.EVENT_READ)
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                timed_out = True
-                break
-            if not selector.select(remaining):
-                continue
-            chunk = os.read(process.stdout.fileno(), _CHUNK)
-            if not chunk:
-                break
-            room = max_bytes - written
-            out.write(chunk[:room])
-            written += min(room, len(chunk))
-            last = chunk[:room][-1:] or last
-            if len(chunk) > room:
-                cut = True
-                break
-    status: int | None = None
-    if not (cut or timed_out):
-        try:
-            status = process.wait(max(deadline - time.monotonic(), 0.001))
-        except subprocess.TimeoutExpired:
-            timed_out = True
-    if status is None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
+    head = runner.HeadOutput(out, max_bytes)
+    run = runner.run(argv, head, timeout=timeout, env=runner.child_environment(pass_env), cwd=cwd)
+    if not run.launched:
+        reason = (run.launch_error or "").split(": ", 1)[-1]
+        raise LogSourceError(f"log command {argv[0]!r} could not start: {reason}")
+    status = None if run.cut or run.timed_out else run.exit_status
     notes = []
-    if cut:
+    if run.cut:
         notes.append(f"[incident-desk: output cut at {max_bytes} bytes (max_bytes); the command was stopped]")
-    if timed_out:
+    if run.timed_out:
         notes.append(f"[incident-desk: the command was stopped at its {timeout:g}s timeout]")
     if status is not None and status != 0:
         how = f"was killed by signal {-status}" if status < 0 else f"exited with status {status}"
         notes.append(f"[incident-desk: the command {how}]")
     if notes:
-        out.write((b"" if last == b"\n" else b"\n") + "\n".join(notes).encode() + b"\n")
-    return CommandOutcome(written, cut, timed_out, status)
+        out.write((b"" if head.last == b"\n" else b"\n") + "\n".join(notes).encode() + b"\n")
+    return CommandOutcome(head.written, run.cut, run.timed_out, status)
 
 
 class CommandLog:
@@ -312,7 +268,12 @@ class CommandLog:
                 path = spool().write(
                     f"command-{self.service}-{digest}",
                     lambda out: run_to_spool(
-                        argv, out, max_bytes=config.max_bytes, timeout=config.timeout_seconds, cwd=config.cwd
+                        argv,
+                        out,
+                        max_bytes=config.max_bytes,
+                        timeout=config.timeout_seconds,
+                        cwd=config.cwd,
+                        pass_env=config.pass_env,
                     ),
                 )
                 made = (time.monotonic(), path)
