@@ -8,10 +8,13 @@ the client's result and in the journal, for a restart that succeeds and for one 
 from __future__ import annotations
 
 import shutil
+import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from incident_desk.core import runner
@@ -135,3 +138,31 @@ def test_the_environment_is_an_allowlist(monkeypatch: pytest.MonkeyPatch) -> Non
     assert set(runner.child_environment()) <= {
         name for name in env if name in runner.ALLOWED_ENV or name.startswith(runner.ALLOWED_ENV_PREFIXES)
     }
+
+
+async def test_the_loop_stays_free_while_a_restart_command_floods_its_output(
+    make_app: AppFactory, tmp_path: Path
+) -> None:
+    """The runner reads the command in a worker thread: pings answer while 200 MB of output pour through it."""
+    script = tmp_path / "flood.py"
+    script.write_text(
+        "import sys\nblock = b'y' * (1024 * 1024)\nfor _ in range(200):\n    sys.stdout.buffer.write(block)\n"
+    )
+    _, server = desk(make_app, services={SERVICE: {"argv": [sys.executable, str(script)], "timeout_seconds": 120}})
+    pings: list[float] = []
+    async with connect(server, "legacy", elicitation_callback=approve()) as client:
+        done = anyio.Event()
+
+        async def restart() -> None:
+            result = await client.call_tool("restart_service", {"service": SERVICE})
+            assert not result.is_error, text_of(result)
+            done.set()
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(restart)
+            while not done.is_set():
+                started = time.monotonic()
+                await client.send_ping()
+                pings.append(time.monotonic() - started)
+                await anyio.sleep(0.02)
+    assert len(pings) >= 5 and max(pings) < 0.5, (len(pings), max(pings))
