@@ -217,8 +217,11 @@ def run(
             if exited_at is not None and (ended or now - exited_at >= drain_grace):
                 break
             wait = min(_POLL_SECONDS, deadline - now)
-            if ended:
-                (cancel or threading.Event()).wait(wait)
+            if ended:  # its output closed, the command still runs: wait for it to exit
+                if cancel is not None:
+                    cancel.wait(wait)
+                else:
+                    time.sleep(wait)
                 continue
             chunk = reader.read(wait)
             if chunk == b"":

@@ -56,7 +56,9 @@ class Spool:
 
     def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.max_bytes = max_bytes
-        self._lock = threading.Lock()
+        # Re-entrant: a handle dropped in a reference cycle is closed by the collector, which may run anywhere,
+        # including inside this class while it holds the lock.
+        self._lock = threading.RLock()
         self._dir: Path | None = None
         self._current: dict[str, _File] = {}
         self._files: dict[Path, _File] = {}
