@@ -20,7 +20,9 @@ import pytest
 from incident_desk.core import runner
 from incident_desk.core.desk import Desk
 from incident_desk.core.sources import IncidentSources
+from incident_desk.server import build_server
 from incident_desk.settings import SettingsError, load_settings
+from tests.alertmanager import alert, needs_alertmanager, running_alertmanager
 from tests.helpers import AppFactory, connect, text_of
 from tests.restart_helpers import SERVICE, approve, desk, rows
 
@@ -166,3 +168,29 @@ async def test_the_loop_stays_free_while_a_restart_command_floods_its_output(
                 pings.append(time.monotonic() - started)
                 await anyio.sleep(0.02)
     assert len(pings) >= 5 and max(pings) < 0.5, (len(pings), max(pings))
+
+
+@needs_env
+@needs_alertmanager
+@pytest.mark.usefixtures("desk_secrets_in_environment")
+async def test_the_source_password_reaches_neither_a_log_command_nor_a_restart_over_mcp(
+    make_app: AppFactory, tmp_path: Path
+) -> None:
+    """The issue's case end to end: a real Alertmanager behind basic auth, its password in INCIDENT_DESK_SOURCE_PROD;
+    the alert's log comes from a command log and its service restarts with a command, both `env`."""
+    with running_alertmanager(tmp_path, basic_auth=("desk", SOURCE_PASSWORD)) as manager:
+        manager.post(alert("HighLatency", starts=datetime.now(UTC), service=SERVICE, severity="critical"))
+        source = {"kind": "alertmanager", "name": "prod", "url": manager.url, "auth": "basic", "username": "desk"}
+        app = make_app(
+            incident_sources=[source],
+            services={SERVICE: {"argv": [ENV], "logs": {"kind": "command", "argv": [ENV]}}},
+            redact_secrets=False,
+        )
+        async with connect(build_server(app), "legacy", elicitation_callback=approve()) as client:
+            (alert_id,) = text_of(await client.read_resource("incident://index")).splitlines()
+            log = text_of(await client.read_resource(f"incident://{alert_id}/log"))
+            restart = await client.call_tool("restart_service", {"service": SERVICE})
+    assert_no_desk_variables(log, service=None)
+    assert not restart.is_error, text_of(restart)
+    assert_no_desk_variables(restart.structured_content["output"], service=SERVICE)
+    assert_no_desk_variables(rows(app.journal)[-1].detail, service=SERVICE)
