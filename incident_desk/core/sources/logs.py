@@ -73,7 +73,7 @@ class FilesLog:
         self._current: tuple[tuple[_Input, ...], tuple[str, ...]] | None = None
 
     def _roots(self) -> list[tuple[DataRoot, list[str]]]:
-        """Each root held for this look, with the spellings a match beneath it may have (as given, as resolved)."""
+        """Each allowed root, with the spellings a match beneath it may have (as configured, as resolved)."""
         found = []
         for root in self.config.allowed_roots:
             data_root = DataRoot(root)
