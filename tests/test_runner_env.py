@@ -53,10 +53,9 @@ def environment_of(output: str) -> dict[str, str]:
 def assert_no_desk_variables(output: str, *, service: str | None) -> None:
     seen = environment_of(output)
     desk_names = sorted(name for name in seen if name.upper().startswith("INCIDENT_DESK_"))
+    assert desk_names == [], desk_names
     # The one name the desk sets itself for a restart command: which service it restarts (not inherited).
-    assert desk_names == (["INCIDENT_DESK_SERVICE"] if service else []), desk_names
-    if service:
-        assert seen["INCIDENT_DESK_SERVICE"] == service
+    assert seen.get("DESK_RESTART_SERVICE") == service
     assert SOURCE_PASSWORD not in output and TOKEN not in output
     assert "aws-not-for-children" not in output and "AWS_SECRET_ACCESS_KEY" not in seen  # not on the allowlist
     assert seen.get("LC_TIME") == "C.UTF-8" and "PATH" in seen  # the allowlist itself is passed

@@ -2,7 +2,8 @@
 
 Commands run through :mod:`incident_desk.core.runner` (argv, no shell, a total deadline, bounded output, the whole
 process group killed on a timeout or a cancelled call, an allowlisted environment without any ``INCIDENT_DESK_*``
-variable). The one variable the desk adds is ``INCIDENT_DESK_SERVICE``, the service being restarted.
+variable). The one variable the desk adds is ``DESK_RESTART_SERVICE``, the service being restarted: named outside the
+desk's own prefix so that no child ever holds an ``INCIDENT_DESK_*`` name.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import anyio
 from incident_desk.core import runner
 from incident_desk.core.actions import CommandAction, SimulateAction
 
-SERVICE_ENV_VAR = "INCIDENT_DESK_SERVICE"
+SERVICE_ENV_VAR = "DESK_RESTART_SERVICE"
 OUTPUT_LIMIT_BYTES = 64 * 1024
 # After the command exits, how long to keep reading output that is still in flight. A background process the
 # command left holding its stdout would otherwise keep the restart "running" forever.
