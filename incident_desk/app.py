@@ -18,7 +18,7 @@ import anyio.to_thread
 from incident_desk.client_logging import ClientLogLevels
 from incident_desk.core import credentials
 from incident_desk.core.audit import AuditJournal, Journal
-from incident_desk.core.desk import Desk, LogUnavailable, bundled_sample_desk
+from incident_desk.core.desk import Desk, LogUnavailable, RunbookMissing, UnknownService, bundled_sample_desk
 from incident_desk.core.sources import IncidentSources
 from incident_desk.settings import Settings
 
@@ -73,6 +73,15 @@ class DeskApp:
 
     def services(self) -> list[str]:
         return self.desk.services(extra=list(self.settings.services))
+
+    def runbook(self, service: str) -> str:
+        """The service's runbook; a service the desk knows without one is told apart from an unknown name."""
+        try:
+            return self.desk.runbook(service)
+        except UnknownService:
+            if service in self.services():
+                raise RunbookMissing(service) from None
+            raise
 
     def read_log(self, incident_id: str, reader: Callable[[BinaryIO], T]) -> T:
         """Run ``reader`` on an incident's log, opened safely once and read only through that handle (a path
