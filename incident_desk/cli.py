@@ -165,7 +165,13 @@ def _settings_from(args: argparse.Namespace) -> Settings:
     }
     from incident_desk.settings import load_settings
 
-    return load_settings(overrides, getattr(args, "config", None))
+    settings = load_settings(overrides, getattr(args, "config", None))
+    if args.command != "serve":  # a served desk logs these through its own logger (transport.serve)
+        from incident_desk.settings_errors import unknown_environment_variables
+
+        for warning in unknown_environment_variables():
+            _err(f"warning: {warning}")
+    return settings
 
 
 def main(argv: Sequence[str] | None = None) -> int:

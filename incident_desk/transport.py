@@ -37,6 +37,10 @@ def _sealing_keys(settings: Settings) -> list[bytes]:
 
 def serve(settings: Settings) -> int:
     log.configure(settings.log_level, settings.log_format)
+    from incident_desk.settings_errors import unknown_environment_variables
+
+    for warning in unknown_environment_variables():
+        logger.warning(warning)
     from incident_desk.app import build_app
     from incident_desk.core.audit import AuditError
     from incident_desk.server import build_server

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -325,7 +326,7 @@ def test_secrets_are_refused_in_the_config_file(tmp_path: Path) -> None:
     ("content", "expected"),
     [
         ("port = 'eighty'\n", "invalid setting port"),
-        ("[services.api]\nkind = 'command'\nargv = []\n", "invalid setting services.api.command.argv"),
+        ("[services.api]\nkind = 'command'\nargv = []\n", "invalid setting services.api.argv"),
         ("colour = 'blue'\n", "invalid setting colour"),
         ("port = [\n", "is not valid TOML"),
     ],
@@ -335,6 +336,75 @@ def test_bad_config_values_name_the_setting(tmp_path: Path, content: str, expect
     config.write_text(content)
     with pytest.raises(SettingsError, match=expected.replace(".", r"\.")):
         load_settings({}, config)
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (
+            'data_dri = "/tmp"\n',
+            "invalid setting data_dri (config file {config}): not a setting of this desk (did you mean data_dir?)",
+        ),
+        (
+            '[services.api]\nkind = "comand"\n',
+            "invalid setting services.api.kind (config file {config}): kind 'comand' is not one of command, simulate "
+            "(did you mean command?)",
+        ),
+        (
+            '[services.api]\nargvv = ["true"]\n',
+            "invalid setting services.api.argvv (config file {config}): not a setting of this desk "
+            "(did you mean argv?)",
+        ),
+        (
+            '[services.web.logs]\nkind = "files"\npaths = ["rel/*.log"]\n',
+            "invalid setting services.web.logs (config file {config}): log path 'rel/*.log' is relative: give an "
+            "absolute glob",
+        ),
+    ],
+)
+def test_config_errors_speak_the_users_key_names(tmp_path: Path, content: str, expected: str) -> None:
+    """No tag names, no _action_kind(), no service_logs or INCIDENT_DESK_SERVICE_LOGS the user never wrote."""
+    config = tmp_path / "desk.toml"
+    config.write_text(content)
+    with pytest.raises(SettingsError) as caught:
+        load_settings({}, config)
+    message = str(caught.value)
+    assert message == expected.format(config=config)
+    for jargon in ("_action_kind", "Input tag", "service_logs", "INCIDENT_DESK_SERVICE", "Value error"):
+        assert jargon not in message
+
+
+def test_a_bad_variable_is_named_as_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("INCIDENT_DESK_LOG_LEVEL", "loud")
+    with pytest.raises(SettingsError) as caught:
+        load_settings({})
+    assert str(caught.value).startswith("invalid setting log_level (INCIDENT_DESK_LOG_LEVEL): ")
+
+
+def test_unknown_desk_variables_are_warned_about_with_a_suggestion(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("INCIDENT_DESK_DATADIR", str(tmp_path))
+    monkeypatch.setenv("INCIDENT_DESK_SOURCE_PROD", "a source's secret: known")
+    monkeypatch.setenv("INCIDENT_DESK_SERVICES__API__KIND", "simulate")
+    monkeypatch.setenv("INCIDENT_DESK_CONFIG", "")
+    assert main(["audit"]) == 0
+    err = capsys.readouterr().err
+    assert (
+        "incident-desk: warning: INCIDENT_DESK_DATADIR is not a setting of this desk and is ignored; did you mean "
+        "INCIDENT_DESK_DATA_DIR?" in err
+    )
+    assert err.count("warning:") == 1, err
+
+
+def test_a_served_desk_logs_unknown_desk_variables(tmp_path: Path) -> None:
+    env = child_env(tmp_path / "audit.sqlite3", INCIDENT_DESK_DATADIR=str(tmp_path))
+    completed = subprocess.run(
+        [sys.executable, "-m", "incident_desk"], input="", capture_output=True, text=True, env=env, timeout=60
+    )
+    assert completed.stdout == ""
+    assert "INCIDENT_DESK_DATADIR is not a setting of this desk" in completed.stderr
+    assert "did you mean INCIDENT_DESK_DATA_DIR?" in completed.stderr
 
 
 def test_a_secret_value_never_appears_in_a_settings_error(monkeypatch: pytest.MonkeyPatch) -> None:
