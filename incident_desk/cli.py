@@ -163,13 +163,13 @@ def _settings_from(args: argparse.Namespace) -> Settings:
             "redact_secrets",
         )
     }
-    from incident_desk.settings import load_settings
+    from incident_desk.settings import Settings, load_settings
 
     settings = load_settings(overrides, getattr(args, "config", None))
     if args.command != "serve":  # a served desk logs these through its own logger (transport.serve)
         from incident_desk.settings_errors import unknown_environment_variables
 
-        for warning in unknown_environment_variables():
+        for warning in unknown_environment_variables(Settings.model_fields):
             _err(f"warning: {warning}")
     return settings
 

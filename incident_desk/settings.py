@@ -30,6 +30,7 @@ from incident_desk.core.audit import is_postgres_url, url_has_password
 from incident_desk.core.credentials import ENV_PREFIX, SECRET_SETTINGS
 from incident_desk.core.names import SERVICE_NAME, is_safe_name
 from incident_desk.core.sources.config import IncidentSourceConfig, LogSourceConfig, check_unique_names
+from incident_desk.settings_errors import describe_validation_error
 
 APP_NAME = "incident-desk"
 CONFIG_ENV_VAR = "INCIDENT_DESK_CONFIG"
@@ -322,9 +323,7 @@ def load_settings(overrides: Mapping[str, Any] | None = None, config_file: Path 
         with _reading(config_file):
             return Settings(**cli_values)
     except ValidationError as exc:
-        from incident_desk.settings_errors import describe_validation_error
-
-        raise SettingsError(describe_validation_error(exc, cli_values, config_file)) from None
+        raise SettingsError(describe_validation_error(exc, Settings.model_fields, cli_values, config_file)) from None
 
 
 def is_loopback(host: str) -> bool:

@@ -8,7 +8,7 @@ into the other and suggests the nearest known name for a typo.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -48,12 +48,6 @@ _OTHER_VARIABLES = frozenset({"CONFIG", "SERVICE", "BUILD_MODE"})
 _OTHER_PREFIXES = ("SOURCE_", "TEST_")
 
 
-def _setting_names() -> list[str]:
-    from incident_desk.settings import Settings
-
-    return [name for name in Settings.model_fields if name != "service_logs"]
-
-
 def _suggest(word: str, candidates: list[str]) -> str:
     import difflib  # only when something is wrong: a served desk's start does not pay for it
 
@@ -87,14 +81,14 @@ def _where(top: str, nested: bool, flags: Mapping[str, Any], config_file: Path |
     return f"{flag}{variable} or config file" if not nested else "config file"
 
 
-def _message(error: Any, key: str, top: str, nested: bool) -> str:
+def _message(error: Any, key: str, top: str, nested: bool, settings: list[str]) -> str:
     kind = error["type"]
     if kind == "extra_forbidden":
         if top in _KINDS:  # any kind's keys: the typo may be in the very key that decides the kind (argv)
             candidates = sorted({name for model in _KINDS[top].values() for name in model.model_fields})
             candidates += ["logs"] if top == "services" else []
         else:
-            candidates = [] if nested else _setting_names()
+            candidates = [] if nested else settings
         return f"not a setting of this desk{_suggest(key, candidates)}"
     if kind == "union_tag_invalid":
         context = error.get("ctx", {})
@@ -110,9 +104,13 @@ def _message(error: Any, key: str, top: str, nested: bool) -> str:
 
 
 def describe_validation_error(
-    exc: ValidationError, flags: Mapping[str, Any] | None = None, config_file: Path | None = None
+    exc: ValidationError,
+    settings: Iterable[str],
+    flags: Mapping[str, Any] | None = None,
+    config_file: Path | None = None,
 ) -> str:
     """One line per problem: ``invalid setting services.api.kind (config file x.toml): kind 'comand' ...``."""
+    names = [name for name in settings if name != "service_logs"]  # written [services.<name>.logs]
     lines = []
     for error in exc.errors(include_url=False, include_input=False):
         parts = _user_location(tuple(error["loc"]))
@@ -123,15 +121,15 @@ def describe_validation_error(
         location = ".".join(parts) or "settings"
         key = parts[-1] if parts else ""
         where = _where(top, nested, flags or {}, config_file) if top else ""
-        message = _message(error, key, top, nested)
+        message = _message(error, key, top, nested, names)
         lines.append(f"invalid setting {location}{f' ({where})' if where else ''}: {message}")
     return "\n".join(lines)
 
 
-def unknown_environment_variables(environ: Mapping[str, str] | None = None) -> list[str]:
+def unknown_environment_variables(settings: Iterable[str], environ: Mapping[str, str] | None = None) -> list[str]:
     """One warning per ``INCIDENT_DESK_*`` variable the desk would ignore in silence (a typo, mostly)."""
-    settings = _setting_names()
-    known = {ENV_PREFIX + name.upper() for name in settings} | {ENV_PREFIX + name for name in _OTHER_VARIABLES}
+    known = {ENV_PREFIX + name.upper() for name in settings if name != "service_logs"}
+    known |= {ENV_PREFIX + name for name in _OTHER_VARIABLES}
     warnings = []
     for name in sorted(os.environ if environ is None else environ):
         upper = name.upper()

@@ -39,7 +39,7 @@ def serve(settings: Settings) -> int:
     log.configure(settings.log_level, settings.log_format)
     from incident_desk.settings_errors import unknown_environment_variables
 
-    for warning in unknown_environment_variables():
+    for warning in unknown_environment_variables(Settings.model_fields):
         logger.warning(warning)
     from incident_desk.app import build_app
     from incident_desk.core.audit import AuditError
