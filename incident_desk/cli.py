@@ -256,6 +256,12 @@ def _secret_command(settings: Settings, name: str, action: str, *, value_source:
     service = settings.keyring_service
     try:
         if action in ("set", "create"):
+            try:
+                credentials.check_can_store(service, name)  # before the prompt: nothing typed is then lost
+            except credentials.CredentialStoreError as exc:
+                if value_source != "generate":
+                    raise
+                return _token_without_a_keychain(name, str(exc))
             if value_source == "generate":
                 value = credentials.generate_token()
             else:
@@ -285,6 +291,21 @@ def _secret_command(settings: Settings, name: str, action: str, *, value_source:
     except credentials.CredentialStoreError as exc:
         _err(str(exc))
         return 1
+
+
+def _token_without_a_keychain(name: str, problem: str) -> int:
+    """No keychain to keep a generated token: print one for the environment variable the desk also reads."""
+    from incident_desk.core import credentials
+
+    variable = credentials.env_var_name(name)
+    share = "give it to each client" if name == credentials.HTTP_TOKEN else "the same on every replica"
+    _err(problem.split("; or set ")[0])
+    _err(
+        f"nothing stored; here is a fresh {name} for {variable}: set it in the desk's environment ({share}), "
+        "e.g. in the service's environment file, never in a config file"
+    )
+    _out(credentials.generate_token())  # shown once, on stdout only, so it can be piped; never logged
+    return 0
 
 
 def _key(settings: Settings, action: str, kind: str, source: str | None = None) -> int:
