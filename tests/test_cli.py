@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import gc
 import json
 import subprocess
@@ -440,3 +441,44 @@ def test_the_command_line_leaves_the_collector_as_it_found_it() -> None:
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(action.choices)
+
+
+def test_top_level_help_shows_the_serving_flags_the_readme_uses_without_serve(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--help"])
+    assert exited.value.code == 0
+    out = capsys.readouterr().out
+    for flag in ("--transport", "--host", "--port", "--stateless", "--no-redact", "--data-dir", "--audit-db"):
+        assert flag in out, flag
+    assert "`incident-desk [flags]` is `incident-desk serve [flags]`" in " ".join(out.split())
+
+
+def test_every_subcommand_and_flag_has_help_text() -> None:
+    parser = build_parser()
+    subcommands = _subparsers(parser)
+    assert set(subcommands) == set(SUBCOMMANDS)
+    choices = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))._choices_actions
+    assert {c.dest for c in choices if c.help} == set(SUBCOMMANDS)
+    for action in parser._actions:
+        if not isinstance(action, argparse._SubParsersAction):
+            assert action.help, action.option_strings
+    for name, sub in subcommands.items():
+        assert sub.description, f"{name} has no description"
+        for action in sub._actions:
+            assert action.help and action.help != argparse.SUPPRESS, f"{name} {action.option_strings or action.dest}"
+
+
+@pytest.mark.parametrize("command", ["key", "token"])
+def test_key_and_token_offer_no_flag_they_ignore(command: str) -> None:
+    options = {option for action in _subparsers(build_parser())[command]._actions for option in action.option_strings}
+    assert not options & {"--data-dir", "--audit-db", "--log-level", "--log-format"}
+    assert "--config" in options, "the config file may name the keychain service"
+    with pytest.raises(SystemExit):
+        build_parser(command).parse_args([command, "show", "--data-dir", "/srv/desk"])
