@@ -180,6 +180,11 @@ def _add_config_parser(commands: Subparsers) -> None:
     _add_settings_flags(config)
     config.add_argument("--write", action="store_true", help="merge into the client's config file (backup first)")
     config.add_argument("--path", type=Path, help="config file to write instead of the client's default")
+    config.add_argument(
+        "--name",
+        default="incident-desk",
+        help="the entry's name in the client (default incident-desk); e.g. incident-desk-http beside a stdio entry",
+    )
     config.add_argument("--uvx", metavar="SOURCE", help="launch with `uvx --offline --from SOURCE incident-desk`")
     config.add_argument("--http-url", help="point the client at a running HTTP desk instead of stdio")
     config.add_argument(
@@ -391,13 +396,18 @@ def _config(args: argparse.Namespace) -> int:
             env, (token, notes) = {}, _http_token(args)
         if args.write:
             report = client_configs.write_config(
-                args.client, launcher, path=args.path, http_url=args.http_url, env=env, token=token
+                args.client, launcher, path=args.path, http_url=args.http_url, env=env, token=token, name=args.name
             )
             backup = f" (backup: {report.backup})" if report.backup else ""
-            verb = "updated" if report.replaced else "added to"
-            _err(f"incident-desk {verb} {report.path}{backup}")
+            if not report.changed:
+                _err(f"{args.name} in {report.path} is already up to date; nothing written")
+            else:
+                _err(f"{args.name} {'updated in' if report.replaced else 'added to'} {report.path}{backup}")
         else:
-            _out(client_configs.render_snippet(args.client, launcher, http_url=args.http_url, env=env, token=token))
+            snippet = client_configs.render_snippet(
+                args.client, launcher, http_url=args.http_url, env=env, token=token, name=args.name
+            )
+            _out(snippet)
     except client_configs.ClientConfigError as exc:
         _err(str(exc))
         return 1

@@ -159,6 +159,47 @@ def test_config_write_carries_the_environment_and_says_which_desk(
         assert value not in text + err
 
 
+@pytest.mark.parametrize("client", ["claude-code", "codex", "goose", "continue", "vscode"])
+def test_config_write_twice_says_already_up_to_date_and_touches_nothing(
+    client: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / f"settings.{EXPECTED[client][0]}"
+    assert main(["config", client, "--write", "--path", str(target)]) == 0
+    capsys.readouterr()
+    before = (target.read_bytes(), target.stat().st_mtime_ns)
+    assert main(["config", client, "--write", "--path", str(target)]) == 0
+    err = capsys.readouterr().err
+    assert f"incident-desk in {target} is already up to date; nothing written" in err
+    assert "updated" not in err and "added" not in err
+    assert (target.read_bytes(), target.stat().st_mtime_ns) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == [target.name], "no backup of an unchanged file"
+
+
+@pytest.mark.parametrize("client", ["claude-code", "codex", "goose", "continue", "vscode"])
+def test_config_name_lets_a_stdio_and_an_http_entry_live_side_by_side(
+    client: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fmt, where, command_field, url_field = EXPECTED[client]
+    target = tmp_path / f"settings.{fmt}"
+    url = "http://127.0.0.1:8765/mcp"
+    assert main(["config", client, "--write", "--path", str(target)]) == 0
+    assert main(["config", client, "--write", "--path", str(target), "--http-url", url, "--name", "desk-http"]) == 0
+    err = capsys.readouterr().err
+    assert f"desk-http added to {target}" in err
+    doc = parse(fmt, target.read_text(encoding="utf-8"))
+    entries = {item["name"]: item for item in doc[where[:-2]]} if where.endswith("[]") else doc[where]
+    assert set(entries) == {"incident-desk", "desk-http"}
+    assert command_field in entries["incident-desk"]
+    assert url_field is not None and entries["desk-http"][url_field] == url
+    if client == "goose":
+        assert entries["desk-http"]["name"] == "desk-http"
+
+
+def test_config_name_is_checked(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["config", "cursor", "--name", "my desk"]) == 1
+    assert "entry name 'my desk' is not valid" in capsys.readouterr().err
+
+
 def test_config_without_settings_says_the_client_sees_the_sample_desk(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
