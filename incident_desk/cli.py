@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
-SUBCOMMANDS = ("serve", "audit", "key", "token", "config", "doctor", "demo")
+SUBCOMMANDS = ("serve", "audit", "key", "token", "config", "doctor", "demo", "timeline")
 
 
 def _out(text: str) -> None:
@@ -125,6 +125,16 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         )
         demo.add_argument("--era", choices=["legacy", "2026-07-28"], default="legacy", help="protocol era to speak")
         demo.add_argument("--out", type=Path, help="also write each transcript to this folder")
+    if only in (None, "timeline"):
+        timeline = commands.add_parser(
+            "timeline",
+            help="print an incident's timeline, or write it as a page for a browser",
+            description="Print the text timeline show_incident_timeline gives a model; with --html, also write the "
+            "chart that app-rendering clients show as one self-contained page (the data inside, no network).",
+        )
+        _add_settings_flags(timeline)
+        timeline.add_argument("incident_id", metavar="ID", help="the incident, e.g. INC-1042")
+        timeline.add_argument("--html", type=Path, metavar="FILE", help="write the chart as a self-contained page")
     return parser
 
 
@@ -283,6 +293,10 @@ def _run(args: argparse.Namespace) -> int:
             from incident_desk.doctor import run_doctor
 
             return run_doctor(settings)
+        if args.command == "timeline":
+            from incident_desk.timeline_page import run_timeline
+
+            return run_timeline(settings, args.incident_id, args.html)
     except SettingsError as exc:
         _err(str(exc))
         return 2

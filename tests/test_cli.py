@@ -466,11 +466,13 @@ def test_a_secret_value_never_appears_in_a_settings_error(monkeypatch: pytest.Mo
         ["config", "zed", "--data-dir", "/srv/desk"],
         ["doctor", "--log-level", "debug"],
         ["demo", "--era", "2026-07-28"],
+        ["timeline", "INC-1042", "--html", "/tmp/page.html"],
     ],
 )
 def test_the_parser_built_for_one_subcommand_reads_it_as_the_whole_parser_does(arguments: list[str]) -> None:
     """A served desk builds only the serve parser (the others import what serving never needs)."""
-    assert set(SUBCOMMANDS) == {"serve", "audit", "key", "token", "config", "doctor", "demo"}  # all of them here
+    all_of_them = {"serve", "audit", "key", "token", "config", "doctor", "demo", "timeline"}
+    assert set(SUBCOMMANDS) == all_of_them  # all of them here
     assert build_parser(arguments[0]).parse_args(arguments) == build_parser().parse_args(arguments)
 
 
