@@ -1,4 +1,4 @@
-"""``incident-desk demo`` replays the article's transcripts 01-11; its output for each era is a golden file."""
+"""``incident-desk demo`` replays its twelve scripted transcripts; its output for each era is a golden file."""
 
 from __future__ import annotations
 
@@ -33,3 +33,14 @@ def test_demo_refuses_an_unknown_era(capsys: pytest.CaptureFixture[str]) -> None
         cli.main(["demo", "--era", "2024-11-05"])
     assert exit_code.value.code == 2
     assert "invalid choice: '2024-11-05'" in capsys.readouterr().err
+
+
+def test_demo_shows_the_text_timeline_and_speaks_of_no_unseen_article(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["demo"]) == 0
+    printed = capsys.readouterr().out
+    assert "=== 12-timeline.txt (legacy)" in printed
+    assert "lines/min █ (peak 6)" in printed and "first error 10:58 (line 3)" in printed
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for text in (printed, readme, cli.build_parser().format_help()):
+        assert "article" not in text.lower()
+        assert "/nCause" not in text
