@@ -236,7 +236,7 @@ def _settings_from(args: argparse.Namespace) -> Settings:
     from incident_desk.settings import Settings, load_settings
 
     settings = load_settings(overrides, getattr(args, "config", None))
-    if args.command != "serve":  # a served desk logs these through its own logger (transport.serve)
+    if args.command not in ("serve", "doctor"):  # a served desk logs them (transport.serve), doctor reports them
         from incident_desk.settings_errors import unknown_environment_variables
 
         for warning in unknown_environment_variables(Settings.model_fields):

@@ -128,6 +128,10 @@ def run_doctor(settings: Settings) -> int:
         sys.stdout.write(f"[{status}] {what}{': ' + detail if detail else ''}\n")
 
     sys.stdout.write(f"incident-desk {__version__} ({'frozen' if getattr(sys, 'frozen', False) else sys.executable})\n")
+    from incident_desk.settings_errors import unknown_environment_variables
+
+    for warning in unknown_environment_variables(type(settings).model_fields):
+        report(False, "environment", warning, warn_only=True)
     root = settings.data_dir or bundled_sample_desk()
     desk = Desk(Path(root), max_file_bytes=settings.max_data_file_bytes)
     listing = desk.listing()

@@ -119,3 +119,12 @@ def test_doctor_checks_each_log_source(tmp_path: Path) -> None:
     assert f"[FAIL] log source of web: files: no file matches {logs}/web*.log" in completed.stdout
     assert "[FAIL] log source of jobs: command: no-such-program-for-doctor is not found" in completed.stdout
     assert "[ok] log source of shell: command: runs " in completed.stdout
+
+
+def test_doctor_warns_about_an_unknown_desk_variable(tmp_path: Path) -> None:
+    completed = _doctor(tmp_path, env={"INCIDENT_DESK_DATADIR": str(tmp_path)})
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert (
+        "[warn] environment: INCIDENT_DESK_DATADIR is not a setting of this desk and is ignored; did you mean "
+        "INCIDENT_DESK_DATA_DIR?" in completed.stdout
+    )
