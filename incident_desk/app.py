@@ -14,19 +14,21 @@ from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, TypeVar
 
 import anyio.to_thread
+import structlog
 
 from incident_desk.client_logging import ClientLogLevels
 from incident_desk.core import credentials
 from incident_desk.core.audit import AuditJournal, Journal
-from incident_desk.core.desk import Desk, LogUnavailable, bundled_sample_desk
+from incident_desk.core.desk import Desk, LogUnavailable, RunbookMissing, UnknownService, bundled_sample_desk
 from incident_desk.core.sources import IncidentSources
-from incident_desk.settings import Settings
+from incident_desk.settings import Settings, user_data_dir
 
 if TYPE_CHECKING:
     from incident_desk.core.cursors import CursorSeal
     from incident_desk.core.logfile import TailWindow
     from incident_desk.core.redact import Redaction
 
+logger = structlog.get_logger(__name__)
 T = TypeVar("T")
 # Logs up to this size are read on the caller's thread when the data directory's last look is fresh: reading and
 # redacting 4 KiB takes 0.25 ms (0.6 ms with a secret on every line) on a 2-core VM, a hop to a worker thread
@@ -66,13 +68,29 @@ class DeskApp:
 
     @cached_property
     def cursors(self) -> CursorSeal:
-        """Tags the log cursors this desk hands out (keyed like the 2026 round-trip state), refuses any other."""
-        from incident_desk.core.cursors import CursorSeal
+        """Tags the log cursors this desk hands out, refuses any other: keyed by the shared sealing key when one
+        is set, else by this installation's key in the user data dir (good across restarts)."""
+        from incident_desk.core.cursors import CursorSeal, installation_key
 
-        return CursorSeal(self.sealing_keys)
+        if self.sealing_keys:
+            return CursorSeal(self.sealing_keys)
+        try:
+            return CursorSeal([installation_key(user_data_dir())])
+        except OSError as exc:
+            logger.warning("cursor key unavailable; cursors last as long as this process", problem=str(exc))
+            return CursorSeal()
 
     def services(self) -> list[str]:
         return self.desk.services(extra=list(self.settings.services))
+
+    def runbook(self, service: str) -> str:
+        """The service's runbook; a service the desk knows without one is told apart from an unknown name."""
+        try:
+            return self.desk.runbook(service)
+        except UnknownService:
+            if service in self.services():
+                raise RunbookMissing(service) from None
+            raise
 
     def read_log(self, incident_id: str, reader: Callable[[BinaryIO], T]) -> T:
         """Run ``reader`` on an incident's log, opened safely once and read only through that handle (a path

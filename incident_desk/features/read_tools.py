@@ -270,7 +270,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
     ) -> Annotated[CallToolResult, Runbook]:
         """Return a service's runbook (Markdown)."""
         try:
-            markdown = app.desk.runbook(service)
+            markdown = app.runbook(service)
         except DeskError as exc:
             return results.error(str(exc))
         return results.ok(markdown, Runbook(service=service, markdown=markdown))

@@ -50,7 +50,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
     )
     def runbook(service: str) -> str:
         try:
-            return app.desk.runbook(service)
+            return app.runbook(service)
         except UnknownService as exc:
             raise ResourceNotFoundError(str(exc)) from None
         except RunbookUnavailable as exc:
