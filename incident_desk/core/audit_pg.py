@@ -40,11 +40,12 @@ from incident_desk.core.restart_locks import (
 MIN_SERVER_VERSION = 140000
 # Writes wait this long for a pooled connection: a busy journal is worth waiting for before a restart is refused.
 POOL_TIMEOUT_SECONDS = 5.0
-# Reads and the checks made before a human is asked wait this long, then say whether the journal is down.
+# Reads and the checks made before a human is asked wait this long for a pooled connection, then use one of their
+# own (or say the database is down).
 READ_TIMEOUT_SECONDS = 1.0
 # libpq's connect_timeout; it counts whole seconds and treats anything under 2 as 2.
 CONNECT_TIMEOUT_SECONDS = 5
-DIAGNOSE_CONNECT_TIMEOUT_SECONDS = 2
+DIRECT_CONNECT_TIMEOUT_SECONDS = 2
 BREAK_WAIT_MILLISECONDS = 5000
 
 _SCHEMA = [
@@ -213,19 +214,24 @@ class PostgresJournal:
         try:
             with self._pool.connection(timeout=timeout) as conn:
                 yield conn
+            return
         except PoolTimeout:
-            raise AuditError(self._diagnose(doing, timeout)) from None
+            pass
         except psycopg.Error as exc:
             raise AuditError(f"audit journal {self.location} cannot be {doing}: {_reason(exc)}") from None
-
-    def _diagnose(self, doing: str, waited: float) -> str:
-        """Why no pooled connection came: the database is down (its own error says why) or merely busy."""
+        # No pooled connection in time: the database is down (say so now, not after a long wait), or back from an
+        # outage while the pool's reconnection still backs off, or every pooled connection is busy. A connection
+        # of its own tells which, and does the work in the last two cases.
         try:
-            psycopg.connect(self._conninfo, connect_timeout=DIAGNOSE_CONNECT_TIMEOUT_SECONDS).close()
+            direct = psycopg.connect(self._conninfo, autocommit=True, connect_timeout=DIRECT_CONNECT_TIMEOUT_SECONDS)
         except psycopg.Error as exc:
             down = f"the database is down or unreachable ({_reason(exc)})"
-            return f"audit journal {self.location} cannot be {doing}: {down}"
-        return f"audit journal {self.location} cannot be {doing}: every connection stayed busy for {waited:g}s"
+            raise AuditError(f"audit journal {self.location} cannot be {doing}: {down}") from None
+        try:
+            with direct:
+                yield direct
+        except psycopg.Error as exc:
+            raise AuditError(f"audit journal {self.location} cannot be {doing}: {_reason(exc)}") from None
 
     def _initialise(self, conn: psycopg.Connection[Any]) -> None:
         if conn.info.server_version < MIN_SERVER_VERSION:
