@@ -40,8 +40,8 @@ from incident_desk.core.restart_locks import (
 MIN_SERVER_VERSION = 140000
 # Writes wait this long for a pooled connection: a busy journal is worth waiting for before a restart is refused.
 POOL_TIMEOUT_SECONDS = 5.0
-# Reads and the checks made before a human is asked wait this long for a pooled connection, then use one of their
-# own (or say the database is down).
+# Reads and the checks made before a human is asked wait this long for a pooled connection, then check with a fresh
+# connection whether the database is down (and say so at once) before waiting the rest of the usual time.
 READ_TIMEOUT_SECONDS = 1.0
 # libpq's connect_timeout; it counts whole seconds and treats anything under 2 as 2.
 CONNECT_TIMEOUT_SECONDS = 5
@@ -211,27 +211,36 @@ class PostgresJournal:
 
     @contextmanager
     def _connection(self, doing: str, timeout: float = POOL_TIMEOUT_SECONDS) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection. ``timeout`` under ``POOL_TIMEOUT_SECONDS`` (reads, checks): after that long without
+        one, a connection of its own says at once whether the database is down; if it is not (back from an outage
+        while the pool's reconnection backs off, or every pooled connection busy), wait the rest of the usual time."""
+        waits = [timeout] if timeout >= POOL_TIMEOUT_SECONDS else [timeout, POOL_TIMEOUT_SECONDS - timeout]
+        for attempt, wait in enumerate(waits):
+            entered = False
+            try:
+                with self._pool.connection(timeout=wait) as conn:
+                    entered = True
+                    yield conn
+                return
+            except PoolTimeout:
+                if entered:
+                    raise
+                if attempt == len(waits) - 1:
+                    raise AuditError(
+                        f"audit journal {self.location} cannot be {doing}: no connection to it came free within "
+                        f"{sum(waits):g}s"
+                    ) from None
+                self._unless_down(doing)
+            except psycopg.Error as exc:
+                raise AuditError(f"audit journal {self.location} cannot be {doing}: {_reason(exc)}") from None
+
+    def _unless_down(self, doing: str) -> None:
+        """Raise ``AuditError`` saying the database is down (with its own reason) when a fresh connection fails."""
         try:
-            with self._pool.connection(timeout=timeout) as conn:
-                yield conn
-            return
-        except PoolTimeout:
-            pass
-        except psycopg.Error as exc:
-            raise AuditError(f"audit journal {self.location} cannot be {doing}: {_reason(exc)}") from None
-        # No pooled connection in time: the database is down (say so now, not after a long wait), or back from an
-        # outage while the pool's reconnection still backs off, or every pooled connection is busy. A connection
-        # of its own tells which, and does the work in the last two cases.
-        try:
-            direct = psycopg.connect(self._conninfo, autocommit=True, connect_timeout=DIRECT_CONNECT_TIMEOUT_SECONDS)
+            psycopg.connect(self._conninfo, connect_timeout=DIRECT_CONNECT_TIMEOUT_SECONDS).close()
         except psycopg.Error as exc:
             down = f"the database is down or unreachable ({_reason(exc)})"
             raise AuditError(f"audit journal {self.location} cannot be {doing}: {down}") from None
-        try:
-            with direct:
-                yield direct
-        except psycopg.Error as exc:
-            raise AuditError(f"audit journal {self.location} cannot be {doing}: {_reason(exc)}") from None
 
     def _initialise(self, conn: psycopg.Connection[Any]) -> None:
         if conn.info.server_version < MIN_SERVER_VERSION:
