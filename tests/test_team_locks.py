@@ -21,7 +21,7 @@ import pytest
 
 from incident_desk.core.audit import Decision
 from incident_desk.core.audit_pg import PostgresJournal
-from incident_desk.core.restart_locks import LockLost
+from incident_desk.core.restart_locks import LockLost, ServiceBusy
 from tests.helpers import ROOT, AppFactory, child_env, connect, text_of
 from tests.http_desk import run_desk
 from tests.postgres_cluster import PASSWORD, Cluster, running_cluster, unavailable_reason
@@ -251,6 +251,55 @@ async def test_a_lock_lost_while_held_cancels_the_body(cluster: Cluster, journal
         assert await journal.locks.holder(SERVICE) is None
     finally:
         journal.close()
+
+
+async def test_a_body_that_finished_despite_a_lost_lock_keeps_its_result(journal_url: str) -> None:
+    """The last steps of a restart (journalling its outcome) are shielded: when they finish, what happened stands."""
+    journal = PostgresJournal(journal_url, PASSWORD)
+    try:
+        async with journal.locks.hold(SERVICE, "replica-a") as holding:
+            assert await anyio.to_thread.run_sync(journal.break_lock, SERVICE) is not None
+            with anyio.CancelScope(shield=True):
+                await anyio.sleep(4)  # the heartbeat notices meanwhile
+        assert holding.lost is not None and holding.lost.startswith("its database connection failed")
+    finally:
+        journal.close()
+
+
+async def _claim(
+    journal: PostgresJournal, name: str, winners: list[str], losers: list[str], release: anyio.Event
+) -> None:
+    try:
+        async with journal.locks.hold(SERVICE, name):
+            winners.append(name)
+            await release.wait()
+    except ServiceBusy as busy:
+        losers.append(busy.holder.who)
+
+
+async def test_a_refusal_always_names_the_holder_that_won_the_race(journal_url: str) -> None:
+    """Rivals claiming at once: the loser names the winner, never a previous holder or 'another replica'."""
+    journals = [PostgresJournal(journal_url, PASSWORD) for _ in range(3)]
+    wrong: list[tuple[str, str]] = []
+    try:
+        for round_ in range(15):
+            winners: list[str] = []
+            losers: list[str] = []
+            release = anyio.Event()
+            async with anyio.create_task_group() as group:
+                for number, journal in enumerate(journals):
+                    name = f"round {round_} rival {number}"
+                    group.start_soon(_claim, journal, name, winners, losers, release)
+                with anyio.fail_after(20):
+                    while len(winners) + len(losers) < len(journals):
+                        await anyio.sleep(0.01)
+                release.set()
+            assert len(winners) == 1, (winners, losers)
+            wrong += [(winners[0], named) for named in losers if named != winners[0]]
+    finally:
+        for journal in journals:
+            journal.close()
+    assert wrong == []
 
 
 # --- ask only when able (in-process, both eras) ---------------------------------------------------------------------

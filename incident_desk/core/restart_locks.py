@@ -184,30 +184,38 @@ class PostgresLocks:
         locked = False
         try:
             try:
+                # Name the holder and take the lock in one transaction, naming first: a rival's naming then waits
+                # for this transaction's row, so a refusal never shows a previous holder, or none, by mistake.
+                # Should this fail half-way, closing the connection (below) ends the transaction and any lock.
+                await conn.execute("BEGIN")
+                await conn.execute(
+                    "INSERT INTO restart_holders (service, holder, since) VALUES (%s, %s, now()) "
+                    "ON CONFLICT (service) DO UPDATE SET holder = excluded.holder, since = excluded.since",
+                    (service, who),
+                )
                 cursor = await conn.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (key,))
                 row = await cursor.fetchone()
-                if row is None or not row[0]:
+                locked = row is not None and row[0] is True
+                # A session lock outlives its transaction; a refusal leaves the holder's row as it was.
+                await conn.execute("COMMIT" if locked else "ROLLBACK")
+                if not locked:
                     cursor = await conn.execute(
                         "SELECT holder, since FROM restart_holders WHERE service = %s", (service,)
                     )
                     found = await cursor.fetchone()
                     holder = Holder(found[0], found[1]) if found else Holder("another replica", None)
                     raise ServiceBusy(service, holder)
-                locked = True
-                await conn.execute(
-                    "INSERT INTO restart_holders (service, holder, since) VALUES (%s, %s, now()) "
-                    "ON CONFLICT (service) DO UPDATE SET holder = excluded.holder, since = excluded.since",
-                    (service, who),
-                )
             except psycopg.Error as exc:
                 raise self._error(f"audit journal {self._location} cannot be written: {exc}") from None
+            finished = False
             async with anyio.create_task_group() as tasks:
                 tasks.start_soon(_heartbeat, conn, service, holding, tasks.cancel_scope)
                 try:
                     yield holding
+                    finished = True  # a body that ended on its own (its last steps shielded) keeps its result
                 finally:
                     tasks.cancel_scope.cancel()
-            if holding.lost is not None:
+            if holding.lost is not None and not finished:
                 raise LockLost(service, holding.lost)
         finally:
             with anyio.CancelScope(shield=True):
