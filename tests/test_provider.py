@@ -6,7 +6,6 @@ import socket
 from collections.abc import Iterator
 from typing import Any
 
-import httpx2
 import pytest
 
 from incident_desk.core.provider import ProviderAnswer, ProviderConfig, ProviderError, complete
@@ -109,14 +108,13 @@ async def test_anthropic_without_key_fails_before_any_request(server: FakeProvid
     assert server.requests == []
 
 
-async def test_injected_client_is_used_and_left_open(server: FakeProvider) -> None:
-    server.answer(200, {"choices": [{"message": {"content": "ok"}}]})
-    async with httpx2.AsyncClient() as client:
-        answer = await complete(
-            _openai(server.url), KEY, system="s", user="u", max_tokens=5, temperature=0, client=client
-        )
-        assert not client.is_closed
-    assert answer.text == "ok"
+async def test_an_answer_over_the_cap_is_refused_and_read_no_further(server: FakeProvider) -> None:
+    server.answer(200, {"choices": [{"message": {"content": "x" * 50_000}}]})
+    config = ProviderConfig("openai", "gpt-test", server.url + "/v1", 5.0, max_response_bytes=4096)
+    with pytest.raises(ProviderError) as caught:
+        await _ask(config)
+    assert str(caught.value).startswith(f"openai provider at {server.url}/v1/chat/completions: answered too large")
+    assert "over the cap of 4096 bytes" in str(caught.value)
 
 
 @pytest.mark.parametrize(
