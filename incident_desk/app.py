@@ -38,8 +38,10 @@ T = TypeVar("T")
 INLINE_LOG_MAX_BYTES = 4 * 1024
 # What the first log read imports and compiles; until they are loaded, reads go to a worker thread.
 _LOG_READERS = ("incident_desk.core.logfile", "incident_desk.core.redact")
-# Reads that may wait on an outside source (each for at most its deadline) run in threads of their own.
-SOURCE_THREADS = 8
+# Reads that may wait on an outside source (each for at most its deadline) run in threads of their own: enough
+# that every kind of request can wait at once (most only wait for one fetch already under way), never the
+# default pool.
+SOURCE_THREADS = 32
 # Searches get their own threads, so a long one never holds the default pool the journal's writes use. RE2
 # releases the interpreter lock while it scans, so these threads leave the event loop free.
 SEARCH_THREADS = 2

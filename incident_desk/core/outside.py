@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import ssl
 import threading
 import time
 import weakref
@@ -34,6 +35,8 @@ T = TypeVar("T")
 # Worker threads for outside calls, apart from the default pool: the stdio transport reads stdin and writes
 # stdout through that pool, so calls stuck on a neighbour must never be able to fill it.
 OUTSIDE_THREADS = 8
+_tls: list[ssl.SSLContext] = []
+_tls_lock = threading.Lock()
 _limiters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, anyio.CapacityLimiter]] = (
     weakref.WeakKeyDictionary()
 )
@@ -166,13 +169,22 @@ def worker_threads(purpose: str, size: int) -> anyio.CapacityLimiter:
     return limiter
 
 
+def _tls_context() -> ssl.SSLContext:
+    """One TLS context for every exchange: loading the CA bundle costs 50-130 ms holding the interpreter lock on
+    a 2-core machine, too much to pay on every call (it would stall the event loop each time)."""
+    with _tls_lock:
+        if not _tls:
+            _tls.append(httpx2.create_ssl_context())
+        return _tls[0]
+
+
 def _exchange(request: Request, stop: threading.Event) -> Response:
     """The exchange itself, on its own thread; gives up at ``stop`` or at the deadline, whichever comes first."""
     what, deadline = request.what, request.deadline_seconds
     ends = time.monotonic() + deadline
     try:
         with (
-            httpx2.Client(timeout=deadline, follow_redirects=False) as client,
+            httpx2.Client(timeout=deadline, follow_redirects=False, verify=_tls_context()) as client,
             client.stream(
                 request.method,
                 request.url,

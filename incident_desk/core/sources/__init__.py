@@ -136,30 +136,28 @@ class IncidentSources:
         return [incidents[key] for key in sorted(incidents)]
 
     def incident(self, incident_id: str) -> Incident:
-        """The incident, asking only the sources that could serve its id: a folder incident never waits on an
-        Alertmanager (whose ids all start with its name)."""
+        """The incident, asking only the sources that could serve its id, in order (the first serving it wins, as
+        in :meth:`listing`): a folder incident never waits on an Alertmanager, whose ids all start with its name."""
         if not is_safe_name(incident_id, INCIDENT_ID):
             raise UnknownIncident(incident_id)
-        if not self.waits_on_sources(incident_id):
-            return self._folder_incident(incident_id)
-        listing = self.listing()
-        if incident_id in listing.incidents:
-            return listing.incidents[incident_id]
-        for source in self.sources:
-            if isinstance(source, AlertmanagerSource) and incident_id.startswith(source.id_prefix):
-                try:
-                    source.incidents()
-                except SourceDown as exc:
-                    raise SourceUnavailable(incident_id, f"its source is down: {exc}") from None
-        raise UnknownIncident(incident_id)
-
-    def _folder_incident(self, incident_id: str) -> Incident:
-        """The first folder source serving the id, as :meth:`listing` would name it."""
+        unavailable: SourceUnavailable | None = None
         for source in self.sources:
             if isinstance(source, _Folder):
                 found = source.desk.listing().incidents.get(incident_id)
                 if found is not None:
                     return found if source.name == "folder" else dataclasses.replace(found, source=source.name)
+            elif incident_id.startswith(source.id_prefix):
+                try:
+                    served = source.incidents().get(incident_id)
+                except SourceLoading as exc:
+                    unavailable = unavailable or SourceUnavailable(incident_id, f"its source is still loading: {exc}")
+                except SourceDown as exc:
+                    unavailable = unavailable or SourceUnavailable(incident_id, f"its source is down: {exc}")
+                else:
+                    if served is not None:
+                        return served
+        if unavailable is not None:
+            raise unavailable
         raise UnknownIncident(incident_id)
 
     def open_log(self, incident_id: str) -> BinaryIO:
