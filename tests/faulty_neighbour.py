@@ -21,7 +21,7 @@ class FaultyNeighbour:
     url: str
     fault: Fault
     requests: int = 0
-    body_bytes_sent: int = 0  # what the huge answer got into the socket before the reader hung up
+    answers_sent: list[int] = field(default_factory=list)  # body bytes each huge answer got out before a hang-up
     stop: threading.Event = field(default_factory=threading.Event)
 
 
@@ -57,9 +57,11 @@ def _answer(sock: socket.socket, state: FaultyNeighbour, announce_length: bool) 
         return
     length = f"Content-Length: {HUGE_BYTES}\r\n" if announce_length else "Connection: close\r\n"
     sock.sendall(f"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n{length}\r\n[".encode())
-    while state.body_bytes_sent < HUGE_BYTES and not state.stop.is_set():
+    state.answers_sent.append(0)
+    answer = len(state.answers_sent) - 1
+    while state.answers_sent[answer] < HUGE_BYTES and not state.stop.is_set():
         sock.sendall(_CHUNK)
-        state.body_bytes_sent += len(_CHUNK)
+        state.answers_sent[answer] += len(_CHUNK)
 
 
 @contextmanager

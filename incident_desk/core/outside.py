@@ -127,7 +127,9 @@ def exchange(request: Request) -> Response:
         try:
             outcome.append(_exchange(request, stop))
         except OutsideError as exc:
-            outcome.append(exc)
+            # Without its traceback: the exchange's frames hold the body read so far (up to the cap), which must
+            # not live as long as the error does (a source caches its last failure).
+            outcome.append(exc.with_traceback(None))
         except Exception as exc:  # a failure httpx does not translate: name its type only
             outcome.append(OutsideError(request.what, f"failed unexpectedly ({type(exc).__name__})"))
         finally:
@@ -138,7 +140,7 @@ def exchange(request: Request) -> Response:
     if not done.wait(request.deadline_seconds):
         stop.set()
         raise DeadlineExceeded(request.what, request.deadline_seconds)
-    result = outcome[0]
+    result = outcome.pop()
     if isinstance(result, OutsideError):
         raise result
     return result
@@ -197,14 +199,16 @@ def _exchange(request: Request, stop: threading.Event) -> Response:
             declared = response.headers.get("content-length", "")
             if declared.isdigit() and int(declared) > request.max_bytes:
                 raise TooLarge(what, request.max_bytes, int(declared))
-            body = bytearray()
+            chunks: list[bytes] = []
+            size = 0
             for chunk in response.iter_bytes():
                 if stop.is_set() or time.monotonic() > ends:
                     raise DeadlineExceeded(what, deadline)
-                body += chunk
-                if len(body) > request.max_bytes:
+                chunks.append(chunk)
+                size += len(chunk)
+                if size > request.max_bytes:
                     raise TooLarge(what, request.max_bytes, None)
-            return Response(response.status_code, response.reason_phrase, dict(response.headers), bytes(body))
+            return Response(response.status_code, response.reason_phrase, dict(response.headers), b"".join(chunks))
     except httpx2.TimeoutException:
         raise DeadlineExceeded(what, deadline) from None
     except (httpx2.InvalidURL, httpx2.UnsupportedProtocol):
