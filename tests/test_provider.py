@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -10,6 +11,7 @@ import pytest
 
 from incident_desk.core.provider import ProviderAnswer, ProviderConfig, ProviderError, complete
 from tests.fakes import FakeProvider, running_fake_provider
+from tests.faulty_neighbour import faulty_neighbour
 
 pytestmark = pytest.mark.anyio
 
@@ -197,3 +199,14 @@ async def test_credentials_in_base_url_stay_out_of_messages(server: FakeProvider
         await _ask(config)
     assert "hunter2" not in str(caught.value)
     assert "HTTP 503" in str(caught.value)
+
+
+async def test_a_provider_dripping_its_answer_is_cut_off_at_the_whole_deadline() -> None:
+    """A byte a second never trips a per-read timeout; the provider's timeout is the whole exchange's."""
+    with faulty_neighbour("drip") as neighbour:
+        began = time.monotonic()
+        with pytest.raises(ProviderError) as caught:
+            await _ask(_openai(neighbour.url, timeout=1.5))
+        took = time.monotonic() - began
+    assert str(caught.value) == f"openai provider at {neighbour.url}/v1/chat/completions: timed out after 1.5s"
+    assert took < 2.0
