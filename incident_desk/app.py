@@ -236,7 +236,13 @@ def build_app(settings: Settings, sealing_keys: list[bytes] | None = None) -> De
     data = Desk(root, max_file_bytes=settings.max_data_file_bytes, freshness_seconds=settings.data_freshness_seconds)
     return DeskApp(
         settings=settings,
-        desk=IncidentSources(data, settings.incident_sources, settings.service_logs, secret=source_secret(settings)),
+        desk=IncidentSources(
+            data,
+            settings.incident_sources,
+            settings.service_logs,
+            secret=source_secret(settings),
+            spool_max_bytes=settings.log_spool_max_bytes,
+        ),
         journal=open_journal(settings),
         sealing_keys=sealing_keys or [],
     )

@@ -200,8 +200,13 @@ def _run(args: argparse.Namespace) -> int:
             return _config(args)
         if args.command == "demo":
             from incident_desk.demo import run_demo
+            from incident_desk.safe_write import UnsafeTarget
 
-            return run_demo(args.era, args.out)
+            try:
+                return run_demo(args.era, args.out)
+            except UnsafeTarget as exc:
+                _err(f"demo: {exc}")
+                return 2
         settings = _settings_from(args)
         if args.command == "serve":
             from incident_desk.transport import serve

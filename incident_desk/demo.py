@@ -21,6 +21,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 from mcp_types import CreateMessageResult, ElicitResult, TextContent
 
+from incident_desk import safe_write
 from incident_desk.app import build_app
 from incident_desk.client_features import era_features
 from incident_desk.server import build_server
@@ -272,12 +273,29 @@ async def replay(era: str, workdir: Path) -> list[tuple[str, str]]:
 
 
 def run_demo(era: str, out: Path | None) -> int:
+    if out is not None:
+        _prepare(out)  # before the replay: a bad --out is said at once, not after it
     with tempfile.TemporaryDirectory(prefix="incident-desk-demo-") as workdir:
         transcripts = anyio.run(replay, era, Path(workdir))
-    if out is not None:
-        out.mkdir(parents=True, exist_ok=True)
     for name, text in transcripts:
         sys.stdout.write(f"=== {name}.txt ({era})\n{text}\n")
         if out is not None:
-            (out / f"{name}.txt").write_text(text, encoding="utf-8")
+            # A fresh file renamed into place: a link planted at the name is refused, never written through.
+            safe_write.replace_file(out, f"{name}.txt", text.encode("utf-8"), 0o644)
     return 0
+
+
+def _prepare(out: Path) -> None:
+    """Make the --out directory, or say why it cannot be one (UnsafeTarget, no traceback)."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise safe_write.UnsafeTarget(f"--out {out} exists and is not a directory") from None
+    except OSError as exc:
+        raise safe_write.UnsafeTarget(f"--out {out} cannot be made a directory: {exc.strerror or exc}") from None
+    for name, _ in TRANSCRIPTS:
+        target = out / f"{name}.txt"
+        if target.is_symlink():
+            raise safe_write.UnsafeTarget(f"{target} is a symbolic link; refusing to write through or over it")
+        if target.exists() and not target.is_file():
+            raise safe_write.UnsafeTarget(f"{target} exists and is not a regular file")

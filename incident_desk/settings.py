@@ -30,6 +30,7 @@ from incident_desk.core.audit import is_postgres_url, url_has_password
 from incident_desk.core.credentials import ENV_PREFIX, SECRET_SETTINGS
 from incident_desk.core.names import SERVICE_NAME, is_safe_name
 from incident_desk.core.sources.config import IncidentSourceConfig, LogSourceConfig, check_unique_names
+from incident_desk.core.sources.spool import DEFAULT_MAX_BYTES as DEFAULT_SPOOL_BYTES
 
 APP_NAME = "incident-desk"
 CONFIG_ENV_VAR = "INCIDENT_DESK_CONFIG"
@@ -105,6 +106,11 @@ class Settings(BaseSettings):
         default=256 * 1024, ge=1024, le=64 * 1024 * 1024, description="Byte cap of that tail window."
     )
     page_lines: int = Field(default=100, ge=1, le=5_000, description="Default lines per read_incident_log page.")
+    log_spool_max_bytes: int = Field(
+        default=DEFAULT_SPOOL_BYTES,
+        ge=1024 * 1024,
+        description="Total size of the spool of files and command logs; least recently used spools are evicted.",
+    )
     search_time_budget_seconds: float = Field(
         default=2.0, gt=0, le=60, description="Wall-clock time one search_incident_log call may scan before it pages."
     )
@@ -283,6 +289,16 @@ class Settings(BaseSettings):
         if bad:
             raise ValueError(f"invalid service name(s) {', '.join(map(repr, bad))}: use letters, digits, . _ -")
         return value
+
+    @model_validator(mode="after")
+    def _each_log_fits_the_spool(self) -> Settings:
+        for service, config in sorted(self.service_logs.items()):
+            if config.max_bytes > self.log_spool_max_bytes:
+                raise ValueError(
+                    f"services.{service}.logs.max_bytes ({config.max_bytes}) is larger than log_spool_max_bytes "
+                    f"({self.log_spool_max_bytes}): one log must fit the spool"
+                )
+        return self
 
     @model_validator(mode="after")
     def _provider_needs_a_model(self) -> Settings:

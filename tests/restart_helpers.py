@@ -53,8 +53,8 @@ RESTART_SCRIPT = """\
 import os, sys, time
 ran, sleep, code = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
 with open(ran, "a", encoding="utf-8") as f:
-    f.write(os.environ.get("INCIDENT_DESK_SERVICE", "?") + " " + str(os.getppid()) + "\\n")
-print("restarting", os.environ.get("INCIDENT_DESK_SERVICE"), flush=True)
+    f.write(os.environ.get("DESK_RESTART_SERVICE", "?") + " " + str(os.getppid()) + "\\n")
+print("restarting", os.environ.get("DESK_RESTART_SERVICE"), flush=True)
 time.sleep(sleep)
 print("exit", code, flush=True)
 sys.exit(code)

@@ -13,6 +13,7 @@ import re
 import shutil
 import sys
 import tomllib
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -364,6 +365,28 @@ def test_write_json_merges_keeps_other_servers_and_backs_up(tmp_path: Path) -> N
     assert doc["mcpServers"]["incident-desk"]["command"] == "/new/incident-desk"
     assert set(doc["mcpServers"]) == {"filesystem", "git", "incident-desk"}
     assert len(backups(path)) == 2
+
+
+def test_the_backup_is_never_written_through_a_link_planted_at_its_predictable_name(tmp_path: Path) -> None:
+    """The backup's name is predictable (``<file>.bak-<timestamp>``): links planted at every name it could take in
+    the next seconds, each pointing at a file that does not exist yet, are skipped, never written through."""
+    path = tmp_path / "mcp.json"
+    path.write_text('{"mcpServers": {}}\n', encoding="utf-8")
+    now = datetime.now()
+    planted = {}
+    for seconds in range(-1, 6):
+        stamp = (now + timedelta(seconds=seconds)).strftime("%Y%m%d-%H%M%S")
+        link, target = path.with_name(f"{path.name}.bak-{stamp}"), tmp_path / f"planted-target-{seconds}"
+        link.symlink_to(target)
+        planted[link] = target
+
+    report = write_config("cursor", EXE, path=path)
+
+    assert not [target for target in planted.values() if target.exists()], "a backup was written through a link"
+    assert all(link.is_symlink() for link in planted)
+    assert report.backup is not None and report.backup.name.endswith("-1")
+    assert not report.backup.is_symlink() and report.backup.read_text(encoding="utf-8") == '{"mcpServers": {}}\n'
+    assert "incident-desk" in json.loads(path.read_text(encoding="utf-8"))["mcpServers"]
 
 
 def test_write_is_a_no_op_when_nothing_changes(tmp_path: Path) -> None:

@@ -33,3 +33,45 @@ def test_demo_refuses_an_unknown_era(capsys: pytest.CaptureFixture[str]) -> None
         cli.main(["demo", "--era", "2024-11-05"])
     assert exit_code.value.code == 2
     assert "invalid choice: '2024-11-05'" in capsys.readouterr().err
+
+
+def test_demo_refuses_a_link_planted_in_the_out_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A link at a transcript's name used to be followed and its target overwritten."""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n", encoding="utf-8")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "05-elicitation.txt").symlink_to(victim)
+    assert cli.main(["demo", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert f"incident-desk: demo: {out / '05-elicitation.txt'} is a symbolic link" in err
+    assert "Traceback" not in err
+    assert victim.read_text(encoding="utf-8") == "precious\n"
+    assert sorted(path.name for path in out.iterdir()) == ["05-elicitation.txt"], "nothing half written"
+
+
+def test_demo_names_an_out_that_is_a_file_without_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "transcripts.txt"
+    out.write_text("keep\n", encoding="utf-8")
+    assert cli.main(["demo", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"incident-desk: demo: --out {out} exists and is not a directory\n"
+    assert out.read_text(encoding="utf-8") == "keep\n"
+
+
+def test_safe_write_refuses_a_link_and_leaves_no_temporary_file(tmp_path: Path) -> None:
+    """The write goes to a fresh file renamed into place, so a link at the name is never written through."""
+    from incident_desk import safe_write
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n", encoding="utf-8")
+    (tmp_path / "name.txt").symlink_to(victim)
+    with pytest.raises(safe_write.UnsafeTarget, match=r"is a symbolic link"):
+        safe_write.replace_file(tmp_path, "name.txt", b"new\n")
+    assert victim.read_text(encoding="utf-8") == "precious\n"
+    (tmp_path / "name.txt").unlink()
+    safe_write.replace_file(tmp_path, "name.txt", b"new\n")
+    assert (tmp_path / "name.txt").read_bytes() == b"new\n" and not (tmp_path / "name.txt").is_symlink()
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["name.txt", "victim.txt"], "no temporary file left"

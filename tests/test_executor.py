@@ -77,7 +77,7 @@ async def test_command_runs_without_shell_with_service_env_cwd_and_closed_stdin(
         tmp_path,
         """
         import os, sys
-        print("service", os.environ["INCIDENT_DESK_SERVICE"])
+        print("service", os.environ["DESK_RESTART_SERVICE"])
         print("cwd", os.getcwd())
         print("stdin", repr(sys.stdin.read()))
         print("argv", sys.argv[1:])

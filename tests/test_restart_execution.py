@@ -240,5 +240,5 @@ async def test_the_desks_secrets_are_withheld_whatever_the_case_of_their_names(
         (bytes.fromhex(k).decode(), bytes.fromhex(v).decode())
         for k, v in (line.split(" ") for line in result.structured_content["output"].splitlines())
     )
-    assert seen["INCIDENT_DESK_SERVICE"] == SERVICE
+    assert seen["DESK_RESTART_SERVICE"] == SERVICE
     assert name not in seen and secret not in seen.values()

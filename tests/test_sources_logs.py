@@ -116,13 +116,40 @@ def test_a_glob_outside_its_roots_is_refused(tmp_path: Path) -> None:
         )
 
 
-def test_a_link_leading_outside_the_roots_is_refused(tmp_path: Path) -> None:
-    rotated_logs(tmp_path / "logs")
+def test_a_link_leading_outside_the_roots_costs_only_that_file(tmp_path: Path) -> None:
+    """One planted link used to make the whole log unreadable; now it is that file left out, named in a note."""
+    whole = rotated_logs(tmp_path / "logs")
     (tmp_path / "secret.txt").write_text("password=hunter2\n", encoding="utf-8")
     (tmp_path / "logs/app.log.9").symlink_to(tmp_path / "secret.txt")
+    os.mkfifo(tmp_path / "logs/app.log.8")
     sources = desk_with_logs(tmp_path, {"payments": {"kind": "files", "paths": [str(tmp_path / "logs/app.log*")]}})
-    with pytest.raises(LogUnavailable, match=r"app.log.9 leads outside the allowed roots"):
+    with sources.service_log("X", "payments", OPENED) as handle:
+        served = handle.read()
+    notes = (
+        f"[incident-desk: {tmp_path}/logs/app.log.8 is a FIFO, not a regular file; it is left out of this log]\n"
+        f"[incident-desk: {tmp_path}/logs/app.log.9 leads outside the allowed roots; it is left out of this log]\n"
+    )
+    assert served == notes.encode() + whole
+    assert b"hunter2" not in served
+
+
+def test_a_log_whose_every_file_is_bad_names_them(tmp_path: Path) -> None:
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "secret.txt").write_text("password=hunter2\n", encoding="utf-8")
+    (tmp_path / "logs/app.log").symlink_to(tmp_path / "secret.txt")
+    sources = desk_with_logs(tmp_path, {"payments": {"kind": "files", "paths": [str(tmp_path / "logs/app.log*")]}})
+    with pytest.raises(LogUnavailable, match=r"no file can be served: .*app.log leads outside the allowed roots"):
         sources.service_log("X", "payments", OPENED)
+
+
+def test_a_link_that_stays_inside_the_roots_is_followed(tmp_path: Path) -> None:
+    (tmp_path / "logs/dated").mkdir(parents=True)
+    (tmp_path / "logs/dated/app-2026-11-30.log").write_bytes(b"inside line\n")
+    (tmp_path / "logs/app.log").symlink_to(tmp_path / "logs/dated/app-2026-11-30.log")
+    (tmp_path / "logs/app.log.1").symlink_to("dated/app-2026-11-30.log")  # the same file twice: served once
+    sources = desk_with_logs(tmp_path, {"payments": {"kind": "files", "paths": [str(tmp_path / "logs/app.log*")]}})
+    with sources.service_log("X", "payments", OPENED) as handle:
+        assert handle.read() == b"inside line\n"
 
 
 def command(code: str, **extra: Any) -> dict[str, Any]:

@@ -6,10 +6,7 @@ from __future__ import annotations
 import copy
 import itertools
 import json
-import os
 import re
-import shutil
-import tempfile
 import tomllib
 from collections.abc import Callable, Mapping, MutableMapping, MutableSequence
 from dataclasses import dataclass
@@ -25,6 +22,7 @@ from ruamel.yaml.util import load_yaml_guess_indent
 from tomlkit.exceptions import TOMLKitError
 from tomlkit.items import Comment, Table, Whitespace
 
+from incident_desk import safe_write
 from incident_desk.client_configs import registry, render
 from incident_desk.client_configs.registry import SERVER_NAME, ClientConfigError, ClientSpec, Launcher
 
@@ -267,27 +265,25 @@ def _merge(spec: ClientSpec, text: str, entry: dict[str, Any]) -> tuple[str, boo
     return new_text, replaced
 
 
-def _replace_file(path: Path, data: bytes) -> Path | None:
-    """Copy the old file to ``<file>.bak-<timestamp>`` (returned), then replace it atomically, same permissions."""
+def _replace_file(path: Path, data: bytes, original: bytes | None) -> Path | None:
+    """Back ``original`` up as ``<file>.bak-<timestamp>`` (returned), then replace the file atomically, same mode.
+
+    The backup's name is predictable, so it is created exclusively (a link planted at that name is skipped, never
+    written through) and the file is replaced through a fresh temporary file renamed over it (see ``safe_write``).
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
-    backup, mode = None, None
-    if path.exists():
+    backup, mode = None, 0o600
+    if original is not None:
         mode, stamp = path.stat().st_mode & 0o7777, datetime.now().strftime("%Y%m%d-%H%M%S")
-        names = (f"{path.name}.bak-{stamp}" + (f"-{n}" if n else "") for n in itertools.count())
-        backup = next(path.with_name(name) for name in names if not path.with_name(name).exists())
-        shutil.copy2(path, backup)
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        if mode is not None:
-            Path(tmp_name).chmod(mode)
-        Path(tmp_name).replace(path)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
+        for number in itertools.count():
+            name = f"{path.name}.bak-{stamp}" + (f"-{number}" if number else "")
+            try:
+                safe_write.create_exclusive(path.parent, name, original, mode)
+            except FileExistsError:
+                continue
+            backup = path.with_name(name)
+            break
+    safe_write.replace_file(path.parent, path.name, data, mode)
     return backup
 
 
@@ -328,6 +324,8 @@ def write_config(
     if data == original:
         return WriteReport(target, None, replaced)
     try:
-        return WriteReport(target, _replace_file(target, data), replaced)
+        return WriteReport(target, _replace_file(target, data, original), replaced)
+    except safe_write.UnsafeTarget as exc:
+        raise ClientConfigError(f"{exc}; the file was left untouched") from None
     except OSError as exc:
         raise ClientConfigError(f"{target}: cannot be written: {exc}") from None

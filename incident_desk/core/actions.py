@@ -7,6 +7,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator
 
+from incident_desk.core.runner import check_pass_env
+
 
 class CommandAction(BaseModel):
     """Restart by running a command: an argv list, never a shell."""
@@ -17,6 +19,11 @@ class CommandAction(BaseModel):
     argv: Annotated[list[str], Field(min_length=1)]
     timeout_seconds: Annotated[float, Field(gt=0)] = 120.0
     cwd: Path | None = None
+    pass_env: list[str] = Field(
+        default_factory=list, description="Variables of the desk's environment the command also gets, by name"
+    )
+
+    _pass_env_names = field_validator("pass_env")(check_pass_env)
 
     @field_validator("argv")
     @classmethod

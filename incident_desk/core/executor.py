@@ -1,33 +1,24 @@
 """What "restart" does: run the service's configured command, or simulate and say so.
 
-Commands run as an argv list without a shell, with stdin closed, a timeout and bounded output capture. On
-POSIX the command gets its own session, so a timeout or a cancelled tool call kills everything it started
-(the whole process group), never leaving an orphan behind.
+Commands run through :mod:`incident_desk.core.runner` (argv, no shell, a total deadline, bounded output, the whole
+process group killed on a timeout or a cancelled call, an allowlisted environment without any ``INCIDENT_DESK_*``
+variable). The one variable the desk adds is ``DESK_RESTART_SERVICE``, the service being restarted: named outside the
+desk's own prefix so that no child ever holds an ``INCIDENT_DESK_*`` name.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import signal
-import subprocess
-import sys
 import time
 from collections.abc import Awaitable, Callable
-from contextlib import suppress
 from dataclasses import dataclass
-from pathlib import Path
 
 import anyio
-from anyio.abc import ByteReceiveStream, Process
 
+from incident_desk.core import runner
 from incident_desk.core.actions import CommandAction, SimulateAction
-from incident_desk.core.credentials import ENV_PREFIX, SECRET_SETTINGS
 
-SERVICE_ENV_VAR = "INCIDENT_DESK_SERVICE"
-# The desk's own secrets are never handed to a restart command: its output is shown to the client. Settings read
-# environment names in any case (incident_desk_http_token is the token too), so names are compared upper-cased.
-WITHHELD_ENV_VARS = frozenset(ENV_PREFIX + name.upper() for name in SECRET_SETTINGS)
+SERVICE_ENV_VAR = "DESK_RESTART_SERVICE"
 OUTPUT_LIMIT_BYTES = 64 * 1024
 # After the command exits, how long to keep reading output that is still in flight. A background process the
 # command left holding its stdout would otherwise keep the restart "running" forever.
@@ -55,10 +46,9 @@ class ExecutionResult:
         return self.executed and self.exit_status == 0 and not self.timed_out
 
 
-def _child_environment(service: str) -> dict[str, str]:
-    env = {name: value for name, value in os.environ.items() if name.upper() not in WITHHELD_ENV_VARS}
-    env[SERVICE_ENV_VAR] = service
-    return env
+def child_environment(service: str, action: CommandAction) -> dict[str, str]:
+    """What a restart command is given: the runner's allowlist, the action's ``pass_env``, and the service's name."""
+    return runner.child_environment(action.pass_env, {SERVICE_ENV_VAR: service})
 
 
 async def run_restart(
@@ -110,157 +100,52 @@ class _Progress:
             self._callback = None
 
 
-class _Tail:
-    """Keeps only the last ``limit`` bytes, so memory stays flat however much the command prints."""
-
-    def __init__(self, limit: int) -> None:
-        self._limit = limit
-        self._buffer = bytearray()
-        self._dropped = 0
-
-    def add(self, chunk: bytes) -> None:
-        self._buffer += chunk
-        excess = len(self._buffer) - self._limit
-        if excess > 0:
-            del self._buffer[:excess]
-            self._dropped += excess
-
-    def text(self) -> str:
-        data = bytes(self._buffer)
-        if not self._dropped:
-            return data.decode("utf-8", errors="replace")
-        # Truncation may have cut a UTF-8 sequence in half; skip its orphaned continuation bytes.
-        skip = 0
-        while skip < min(3, len(data)) and data[skip] & 0xC0 == 0x80:
-            skip += 1
-        marker = f"[... {self._dropped + skip} earlier bytes of output dropped ...]\n"
-        return marker + data[skip:].decode("utf-8", errors="replace")
-
-
 async def _run_command(
     service: str, action: CommandAction, progress: _Progress, progress_interval: float
 ) -> ExecutionResult:
     program = action.argv[0]
     await progress.report(f"restarting {service}: running {program}")
-    try:
-        process = await anyio.open_process(
+    tail = runner.TailOutput(OUTPUT_LIMIT_BYTES)
+    async with anyio.create_task_group() as group:
+        if progress.enabled:
+            group.start_soon(_tick, service, progress, progress_interval)
+        run = await runner.run_async(
             action.argv,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
+            tail,
+            timeout=action.timeout_seconds,
+            env=child_environment(service, action),
             cwd=action.cwd,
-            env=_child_environment(service),
-            start_new_session=sys.platform != "win32",
+            drain_grace=DRAIN_GRACE_SECONDS,
         )
-    except OSError as exc:
-        launch_error = _launch_error(program, action.cwd, exc)
-        await progress.report(launch_error)
+        group.cancel_scope.cancel()
+    if not run.launched:
+        await progress.report(run.launch_error or f"cannot run {program!r}")
         return ExecutionResult(
             executed=False,
             exit_status=None,
             output="",
             timed_out=False,
             duration_seconds=progress.elapsed(),
-            error=launch_error,
+            error=run.launch_error,
         )
-
-    tail = _Tail(OUTPUT_LIMIT_BYTES)
-    timed_out = False
-    try:
-        stdout = process.stdout
-        if stdout is None:
-            raise RuntimeError("the command's stdout pipe is missing")
-        drained = anyio.Event()
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(_drain, stdout, tail, drained)
-            if progress.enabled:
-                tg.start_soon(_tick, service, progress, progress_interval)
-            with anyio.move_on_after(action.timeout_seconds):
-                await _exited(process)
-            if process.returncode is None:
-                timed_out = True
-                await _kill(process)
-            with anyio.move_on_after(DRAIN_GRACE_SECONDS):
-                await drained.wait()
-            tg.cancel_scope.cancel()
-    finally:
-        with anyio.CancelScope(shield=True):
-            if process.returncode is None:
-                await _kill(process)
-            await process.aclose()
-
-    exit_status = process.returncode
-    if timed_out:
+    if run.timed_out:
         error: str | None = f"timed out after {action.timeout_seconds:g}s; the command was killed"
         message = f"{service}: {error}"
     else:
         error = None
-        message = f"{service}: command finished with exit status {exit_status}"
+        message = f"{service}: command finished with exit status {run.exit_status}"
     await progress.report(message)
     return ExecutionResult(
         executed=True,
-        exit_status=exit_status,
+        exit_status=run.exit_status,
         output=tail.text(),
-        timed_out=timed_out,
+        timed_out=run.timed_out,
         duration_seconds=progress.elapsed(),
         error=error,
     )
-
-
-def _launch_error(program: str, cwd: Path | None, exc: OSError) -> str:
-    reason = exc.strerror or str(exc)
-    if cwd is not None and exc.filename is not None and os.fsdecode(exc.filename) == os.fsdecode(cwd):
-        return f"cannot run {program!r}: working directory {cwd} is unusable: {reason}"
-    if isinstance(exc, FileNotFoundError):
-        return f"cannot run {program!r}: program not found"
-    if isinstance(exc, PermissionError):
-        return f"cannot run {program!r}: not executable ({reason})"
-    return f"cannot run {program!r}: {reason}"
-
-
-async def _drain(stream: ByteReceiveStream, tail: _Tail, drained: anyio.Event) -> None:
-    try:
-        async for chunk in stream:
-            tail.add(chunk)
-    except (anyio.ClosedResourceError, anyio.BrokenResourceError):
-        pass
-    finally:
-        drained.set()
 
 
 async def _tick(service: str, progress: _Progress, interval: float) -> None:
     while progress.enabled:
         await anyio.sleep(interval)
         await progress.report(f"{service}: restart command still running ({progress.elapsed():.0f}s)")
-
-
-async def _exited(process: Process) -> None:
-    """Wait for the command itself to exit.
-
-    Polls ``returncode`` rather than awaiting ``process.wait()``: asyncio's wait(), and anyio's on asyncio
-    before anyio#1174 was fixed, also waits for the output pipe to close, which a background process the
-    command started may hold open forever.
-    """
-    delay = 0.005
-    while process.returncode is None:
-        await anyio.sleep(delay)
-        delay = min(delay * 2, 0.1)
-
-
-async def _kill(process: Process) -> None:
-    """Kill the command and, on POSIX, everything in its session's process group, then reap it."""
-    if sys.platform != "win32":
-        # The group id is the command's pid (start_new_session); it cannot be reused while unreaped.
-        try:
-            os.killpg(process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        else:
-            # The group kill reached the command itself. Do not also call process.kill(): Popen polls (waitpid)
-            # before signalling and can reap the command behind asyncio's watcher, which then logs "Unknown
-            # child process" and reports exit status 255 instead of the signal.
-            await _exited(process)
-            return
-    with suppress(ProcessLookupError):
-        process.kill()
-    await _exited(process)

@@ -25,6 +25,8 @@ from incident_desk.core.sources.config import (
     JournaldLogConfig,
 )
 from incident_desk.core.sources.logs import CommandLog, FilesLog, LogSourceError
+from incident_desk.core.sources.spool import DEFAULT_MAX_BYTES as DEFAULT_SPOOL_BYTES
+from incident_desk.core.sources.spool import Spool
 
 __all__ = ["IncidentSources", "SourceDown", "SourceLoading", "SourceUnavailable"]
 
@@ -63,6 +65,7 @@ class IncidentSources:
         logs: Mapping[str, FilesLogConfig | CommandLogConfig | JournaldLogConfig] | None = None,
         *,
         secret: SecretLookup = lambda _name: None,
+        spool_max_bytes: int = DEFAULT_SPOOL_BYTES,
     ) -> None:
         self.data = data
         self.root = data.root
@@ -76,8 +79,11 @@ class IncidentSources:
                 self.sources.append(AlertmanagerSource(config, functools.partial(secret, config.secret_name)))
         only = self.sources[0] if len(self.sources) == 1 else None
         self._only_the_data_directory = isinstance(only, _Folder) and only.name == "folder" and only.desk is data
+        self.spool = Spool(spool_max_bytes)  # its directory is made on first use
         self.logs: dict[str, FilesLog | CommandLog] = {
-            service: FilesLog(service, config) if isinstance(config, FilesLogConfig) else CommandLog(service, config)
+            service: FilesLog(service, config, self.spool)
+            if isinstance(config, FilesLogConfig)
+            else CommandLog(service, config, self.spool)
             for service, config in (logs or {}).items()
         }
 

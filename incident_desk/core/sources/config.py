@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
 
 from incident_desk.core.names import SERVICE_NAME, is_safe_name
+from incident_desk.core.runner import check_pass_env
 
 DEFAULT_LOOKBACK_MINUTES = 30.0
 # What a command log's argv may name; anything else in braces is refused when the config is loaded.
@@ -141,10 +142,15 @@ class CommandLogConfig(BaseModel):
     kind: Literal["command"]
     argv: Annotated[list[str], Field(min_length=1)]
     cwd: Path | None = None
+    pass_env: list[str] = Field(
+        default_factory=list, description="Variables of the desk's environment the command also gets, by name"
+    )
     timeout_seconds: Annotated[float, Field(gt=0, le=3600)] = 30.0
     max_bytes: Annotated[int, Field(ge=1024)] = 64 * 1024 * 1024
     cache_seconds: Annotated[float, Field(ge=0, le=86_400)] = 60.0
     lookback_minutes: Annotated[float, Field(ge=0)] = DEFAULT_LOOKBACK_MINUTES
+
+    _pass_env_names = field_validator("pass_env")(check_pass_env)
 
     @field_validator("argv")
     @classmethod
