@@ -33,7 +33,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 DEADLINE = 2.0  # the source's deadline in these desks
 PING_WITHIN = 0.5
 INITIALIZE_WITHIN = 1.0
-STAGGER = 0.02
+STAGGER = 0.05
 ALERT_ID = "prod-0123456789abcdef"  # an id the faulty source would serve: asking for it waits on the source
 FAULT_TEXT = {
     "drip": f"alertmanager 'prod' at {{url}} did not answer within {DEADLINE:g}s",

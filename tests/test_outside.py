@@ -141,3 +141,13 @@ def test_a_refused_body_does_not_outlive_its_exchange() -> None:
         finally:
             gc.enable()
     assert grown < 3 * cap, f"resident size grew {grown / 2**20:.0f} MiB over five more refused bodies"
+
+
+@pytest.mark.anyio
+async def test_a_cancelled_caller_does_not_wait_for_the_neighbour() -> None:
+    with faulty_neighbour("hang") as neighbour:
+        began = time.monotonic()
+        with anyio.move_on_after(0.3):
+            await outside.exchange_from_loop(_request(neighbour.url, deadline=5), lambda response: response)
+        took = time.monotonic() - began
+    assert took < 1.0

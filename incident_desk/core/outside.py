@@ -147,12 +147,13 @@ def exchange(request: Request) -> Response:
 
 
 async def exchange_from_loop(request: Request, then: Callable[[Response], T]) -> T:
-    """:func:`exchange` and ``then`` (parsing, checking) for a caller on the event loop, in a worker thread."""
+    """:func:`exchange` and ``then`` (parsing, checking) for a caller on the event loop, in a worker thread. A
+    cancelled caller does not wait for it: the thread ends by the deadline on its own."""
 
     def whole() -> T:
         return then(exchange(request))
 
-    return await anyio.to_thread.run_sync(whole, limiter=outside_threads())
+    return await anyio.to_thread.run_sync(whole, limiter=outside_threads(), abandon_on_cancel=True)
 
 
 def outside_threads() -> anyio.CapacityLimiter:
