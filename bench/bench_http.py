@@ -147,7 +147,6 @@ def main(rounds: int, seconds: float) -> None:
         INCIDENT_DESK_HTTP_TOKEN=TOKEN,
         INCIDENT_DESK_LOG_LEVEL="warning",
         INCIDENT_DESK_AUDIT_DB=str(scratch / "audit.sqlite3"),
-        INCIDENT_DESK_HTTP_MAX_SESSIONS_PER_CLIENT="1000",  # every bench client comes from one address and token
     )
     minimal = [sys.executable, str(ROOT / "bench" / "minimal_server.py"), "--http"]
     desk = [sys.executable, "-m", "incident_desk", "--transport", "http", "--port"]

@@ -18,19 +18,29 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
 import anyio.to_thread
+import structlog
 
 from incident_desk.client_logging import ClientLogLevels
 from incident_desk.core import credentials, outside
 from incident_desk.core.audit import AuditJournal, Decision, Journal
-from incident_desk.core.desk import Desk, Incident, Listing, LogUnavailable, bundled_sample_desk
+from incident_desk.core.desk import (
+    Desk,
+    Incident,
+    Listing,
+    LogUnavailable,
+    RunbookMissing,
+    UnknownService,
+    bundled_sample_desk,
+)
 from incident_desk.core.sources import IncidentSources
-from incident_desk.settings import Settings
+from incident_desk.settings import Settings, user_data_dir
 
 if TYPE_CHECKING:
     from incident_desk.core.cursors import CursorSeal
     from incident_desk.core.logfile import TailWindow
     from incident_desk.core.redact import Redaction
 
+logger = structlog.get_logger(__name__)
 T = TypeVar("T")
 # Logs up to this size are read on the caller's thread when the data directory's last look is fresh: reading and
 # redacting 4 KiB takes 0.25 ms (0.6 ms with a secret on every line) on a 2-core VM, a hop to a worker thread
@@ -79,10 +89,17 @@ class DeskApp:
 
     @cached_property
     def cursors(self) -> CursorSeal:
-        """Tags the log cursors this desk hands out (keyed like the 2026 round-trip state), refuses any other."""
-        from incident_desk.core.cursors import CursorSeal
+        """Tags the log cursors this desk hands out, refuses any other: keyed by the shared sealing key when one
+        is set, else by this installation's key in the user data dir (good across restarts)."""
+        from incident_desk.core.cursors import CursorSeal, installation_key
 
-        return CursorSeal(self.sealing_keys)
+        if self.sealing_keys:
+            return CursorSeal(self.sealing_keys)
+        try:
+            return CursorSeal([installation_key(user_data_dir())])
+        except OSError as exc:
+            logger.warning("cursor key unavailable; cursors last as long as this process", problem=str(exc))
+            return CursorSeal()
 
     def services(self, wait: float | None = None) -> list[str]:
         return self.desk.services(extra=list(self.settings.services), wait=wait)
@@ -105,8 +122,9 @@ class DeskApp:
         return await self._off_loop(self.desk.waits_on_sources(), self.services, wait)
 
     async def runbook(self, service: str) -> str:
-        """A service's runbook (UnknownService, RunbookUnavailable); a bounded read of the data directory."""
-        return await anyio.to_thread.run_sync(self.desk.runbook, service)
+        """A service's runbook (UnknownService, RunbookMissing, RunbookUnavailable): a bounded read of the data
+        directory, and, for a name without one, a look at the services (which may ask a source)."""
+        return await self._off_loop(self.desk.waits_on_sources(), self._runbook, service)
 
     async def recent_decisions(self, limit: int) -> list[Decision]:
         return await anyio.to_thread.run_sync(self.journal.recent, limit)
@@ -143,6 +161,15 @@ class DeskApp:
         return await anyio.to_thread.run_sync(
             func, *args, limiter=self._threads(waits_on_sources), abandon_on_cancel=waits_on_sources
         )
+
+    def _runbook(self, service: str) -> str:
+        """The service's runbook; a service the desk knows without one is told apart from an unknown name."""
+        try:
+            return self.desk.runbook(service)
+        except UnknownService:
+            if service in self.services():
+                raise RunbookMissing(service) from None
+            raise
 
     def read_log(self, incident_id: str, reader: Callable[[BinaryIO], T]) -> T:
         """Run ``reader`` on an incident's log, opened safely once and read only through that handle (a path

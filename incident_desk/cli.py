@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
-SUBCOMMANDS = ("serve", "audit", "key", "token", "config", "doctor", "demo")
+SUBCOMMANDS = ("serve", "audit", "key", "token", "config", "doctor", "demo", "timeline")
 
 
 def _out(text: str) -> None:
@@ -33,28 +33,49 @@ def _err(text: str) -> None:
     sys.stderr.write(f"incident-desk: {text}\n")
 
 
-def _add_settings_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", type=Path, help="TOML config file (also INCIDENT_DESK_CONFIG)")
-    parser.add_argument("--data-dir", type=Path, help="data directory; default: the bundled sample desk")
-    parser.add_argument("--audit-db", help="audit journal: SQLite file path or postgresql:// URL (no password)")
-    parser.add_argument("--log-level", choices=["debug", "info", "warning", "error"])
-    parser.add_argument("--log-format", choices=["auto", "console", "json"])
-
-
-def _add_serve_flags(parser: argparse.ArgumentParser) -> None:
-    _add_settings_flags(parser)
-    parser.add_argument("--transport", choices=["stdio", "http"], help="default: stdio")
-    parser.add_argument("--host", help="HTTP bind address (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, help="HTTP port (default 8765)")
+def _add_settings_flags(parser: argparse._ActionsContainer, *, default: Any = None) -> None:
+    parser.add_argument("--config", type=Path, default=default, help="TOML config file (also INCIDENT_DESK_CONFIG)")
     parser.add_argument(
-        "--stateless", action="store_true", default=None, help="stateless HTTP for load-balanced replicas"
+        "--data-dir", type=Path, default=default, help="data directory; default: the bundled sample desk"
+    )
+    parser.add_argument(
+        "--audit-db", default=default, help="audit journal: SQLite file path or postgresql:// URL (no password)"
+    )
+    parser.add_argument(
+        "--log-level",
+        choices=["debug", "info", "warning", "error"],
+        default=default,
+        help="threshold of the desk's own log on stderr (default info)",
+    )
+    parser.add_argument(
+        "--log-format",
+        choices=["auto", "console", "json"],
+        default=default,
+        help="stderr log format; auto is console on a terminal, JSON otherwise",
+    )
+
+
+def _add_serve_flags(parser: argparse._ActionsContainer, *, default: Any = None) -> None:
+    _add_settings_flags(parser, default=default)
+    parser.add_argument("--transport", choices=["stdio", "http"], default=default, help="default: stdio")
+    parser.add_argument("--host", default=default, help="HTTP bind address (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=default, help="HTTP port (default 8765)")
+    parser.add_argument(
+        "--stateless", action="store_true", default=default, help="stateless HTTP for load-balanced replicas"
     )
     parser.add_argument(
         "--no-redact",
         dest="redact_secrets",
         action="store_false",
-        default=None,
+        default=default,
         help="show log lines unredacted",
+    )
+
+
+def _add_config_flag(parser: argparse.ArgumentParser) -> None:
+    """``key`` and ``token`` read only the keychain service name, which a config file may set."""
+    parser.add_argument(
+        "--config", type=Path, help="TOML config file whose keyring_service names the keychain entry (optional)"
     )
 
 
@@ -63,13 +84,22 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="incident-desk",
         description="An on-call incident desk for desktop AI clients, served over MCP. "
-        "With no subcommand it serves over stdio.",
+        "With no subcommand it serves over stdio: `incident-desk [flags]` is `incident-desk serve [flags]`.",
     )
     parser.add_argument("--version", action="version", version=f"incident-desk {__version__}")
+    if only is None:
+        # Shown in `incident-desk --help` because the README uses them without `serve`; main() hands any leading
+        # flag to `serve`, so these are never parsed here (SUPPRESS: they add nothing to the namespace).
+        _add_serve_flags(
+            parser.add_argument_group("serving flags (with no subcommand, or after `serve`)"),
+            default=argparse.SUPPRESS,
+        )
     commands = parser.add_subparsers(dest="command", metavar="{" + ",".join(SUBCOMMANDS) + "}")
 
     if only in (None, "serve"):
-        _add_serve_flags(commands.add_parser("serve", help="serve the desk (the default)"))
+        _add_serve_flags(
+            commands.add_parser("serve", help="serve the desk (the default)", description="Serve the desk.")
+        )
     if only in (None, "audit"):
         _add_audit_parser(commands)
     if only in (None, "key"):
@@ -79,25 +109,53 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     if only in (None, "config"):
         _add_config_parser(commands)
     if only in (None, "doctor"):
-        doctor = commands.add_parser("doctor", help="check this installation end to end")
+        doctor = commands.add_parser(
+            "doctor",
+            help="check this installation end to end",
+            description="Check the data directory, log sources, journal and keychain, then start the desk as a "
+            "client would and talk to it over stdio.",
+        )
         _add_settings_flags(doctor)
     if only in (None, "demo"):
-        demo = commands.add_parser("demo", help="replay the article's transcripts 01-11 against the sample desk")
+        demo = commands.add_parser(
+            "demo",
+            help="replay the scripted transcripts 01-11 against the sample desk",
+            description="Replay transcripts 01-11 (reads, summary, approval, refusals) against the bundled sample "
+            "desk with a scripted model and operator, then show the text timeline.",
+        )
         demo.add_argument("--era", choices=["legacy", "2026-07-28"], default="legacy", help="protocol era to speak")
         demo.add_argument("--out", type=Path, help="also write each transcript to this folder")
+    if only in (None, "timeline"):
+        timeline = commands.add_parser(
+            "timeline",
+            help="print an incident's timeline, or write it as a page for a browser",
+            description="Print the text timeline show_incident_timeline gives a model; with --html, also write the "
+            "chart that app-rendering clients show as one self-contained page (the data inside, no network).",
+        )
+        _add_settings_flags(timeline)
+        timeline.add_argument("incident_id", metavar="ID", help="the incident, e.g. INC-1042")
+        timeline.add_argument("--html", type=Path, metavar="FILE", help="write the chart as a self-contained page")
     return parser
 
 
 def _add_audit_parser(commands: Subparsers) -> None:
-    audit = commands.add_parser("audit", help="print the most recent restart decisions")
+    audit = commands.add_parser(
+        "audit",
+        help="print the most recent restart decisions",
+        description="Print the audit journal's most recent decisions, newest first.",
+    )
     _add_settings_flags(audit)
     audit.add_argument("--limit", type=_audit_limit, default=50, help="how many decisions, 1-500 (default 50)")
 
 
 def _add_key_parser(commands: Subparsers) -> None:
-    key = commands.add_parser("key", help="store, show (masked) or delete the model provider's API key")
-    _add_settings_flags(key)
-    key.add_argument("action", choices=["set", "show", "delete"])
+    key = commands.add_parser(
+        "key",
+        help="store, show (masked) or delete the model provider's API key",
+        description="Keep a secret the desk reads in the OS keychain: set asks for it (input hidden).",
+    )
+    _add_config_flag(key)
+    key.add_argument("action", choices=["set", "show", "delete"], help="set (asks), show (masked) or delete")
     key.add_argument(
         "--kind", choices=["provider", "audit-db"], default="provider", help="which secret (default provider)"
     )
@@ -105,9 +163,16 @@ def _add_key_parser(commands: Subparsers) -> None:
 
 
 def _add_token_parser(commands: Subparsers) -> None:
-    token = commands.add_parser("token", help="create or show the HTTP bearer token / sealing key")
-    _add_settings_flags(token)
-    token.add_argument("action", choices=["create", "show", "delete"])
+    token = commands.add_parser(
+        "token",
+        help="create or show the HTTP bearer token / sealing key",
+        description="Generate a random secret into the OS keychain and print it once (without a keychain: print "
+        "one for the INCIDENT_DESK_* variable).",
+    )
+    _add_config_flag(token)
+    token.add_argument(
+        "action", choices=["create", "show", "delete"], help="create (prints it once), show (masked) or delete"
+    )
     token.add_argument("--kind", choices=["http", "sealing"], default="http", help="which secret (default http)")
 
 
@@ -121,10 +186,15 @@ def _add_config_parser(commands: Subparsers) -> None:
         "INCIDENT_DESK_* variables set here go into the entry, paths made absolute, so the client starts the same "
         "desk; secrets never do.",
     )
-    config.add_argument("client", choices=CLIENT_NAMES)
+    config.add_argument("client", choices=CLIENT_NAMES, help="the desktop client whose entry to print or write")
     _add_settings_flags(config)
     config.add_argument("--write", action="store_true", help="merge into the client's config file (backup first)")
     config.add_argument("--path", type=Path, help="config file to write instead of the client's default")
+    config.add_argument(
+        "--name",
+        default="incident-desk",
+        help="the entry's name in the client (default incident-desk); e.g. incident-desk-http beside a stdio entry",
+    )
     config.add_argument("--uvx", metavar="SOURCE", help="launch with `uvx --offline --from SOURCE incident-desk`")
     config.add_argument("--http-url", help="point the client at a running HTTP desk instead of stdio")
     config.add_argument(
@@ -163,9 +233,15 @@ def _settings_from(args: argparse.Namespace) -> Settings:
             "redact_secrets",
         )
     }
-    from incident_desk.settings import load_settings
+    from incident_desk.settings import Settings, load_settings
 
-    return load_settings(overrides, getattr(args, "config", None))
+    settings = load_settings(overrides, getattr(args, "config", None))
+    if args.command not in ("serve", "doctor"):  # a served desk logs them (transport.serve), doctor reports them
+        from incident_desk.settings_errors import unknown_environment_variables
+
+        for warning in unknown_environment_variables(Settings.model_fields):
+            _err(f"warning: {warning}")
+    return settings
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -222,6 +298,10 @@ def _run(args: argparse.Namespace) -> int:
             from incident_desk.doctor import run_doctor
 
             return run_doctor(settings)
+        if args.command == "timeline":
+            from incident_desk.timeline_page import run_timeline
+
+            return run_timeline(settings, args.incident_id, args.html)
     except SettingsError as exc:
         _err(str(exc))
         return 2
@@ -255,6 +335,12 @@ def _secret_command(settings: Settings, name: str, action: str, *, value_source:
     service = settings.keyring_service
     try:
         if action in ("set", "create"):
+            try:
+                credentials.check_can_store(service, name)  # before the prompt: nothing typed is then lost
+            except credentials.CredentialStoreError as exc:
+                if value_source != "generate":
+                    raise
+                return _token_without_a_keychain(name, str(exc))
             if value_source == "generate":
                 value = credentials.generate_token()
             else:
@@ -286,6 +372,21 @@ def _secret_command(settings: Settings, name: str, action: str, *, value_source:
         return 1
 
 
+def _token_without_a_keychain(name: str, problem: str) -> int:
+    """No keychain to keep a generated token: print one for the environment variable the desk also reads."""
+    from incident_desk.core import credentials
+
+    variable = credentials.env_var_name(name)
+    share = "give it to each client" if name == credentials.HTTP_TOKEN else "the same on every replica"
+    _err(problem.split("; or set ")[0])
+    _err(
+        f"nothing stored; here is a fresh {name} for {variable}: set it in the desk's environment ({share}), "
+        "e.g. in the service's environment file, never in a config file"
+    )
+    _out(credentials.generate_token())  # shown once, on stdout only, so it can be piped; never logged
+    return 0
+
+
 def _key(settings: Settings, action: str, kind: str, source: str | None = None) -> int:
     from incident_desk.core.credentials import AUDIT_DB_PASSWORD, PROVIDER_API_KEY
 
@@ -314,13 +415,18 @@ def _config(args: argparse.Namespace) -> int:
             env, (token, notes) = {}, _http_token(args)
         if args.write:
             report = client_configs.write_config(
-                args.client, launcher, path=args.path, http_url=args.http_url, env=env, token=token
+                args.client, launcher, path=args.path, http_url=args.http_url, env=env, token=token, name=args.name
             )
             backup = f" (backup: {report.backup})" if report.backup else ""
-            verb = "updated" if report.replaced else "added to"
-            _err(f"incident-desk {verb} {report.path}{backup}")
+            if not report.changed:
+                _err(f"{args.name} in {report.path} is already up to date; nothing written")
+            else:
+                _err(f"{args.name} {'updated in' if report.replaced else 'added to'} {report.path}{backup}")
         else:
-            _out(client_configs.render_snippet(args.client, launcher, http_url=args.http_url, env=env, token=token))
+            snippet = client_configs.render_snippet(
+                args.client, launcher, http_url=args.http_url, env=env, token=token, name=args.name
+            )
+            _out(snippet)
     except client_configs.ClientConfigError as exc:
         _err(str(exc))
         return 1

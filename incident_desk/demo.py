@@ -1,9 +1,10 @@
 """``incident-desk demo``: watch the whole desk work without any client.
 
-It replays the article's transcripts 01-11 against the bundled sample desk with an in-process MCP client whose
-model answers and human approvals are scripted, and prints each exchange in the article's transcript shape, for
-either protocol era. Where the desk deliberately differs from the article, a ``note:`` line says so. Output goes
-to stdout: demo is a command for people, not the server.
+It replays twelve scripted exchanges (the handshake, reads, prompts, sampling, approval, refusals, the wire
+requests and the text timeline) against the bundled sample desk with an in-process MCP client whose model
+answers and human approvals are scripted, and prints each as a transcript, for either protocol era. Transcripts
+01-11 follow the ones in the design the desk was first described by; a ``note:`` line says where the desk
+behaves differently on purpose. Output goes to stdout: demo is a command for people, not the server.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def _text(result: Any) -> str:
 
 
 class ScriptedModel:
-    """Plays the client's model: records what the desk asked, answers with the article's summary."""
+    """Plays the client's model: records what the desk asked, answers with a fixed two-sentence summary."""
 
     def __init__(self, delay: float = 0.0) -> None:
         self.delay = delay
@@ -98,7 +99,7 @@ async def _resources(connect: Connect, era: str) -> Transcript:
             await client.read_resource("incident://INC-9999/log")
         except MCPError as exc:
             out.append(f"read incident://INC-9999/log -> MCPError: {exc}")
-    out.append("note: the desk answers a missing incident with a clean not-found error (no /nCause)")
+    out.append("note: a missing incident is a clean not-found error: the message alone, no cause text appended")
     out.append("note: the desk also lists audit://recent and its timeline view ui://incident-desk/timeline")
     return out
 
@@ -121,7 +122,7 @@ async def _prompts(connect: Connect, era: str) -> Transcript:
             await client.get_prompt("postmortem", {"incidentId": "INC-9999"})
         except MCPError as exc:
             out.append(f"get postmortem(INC-9999) -> MCPError: {exc}")
-    out.append("note: the desk answers a missing incident with a clean not-found error (no /nCause)")
+    out.append("note: a missing incident is a clean not-found error: the message alone, no cause text appended")
     return out
 
 
@@ -204,7 +205,7 @@ async def _stateless(connect: Connect, era: str) -> Transcript:
     out = ["# the desk's tools, as a stateless HTTP desk lists them too"]
     async with connect() as client:
         out.append("tools listed: " + ", ".join(sorted(tool.name for tool in (await client.list_tools()).tools)))
-    out.append("note: unlike the article's stateless server, the desk keeps every tool when stateless")
+    out.append("note: a stateless desk keeps every tool (approval and sampling degrade per era instead)")
     return out
 
 
@@ -240,6 +241,15 @@ async def _wire_elicitation(connect: Connect, era: str) -> Transcript:
     return out + _wire("elicitation/create", human.seen[0])
 
 
+async def _timeline(connect: Connect, era: str) -> Transcript:
+    out = ["# tools/call show_incident_timeline: the text every client gets (app-rendering clients also draw it)"]
+    async with connect() as client:
+        result = await client.call_tool("show_incident_timeline", {"incidentId": "INC-1042"})
+    out += _text(result).split("\n")
+    out.append("note: `incident-desk timeline INC-1042 --html page.html` writes the chart as a page for a browser")
+    return out
+
+
 Connect = Callable[..., Any]
 TRANSCRIPTS: list[tuple[str, Callable[[Connect, str], Awaitable[Transcript]]]] = [
     ("01-initialize", _initialize),
@@ -253,6 +263,7 @@ TRANSCRIPTS: list[tuple[str, Callable[[Connect, str], Awaitable[Transcript]]]] =
     ("09-stateless-warning", _stateless_warning),
     ("10-wire-sampling", _wire_sampling),
     ("11-wire-elicitation", _wire_elicitation),
+    ("12-timeline", _timeline),
 ]
 
 

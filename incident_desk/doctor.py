@@ -7,13 +7,17 @@ command for people, not a server.
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
 
 from incident_desk.core.audit import Journal
+from incident_desk.core.sources.config import LogSourceConfig
 from incident_desk.settings import Settings
 
 
@@ -23,15 +27,50 @@ def _launch_command() -> tuple[str, list[str]]:
     return sys.executable, ["-m", "incident_desk"]
 
 
-async def _tools_of_this_installation(settings: Settings) -> set[str]:
-    """What the launched desk should list: the tools this very package registers."""
+_NUMBER_WORDS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven")
+
+
+@dataclass(frozen=True)
+class Surface:
+    """What this very package registers for these settings: what the launched desk should list."""
+
+    tools: tuple[str, ...]
+    resources: tuple[str, ...]
+    templates: tuple[str, ...]
+    prompts: tuple[str, ...]
+
+    def describe(self) -> str:
+        """One line for people, generated from the registrations so it never goes stale."""
+
+        def counted(items: tuple[str, ...], noun: str) -> str:
+            number = _NUMBER_WORDS[len(items)] if len(items) < len(_NUMBER_WORDS) else str(len(items))
+            plural = noun if len(items) == 1 else noun + "s"
+            return f"{number} {plural} ({', '.join(items)})" if items else f"no {plural}"
+
+        return "; ".join(
+            (
+                counted(self.tools, "tool"),
+                counted(self.resources, "resource"),
+                counted(self.templates, "resource template"),
+                counted(self.prompts, "prompt"),
+            )
+        )
+
+
+async def _surface_of_this_installation(settings: Settings) -> Surface:
     from incident_desk.app import build_app
     from incident_desk.server import build_server
 
-    return {tool.name for tool in await build_server(build_app(settings)).list_tools()}
+    server = build_server(build_app(settings))
+    return Surface(
+        tools=tuple(tool.name for tool in await server.list_tools()),
+        resources=tuple(str(resource.uri) for resource in await server.list_resources()),
+        templates=tuple(template.uri_template for template in await server.list_resource_templates()),
+        prompts=tuple(prompt.name for prompt in await server.list_prompts()),
+    )
 
 
-async def _handshake(settings: Settings) -> list[str]:
+async def _handshake(settings: Settings, surface: Surface) -> list[str]:
     """Talk to a fresh desk over stdio; return the problems found (empty when healthy)."""
     from mcp import Client, StdioServerParameters
     from mcp.client.stdio import stdio_client
@@ -53,7 +92,7 @@ async def _handshake(settings: Settings) -> list[str]:
             return [f"stdio handshake failed: {exc!r}\n{tail}"]
         errlog.seek(0)
         stderr = errlog.read()
-    expected = await _tools_of_this_installation(settings)
+    expected = set(surface.tools)
     if tools != expected:
         problems.append(f"tools/list returned {sorted(tools)}, expected {sorted(expected)}")
     if not index.contents:
@@ -89,10 +128,22 @@ def run_doctor(settings: Settings) -> int:
         sys.stdout.write(f"[{status}] {what}{': ' + detail if detail else ''}\n")
 
     sys.stdout.write(f"incident-desk {__version__} ({'frozen' if getattr(sys, 'frozen', False) else sys.executable})\n")
+    from incident_desk.settings_errors import unknown_environment_variables
+
+    for warning in unknown_environment_variables(type(settings).model_fields):
+        report(False, "environment", warning, warn_only=True)
     root = settings.data_dir or bundled_sample_desk()
     desk = Desk(Path(root), max_file_bytes=settings.max_data_file_bytes)
     listing = desk.listing()
     report(desk.root.is_dir(), "data directory", f"{root} ({len(listing.incidents)} incidents)")
+    for folder in ("incidents", "runbooks"):
+        if desk.root.is_dir() and not (desk.root / folder).is_dir():
+            report(
+                False,
+                f"data directory {folder}/",
+                f"{desk.root / folder} does not exist, so the desk serves no {folder}",
+                warn_only=True,
+            )
     for problem in listing.problems:
         report(False, f"data entry {problem.entry}", problem.reason)
     if settings.incident_sources:
@@ -102,6 +153,9 @@ def run_doctor(settings: Settings) -> int:
         sources = IncidentSources(desk, settings.incident_sources, secret=source_secret(settings))
         for ok, what, detail in sources.check():
             report(ok, what, detail)
+    for service, log_source in sorted(settings.service_logs.items()):
+        ok, detail = _check_log_source(log_source)
+        report(ok, f"log source of {service}", detail)
     try:
         journal = open_journal(settings)
         try:
@@ -130,13 +184,14 @@ def run_doctor(settings: Settings) -> int:
     if settings.provider != "none":
         where = key.source or "nowhere (set one with `incident-desk key set`)"
         report(key.value is not None or settings.provider == "openai", f"{settings.provider} API key", f"from {where}")
-    handshake_problems = anyio.run(_handshake, settings)
+    surface = anyio.run(_surface_of_this_installation, settings)
+    handshake_problems = anyio.run(_handshake, settings, surface)
     report(not handshake_problems, "stdio handshake, tools/list, resources/read, stdout purity")
     for issue in handshake_problems:
         sys.stdout.write(f"       {issue}\n")
     sys.stdout.write(
         "\nWhat a client sees:\n"
-        "  - every client: the seven tools, incident://index, the log and runbook templates, the postmortem prompt\n"
+        f"  - the desk serves {surface.describe()}; each client sees what it supports\n"
         "  - client with sampling: summarize_incident answers with the client's model (mode=sampled)\n"
         "  - client without sampling: the configured provider"
         f" ({settings.provider}), else the raw log with SAMPLING_UNAVAILABLE\n"
@@ -146,6 +201,27 @@ def run_doctor(settings: Settings) -> int:
     )
     sys.stdout.write(f"\n{'all checks passed' if not failures else f'{failures} check(s) failed'}\n")
     return 0 if not failures else 1
+
+
+def _check_log_source(source: LogSourceConfig) -> tuple[bool, str]:
+    """What a log read would need, checked without reading a log: matching files, or a program to run."""
+    from glob import glob
+
+    from incident_desk.core.sources.config import FilesLogConfig, JournaldLogConfig
+
+    if isinstance(source, FilesLogConfig):
+        matched = sorted({match for pattern in source.paths for match in glob(pattern)})  # noqa: PTH207 -- absolute
+        if not matched:
+            return False, f"files: no file matches {', '.join(source.paths)}"
+        unreadable = [match for match in matched if not os.access(match, os.R_OK)]
+        if unreadable:
+            return False, f"files: {', '.join(unreadable[:3])} cannot be read by this user"
+        return True, f"files: {len(matched)} file(s) match {', '.join(source.paths)}"
+    program = "journalctl" if isinstance(source, JournaldLogConfig) else source.argv[0]
+    found = shutil.which(program)
+    if found is None:
+        return False, f"{source.kind}: {program} is not found or not executable"
+    return True, f"{source.kind}: runs {found}"
 
 
 def _check_journal(journal: Journal) -> str:

@@ -19,8 +19,10 @@ from incident_desk import __version__
 from incident_desk.app import DeskApp
 from incident_desk.auth import HEALTH_PATH, ASGIApp, BearerAuth
 from incident_desk.client_features import era_features
-from incident_desk.http_limits import SessionLimiter, guarded_protocol
+from incident_desk.http_limits import guarded_protocol
+from incident_desk.http_peers import ClientAddress, RebindingGuard
 from incident_desk.http_replica import ReplicaTag
+from incident_desk.http_sessions import SessionLimiter
 from incident_desk.settings import Settings, is_loopback
 
 logger = structlog.get_logger(__name__)
@@ -55,25 +57,29 @@ def build_asgi(server: MCPServer, app: DeskApp, token: str | None) -> ASGIApp:
     add_route = server.custom_route(HEALTH_PATH, methods=["GET"], include_in_schema=False)
     add_route(healthz)
 
-    asgi = server.streamable_http_app(
+    security = transport_security(settings)
+    asgi: ASGIApp = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
         stateless_http=settings.stateless,
-        transport_security=transport_security(settings),
+        transport_security=security,
         host=settings.host,
         session_idle_timeout=settings.http_session_idle_seconds,
         max_sessions=settings.http_max_sessions,
     )
-    if settings.stateless:  # no sessions to count
-        return BearerAuth(asgi, token)
-    limited: ASGIApp = SessionLimiter(
-        asgi,
-        path=MCP_PATH,
-        per_client=settings.http_max_sessions_per_client,
-        idle_seconds=settings.http_session_idle_seconds,
-    )
-    if settings.replica_tag:
-        limited = ReplicaTag(limited, settings.replica_tag)
-    return BearerAuth(limited, token)
+    if not settings.stateless:  # stateless: no sessions to count
+        asgi = SessionLimiter(
+            asgi,
+            path=MCP_PATH,
+            per_client=settings.http_max_sessions_per_client,
+            max_sessions=settings.http_max_sessions,
+            idle_seconds=settings.http_session_idle_seconds,
+        )
+        if settings.replica_tag:
+            asgi = ReplicaTag(asgi, settings.replica_tag)
+    # Outermost first: the real client address, then Host and Origin, then the token, then the accounting.
+    authenticated = BearerAuth(asgi, token)
+    guarded = RebindingGuard(authenticated, path=MCP_PATH, security=security)
+    return ClientAddress(guarded, settings.trusted_proxies)
 
 
 def ensure_descriptors(max_connections: int) -> str | None:
@@ -101,7 +107,9 @@ def resolve_token(settings: Settings) -> tuple[str | None, str | None]:
 
     found = credentials.resolve_secret(settings.http_token, settings.keyring_service, credentials.HTTP_TOKEN)
     if found.problem:
-        logger.warning("keychain lookup for the HTTP token failed", problem=found.problem)
+        # On loopback the desk serves without a token, so a missing keychain is news only to someone debugging.
+        log = logger.debug if is_loopback(settings.host) else logger.warning
+        log("keychain lookup for the HTTP token failed", problem=found.problem)
     return found.value, found.source
 
 
@@ -153,6 +161,7 @@ def serve_http(server: MCPServer, app: DeskApp) -> int:
         lifespan="on",
         server_header=False,
         http=guarded_protocol(settings.http_max_connections, settings.http_read_timeout_seconds),
+        proxy_headers=False,  # forwarded headers are read by http_peers.ClientAddress, from trusted_proxies only
         ws="none",
     )
     uvicorn.Server(config).run(sockets=[listener])

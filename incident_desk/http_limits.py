@@ -1,4 +1,4 @@
-"""What one HTTP peer can hold: connections, the time to send a request, and stateful sessions.
+"""What one HTTP peer can hold: connections and the time to send a request (sessions: ``http_sessions``).
 
 uvicorn alone has no header or body read timeout (a connection that never finishes its request is kept forever)
 and its ``limit_concurrency`` counts such connections too, so a few thousand half-open sockets use up every
@@ -6,9 +6,6 @@ descriptor while normal requests time out. Here, each connection gets ``read_tim
 request (head and body) whenever it is waiting for one, and at most ``max_connections`` are kept: when a new one
 arrives at the cap, the one that has waited longest for a request is closed; only when every connection is busy
 serving a request does the newcomer get 503.
-
-The SDK caps sessions globally; :class:`SessionLimiter` also caps them per client, so one token holder cannot
-take every session and lock the rest of the team out.
 
 Repeated warnings here go through the standard library's logging, where ``log.RepeatLimiter`` rate-limits them
 like uvicorn's own.
@@ -18,16 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import ClassVar
 
 import h11
-from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from uvicorn.protocols.http.h11_impl import H11Protocol
-
-from incident_desk.auth import PRINCIPAL_HEADER, ASGIApp, Message, Receive, Scope, Send
 
 logger = logging.getLogger(__name__)
 
@@ -119,139 +111,3 @@ def guarded_protocol(max_connections: int, read_timeout: float) -> type[GuardedH
     """A protocol class for one server, with its own connection table (uvicorn's ``http=`` setting takes a class)."""
     table = ConnectionTable(max_connections=max_connections, read_timeout=read_timeout)
     return type("DeskH11Protocol", (GuardedH11Protocol,), {"table": table})
-
-
-@dataclass
-class _Session:
-    owner: tuple[str, str]
-    in_flight: int = 0
-    last_active: float = 0.0
-
-
-class SessionLimiter:
-    """At most ``per_client`` stateful sessions per client: the authenticated principal and its address.
-
-    A shared token names one principal for the whole team, so its address is part of who the client is (behind a
-    proxy, uvicorn's trusted ``X-Forwarded-For`` handling supplies it). Sessions are seen in the SDK's answers
-    (the ``mcp-session-id`` it hands out) and are forgotten when the client deletes them, when the SDK no longer
-    knows them (404), or once idle as long as the SDK's own idle timeout, which the desk sets to the same value.
-    """
-
-    def __init__(
-        self,
-        app: ASGIApp,
-        *,
-        path: str,
-        per_client: int,
-        idle_seconds: float,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
-        self._app = app
-        self._path = path
-        self._per_client = per_client
-        self._idle_seconds = idle_seconds
-        self._clock = clock
-        self._sessions: dict[str, _Session] = {}
-        self._opening: dict[tuple[str, str], int] = {}  # requests that may open a session, not answered yet
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope.get("path") != self._path:
-            await self._app(scope, receive, send)
-            return
-        headers = dict(scope.get("headers", []))
-        session_id = headers.get(MCP_SESSION_HEADER, b"").decode("latin-1") or None
-        if session_id is None:
-            await self._open(scope, receive, send, headers)
-            return
-        session = self._sessions.get(session_id)
-        if session is None:
-            await self._app(scope, receive, send)
-            return
-        session.in_flight += 1
-        status = 0
-
-        async def watching(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = int(message["status"])
-            await send(message)
-
-        try:
-            await self._app(scope, receive, watching)
-        finally:
-            session.in_flight -= 1
-            session.last_active = self._clock()
-            if status == 404 or (scope.get("method") == "DELETE" and 200 <= status < 300):
-                self._sessions.pop(session_id, None)
-
-    async def _open(self, scope: Scope, receive: Receive, send: Send, headers: dict[bytes, bytes]) -> None:
-        """A request without a session: it may open one, if its client is under the cap."""
-        era = headers.get(MCP_PROTOCOL_HEADER, b"").decode("latin-1")
-        if era and era not in HANDSHAKE_PROTOCOL_VERSIONS:  # 2026-07-28 requests never open a session
-            await self._app(scope, receive, send)
-            return
-        client = scope.get("client")
-        owner = (headers.get(PRINCIPAL_HEADER.encode(), b"").decode("latin-1"), str(client[0]) if client else "")
-        if self._count(owner) + self._opening.get(owner, 0) >= self._per_client:
-            logger.warning("refused a new session: its client already holds %d", self._per_client)
-            await _too_many_sessions(send, self._per_client, self._idle_seconds)
-            return
-        opened: list[str] = []
-        self._opening[owner] = self._opening.get(owner, 0) + 1
-        answered = False
-
-        def stop_opening() -> None:
-            nonlocal answered
-            if not answered:
-                answered = True
-                self._opening[owner] -= 1
-                if not self._opening[owner]:
-                    del self._opening[owner]
-
-        async def watching(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                if int(message["status"]) < 400:
-                    for name, value in message.get("headers", []):
-                        if name.lower() == MCP_SESSION_HEADER:
-                            session_id = value.decode("latin-1")
-                            self._sessions[session_id] = _Session(owner, in_flight=1)
-                            opened.append(session_id)
-                stop_opening()
-            await send(message)
-
-        try:
-            await self._app(scope, receive, watching)
-        finally:
-            stop_opening()
-            for session_id in opened:
-                session = self._sessions.get(session_id)
-                if session is not None:
-                    session.in_flight -= 1
-                    session.last_active = self._clock()
-
-    def _count(self, owner: tuple[str, str]) -> int:
-        """Sessions ``owner`` holds now, forgetting those idle longer than the SDK keeps them."""
-        now = self._clock()
-        expired = [
-            key
-            for key, session in self._sessions.items()
-            if session.in_flight == 0 and now - session.last_active > self._idle_seconds
-        ]
-        for key in expired:
-            del self._sessions[key]
-        return sum(1 for session in self._sessions.values() if session.owner == owner)
-
-
-async def _too_many_sessions(send: Send, per_client: int, idle_seconds: float) -> None:
-    message = (
-        f"Too many open sessions for this client ({per_client}): end one (HTTP DELETE) or wait for an idle one "
-        f"to expire (after {idle_seconds:g}s)"
-    )
-    body = ('{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"' + message + '"}}').encode()
-    headers: list[tuple[bytes, bytes]] = [
-        (b"content-type", b"application/json"),
-        (b"retry-after", str(max(1, round(idle_seconds))).encode()),
-        (b"content-length", str(len(body)).encode()),
-    ]
-    await send({"type": "http.response.start", "status": 429, "headers": headers})
-    await send({"type": "http.response.body", "body": body})

@@ -21,6 +21,7 @@ from incident_desk.app import DeskApp
 from incident_desk.client_features import HideAppViewsFromPlainClients
 from incident_desk.client_logging import RequestLogContext, serve_set_level
 from incident_desk.features import completions, timeline
+from incident_desk.tool_arguments import DeskWordsForArgumentErrors
 
 logger = structlog.get_logger(__name__)
 
@@ -55,6 +56,7 @@ def build_server(app: DeskApp, *, defer_features: bool = False) -> MCPServer:
         middleware=[log_context, HideAppViewsFromPlainClients()],
         extensions=[timeline.extension(app)],
     )
+    server.middleware.append(DeskWordsForArgumentErrors(server))
     serve_set_level(server, app.log_levels)
     completions.register(server, app)
     if defer_features:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import platformdirs
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import Field, IPvAnyNetwork, SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -31,6 +31,7 @@ from incident_desk.core.credentials import ENV_PREFIX, SECRET_SETTINGS
 from incident_desk.core.names import SERVICE_NAME, is_safe_name
 from incident_desk.core.sources.config import IncidentSourceConfig, LogSourceConfig, check_unique_names
 from incident_desk.core.sources.spool import DEFAULT_MAX_BYTES as DEFAULT_SPOOL_BYTES
+from incident_desk.settings_errors import describe_validation_error
 
 APP_NAME = "incident-desk"
 CONFIG_ENV_VAR = "INCIDENT_DESK_CONFIG"
@@ -158,10 +159,16 @@ class Settings(BaseSettings):
         default=16,
         ge=1,
         le=100_000,
-        description="Stateful HTTP sessions one client (its token and address) may hold; more get 429.",
+        description="Idle stateful HTTP sessions one client (its token and address) keeps; opening one more "
+        "closes its least recently used idle session.",
     )
     http_session_idle_seconds: float = Field(
         default=600.0, gt=0, le=86_400, description="A stateful HTTP session with no request this long is closed."
+    )
+    trusted_proxies: list[IPvAnyNetwork] = Field(
+        default_factory=list,
+        description="Addresses or CIDR networks of reverse proxies whose X-Forwarded-For / Forwarded headers name "
+        "the client; from any other peer those headers are ignored.",
     )
     http_token: SecretStr | None = Field(
         default=None, description="Bearer token for HTTP clients (environment or keychain only)."
@@ -343,7 +350,7 @@ def load_settings(overrides: Mapping[str, Any] | None = None, config_file: Path 
         with _reading(config_file):
             return Settings(**cli_values)
     except ValidationError as exc:
-        raise SettingsError(describe_validation_error(exc)) from None
+        raise SettingsError(describe_validation_error(exc, Settings.model_fields, cli_values, config_file)) from None
 
 
 def is_loopback(host: str) -> bool:
@@ -395,7 +402,7 @@ def client_launch(flags: Mapping[str, Any]) -> ClientLaunch:
         elif setting in Settings.model_fields or setting == "config":
             env[name if "__" in name else name.upper()] = value
         else:
-            left_out[name] = "not a setting of this desk"
+            left_out[name] = "not a setting of this desk"  # settings_errors.unknown_environment_variables
     env.update({ENV_PREFIX + name.upper(): str(value) for name, value in flags.items() if value is not None})
     paths = {name: ENV_PREFIX + name.upper() for name in _PATH_SETTINGS}
     for variable in paths.values():
@@ -418,13 +425,3 @@ def client_launch(flags: Mapping[str, Any]) -> ClientLaunch:
     if file_values.get("transport", "stdio") != "stdio":
         env[ENV_PREFIX + "TRANSPORT"] = "stdio"  # the file serves HTTP; the desk of this entry talks stdio
     return ClientLaunch(dict(sorted(env.items())), left_out, settings, config_file)
-
-
-def describe_validation_error(exc: ValidationError) -> str:
-    lines = []
-    for error in exc.errors(include_url=False, include_input=False):
-        location = ".".join(str(part) for part in error["loc"]) or "settings"
-        env_name = ENV_PREFIX + str(error["loc"][0]).upper() if error["loc"] else ""
-        hint = f" (flag, {env_name} or config file)" if env_name else ""
-        lines.append(f"invalid setting {location}{hint}: {error['msg']}")
-    return "\n".join(lines)

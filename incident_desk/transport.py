@@ -31,12 +31,19 @@ def _sealing_keys(settings: Settings) -> list[bytes]:
 
     found = credentials.resolve_secret(None, settings.keyring_service, credentials.SEALING_KEY)
     if found.problem:
-        logger.warning("sealing key lookup failed; using a process-local key", problem=found.problem)
+        # A process-local key is all one desk needs; replicas behind a balancer need the shared one.
+        replicated = settings.stateless or settings.replica_tag is not None
+        log = logger.warning if replicated else logger.debug
+        log("sealing key lookup failed; using a process-local key", problem=found.problem)
     return [found.value.encode()] if found.value else []
 
 
 def serve(settings: Settings) -> int:
     log.configure(settings.log_level, settings.log_format)
+    from incident_desk.settings_errors import unknown_environment_variables
+
+    for warning in unknown_environment_variables(Settings.model_fields):
+        logger.warning(warning)
     from incident_desk.app import build_app
     from incident_desk.core.audit import AuditError
     from incident_desk.server import build_server
@@ -73,6 +80,12 @@ def serve(settings: Settings) -> int:
             from incident_desk.http import serve_http
 
             return serve_http(server, app)
+        if sys.stdin.isatty():
+            # Started by hand on a terminal, the desk looks hung: it is waiting for a client to speak MCP.
+            logger.info(
+                "waiting for an MCP client on stdin: a desktop client starts the desk itself (see `incident-desk "
+                "config`); `incident-desk doctor` or `incident-desk demo` show it working; Ctrl-C or Ctrl-D stops it"
+            )
         return anyio.run(_serve_stdio, server)
     finally:
         app.journal.close()  # a PostgreSQL journal's pool says goodbye to the server; SQLite has nothing open

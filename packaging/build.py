@@ -2,7 +2,7 @@
 
     python packaging/build.py                      # onedir, smoke-tested
     python packaging/build.py --mode both --archive --mcpb   # what the release workflow runs
-    python packaging/build.py --smoke-only dist/onedir/incident-desk/incident-desk
+    python packaging/build.py --smoke-only packaging/dist/onedir/incident-desk/incident-desk
 
 The smoke test drives the built executable the way clients do and fails loudly (exit 1, a message saying what
 broke) on any gap a frozen build typically has: a module imported by name that PyInstaller did not collect,

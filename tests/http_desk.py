@@ -16,6 +16,14 @@ import httpx2
 from tests.helpers import ROOT, child_env, free_port
 
 TOKEN = "test-token-0123456789abcdef"  # the bearer token the HTTP tests configure
+HANDSHAKE = "2025-11-25"
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+INITIALIZE = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": HANDSHAKE, "capabilities": {}, "clientInfo": {"name": "peer", "version": "1"}},
+}
 
 
 @dataclass
@@ -86,3 +94,20 @@ def run_desk(tmp_path: Path, *args: str, name: str = "desk", **env: str) -> Iter
             if process.stdout:
                 process.stdout.close()
             assert stdout == b"", f"the HTTP desk wrote to stdout: {stdout[:200]!r}"
+
+
+def open_session(http: httpx2.Client, url: str, **headers: str) -> httpx2.Response:
+    """A 2025-11-25 stateful session, handshake and all; the response carries its mcp-session-id when it opened."""
+    opened = http.post(url, json=INITIALIZE, headers={**MCP_HEADERS, **headers})
+    session_id = opened.headers.get("mcp-session-id")
+    if opened.status_code == 200 and session_id:
+        follow = {**MCP_HEADERS, **headers, "mcp-session-id": session_id, "mcp-protocol-version": HANDSHAKE}
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert http.post(url, json=initialized, headers=follow).status_code == 202
+    return opened
+
+
+def ping(http: httpx2.Client, url: str, session_id: str) -> int:
+    """The HTTP status of a ping in a session: 200 while it is open, 404 once the desk has closed it."""
+    headers = {**MCP_HEADERS, "mcp-session-id": session_id, "mcp-protocol-version": HANDSHAKE}
+    return http.post(url, json={"jsonrpc": "2.0", "id": 2, "method": "ping"}, headers=headers).status_code

@@ -3,7 +3,7 @@
 Rules (docs/architecture.md):
 - ``core`` stands alone: it imports no MCP package and nothing of the desk outside ``core``.
 - A feature module never imports another feature module.
-- Only the transports and ``doctor`` import the server factory.
+- Only the transports and the in-process clients (``doctor``, ``demo``, ``timeline_page``) import the server factory.
 - Only ``client_features`` speaks the SDK's sampling and elicitation types or reads the client's capabilities.
 - No import cycle, counting imports made inside functions too.
 """
@@ -22,7 +22,10 @@ from tests.helpers import ROOT
 PACKAGE = "incident_desk"
 MCP_DISTRIBUTIONS = frozenset({"mcp", "mcp_types"})
 SERVER_FACTORY = f"{PACKAGE}.server"
-SERVER_IMPORTERS = frozenset({f"{PACKAGE}.transport", f"{PACKAGE}.doctor", f"{PACKAGE}.demo"})
+# timeline_page asks an in-process desk for show_incident_timeline as a client would, like doctor and demo.
+SERVER_IMPORTERS = frozenset(
+    {f"{PACKAGE}.transport", f"{PACKAGE}.doctor", f"{PACKAGE}.demo", f"{PACKAGE}.timeline_page"}
+)
 CLIENT_FEATURES = f"{PACKAGE}.client_features"
 CLIENT_TALK_PREFIXES = ("CreateMessage", "Elicit", "SamplingMessage", "client_supports_apps")
 CLIENT_TALK_ATTRIBUTES = frozenset({"client_capabilities", "send_request"})

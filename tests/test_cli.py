@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import argparse
 import gc
 import json
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -155,6 +157,47 @@ def test_config_write_carries_the_environment_and_says_which_desk(
     assert f"the client will see the desk in {users_shell / 'desk'}, configured by {users_shell / 'desk.toml'}" in err
     for value in SECRET_VALUES.values():
         assert value not in text + err
+
+
+@pytest.mark.parametrize("client", ["claude-code", "codex", "goose", "continue", "vscode"])
+def test_config_write_twice_says_already_up_to_date_and_touches_nothing(
+    client: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / f"settings.{EXPECTED[client][0]}"
+    assert main(["config", client, "--write", "--path", str(target)]) == 0
+    capsys.readouterr()
+    before = (target.read_bytes(), target.stat().st_mtime_ns)
+    assert main(["config", client, "--write", "--path", str(target)]) == 0
+    err = capsys.readouterr().err
+    assert f"incident-desk in {target} is already up to date; nothing written" in err
+    assert "updated" not in err and "added" not in err
+    assert (target.read_bytes(), target.stat().st_mtime_ns) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == [target.name], "no backup of an unchanged file"
+
+
+@pytest.mark.parametrize("client", ["claude-code", "codex", "goose", "continue", "vscode"])
+def test_config_name_lets_a_stdio_and_an_http_entry_live_side_by_side(
+    client: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fmt, where, command_field, url_field = EXPECTED[client]
+    target = tmp_path / f"settings.{fmt}"
+    url = "http://127.0.0.1:8765/mcp"
+    assert main(["config", client, "--write", "--path", str(target)]) == 0
+    assert main(["config", client, "--write", "--path", str(target), "--http-url", url, "--name", "desk-http"]) == 0
+    err = capsys.readouterr().err
+    assert f"desk-http added to {target}" in err
+    doc = parse(fmt, target.read_text(encoding="utf-8"))
+    entries = {item["name"]: item for item in doc[where[:-2]]} if where.endswith("[]") else doc[where]
+    assert set(entries) == {"incident-desk", "desk-http"}
+    assert command_field in entries["incident-desk"]
+    assert url_field is not None and entries["desk-http"][url_field] == url
+    if client == "goose":
+        assert entries["desk-http"]["name"] == "desk-http"
+
+
+def test_config_name_is_checked(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["config", "cursor", "--name", "my desk"]) == 1
+    assert "entry name 'my desk' is not valid" in capsys.readouterr().err
 
 
 def test_config_without_settings_says_the_client_sees_the_sample_desk(
@@ -325,7 +368,7 @@ def test_secrets_are_refused_in_the_config_file(tmp_path: Path) -> None:
     ("content", "expected"),
     [
         ("port = 'eighty'\n", "invalid setting port"),
-        ("[services.api]\nkind = 'command'\nargv = []\n", "invalid setting services.api.command.argv"),
+        ("[services.api]\nkind = 'command'\nargv = []\n", "invalid setting services.api.argv"),
         ("colour = 'blue'\n", "invalid setting colour"),
         ("port = [\n", "is not valid TOML"),
     ],
@@ -335,6 +378,75 @@ def test_bad_config_values_name_the_setting(tmp_path: Path, content: str, expect
     config.write_text(content)
     with pytest.raises(SettingsError, match=expected.replace(".", r"\.")):
         load_settings({}, config)
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (
+            'data_dri = "/tmp"\n',
+            "invalid setting data_dri (config file {config}): not a setting of this desk (did you mean data_dir?)",
+        ),
+        (
+            '[services.api]\nkind = "comand"\n',
+            "invalid setting services.api.kind (config file {config}): kind 'comand' is not one of command, simulate "
+            "(did you mean command?)",
+        ),
+        (
+            '[services.api]\nargvv = ["true"]\n',
+            "invalid setting services.api.argvv (config file {config}): not a setting of this desk "
+            "(did you mean argv?)",
+        ),
+        (
+            '[services.web.logs]\nkind = "files"\npaths = ["rel/*.log"]\n',
+            "invalid setting services.web.logs (config file {config}): log path 'rel/*.log' is relative: give an "
+            "absolute glob",
+        ),
+    ],
+)
+def test_config_errors_speak_the_users_key_names(tmp_path: Path, content: str, expected: str) -> None:
+    """No tag names, no _action_kind(), no service_logs or INCIDENT_DESK_SERVICE_LOGS the user never wrote."""
+    config = tmp_path / "desk.toml"
+    config.write_text(content)
+    with pytest.raises(SettingsError) as caught:
+        load_settings({}, config)
+    message = str(caught.value)
+    assert message == expected.format(config=config)
+    for jargon in ("_action_kind", "Input tag", "service_logs", "INCIDENT_DESK_SERVICE", "Value error"):
+        assert jargon not in message
+
+
+def test_a_bad_variable_is_named_as_the_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("INCIDENT_DESK_LOG_LEVEL", "loud")
+    with pytest.raises(SettingsError) as caught:
+        load_settings({})
+    assert str(caught.value).startswith("invalid setting log_level (INCIDENT_DESK_LOG_LEVEL): ")
+
+
+def test_unknown_desk_variables_are_warned_about_with_a_suggestion(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("INCIDENT_DESK_DATADIR", str(tmp_path))
+    monkeypatch.setenv("INCIDENT_DESK_SOURCE_PROD", "a source's secret: known")
+    monkeypatch.setenv("INCIDENT_DESK_SERVICES__API__KIND", "simulate")
+    monkeypatch.setenv("INCIDENT_DESK_CONFIG", "")
+    assert main(["audit"]) == 0
+    err = capsys.readouterr().err
+    assert (
+        "incident-desk: warning: INCIDENT_DESK_DATADIR is not a setting of this desk and is ignored; did you mean "
+        "INCIDENT_DESK_DATA_DIR?" in err
+    )
+    assert err.count("warning:") == 1, err
+
+
+def test_a_served_desk_logs_unknown_desk_variables(tmp_path: Path) -> None:
+    env = child_env(tmp_path / "audit.sqlite3", INCIDENT_DESK_DATADIR=str(tmp_path))
+    completed = subprocess.run(
+        [sys.executable, "-m", "incident_desk"], input="", capture_output=True, text=True, env=env, timeout=60
+    )
+    assert completed.stdout == ""
+    assert "INCIDENT_DESK_DATADIR is not a setting of this desk" in completed.stderr
+    assert "did you mean INCIDENT_DESK_DATA_DIR?" in completed.stderr
 
 
 def test_a_secret_value_never_appears_in_a_settings_error(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -354,11 +466,13 @@ def test_a_secret_value_never_appears_in_a_settings_error(monkeypatch: pytest.Mo
         ["config", "zed", "--data-dir", "/srv/desk"],
         ["doctor", "--log-level", "debug"],
         ["demo", "--era", "2026-07-28"],
+        ["timeline", "INC-1042", "--html", "/tmp/page.html"],
     ],
 )
 def test_the_parser_built_for_one_subcommand_reads_it_as_the_whole_parser_does(arguments: list[str]) -> None:
     """A served desk builds only the serve parser (the others import what serving never needs)."""
-    assert set(SUBCOMMANDS) == {"serve", "audit", "key", "token", "config", "doctor", "demo"}  # all of them here
+    all_of_them = {"serve", "audit", "key", "token", "config", "doctor", "demo", "timeline"}
+    assert set(SUBCOMMANDS) == all_of_them  # all of them here
     assert build_parser(arguments[0]).parse_args(arguments) == build_parser().parse_args(arguments)
 
 
@@ -370,3 +484,44 @@ def test_the_command_line_leaves_the_collector_as_it_found_it() -> None:
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(action.choices)
+
+
+def test_top_level_help_shows_the_serving_flags_the_readme_uses_without_serve(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["--help"])
+    assert exited.value.code == 0
+    out = capsys.readouterr().out
+    for flag in ("--transport", "--host", "--port", "--stateless", "--no-redact", "--data-dir", "--audit-db"):
+        assert flag in out, flag
+    assert "`incident-desk [flags]` is `incident-desk serve [flags]`" in " ".join(out.split())
+
+
+def test_every_subcommand_and_flag_has_help_text() -> None:
+    parser = build_parser()
+    subcommands = _subparsers(parser)
+    assert set(subcommands) == set(SUBCOMMANDS)
+    choices = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))._choices_actions
+    assert {c.dest for c in choices if c.help} == set(SUBCOMMANDS)
+    for action in parser._actions:
+        if not isinstance(action, argparse._SubParsersAction):
+            assert action.help, action.option_strings
+    for name, sub in subcommands.items():
+        assert sub.description, f"{name} has no description"
+        for action in sub._actions:
+            assert action.help and action.help != argparse.SUPPRESS, f"{name} {action.option_strings or action.dest}"
+
+
+@pytest.mark.parametrize("command", ["key", "token"])
+def test_key_and_token_offer_no_flag_they_ignore(command: str) -> None:
+    options = {option for action in _subparsers(build_parser())[command]._actions for option in action.option_strings}
+    assert not options & {"--data-dir", "--audit-db", "--log-level", "--log-format"}
+    assert "--config" in options, "the config file may name the keychain service"
+    with pytest.raises(SystemExit):
+        build_parser(command).parse_args([command, "show", "--data-dir", "/srv/desk"])

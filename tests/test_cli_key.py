@@ -108,11 +108,12 @@ def test_keyring_service_setting_is_honoured(
 def test_headless_keychain_exits_1_with_a_clear_message(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], action: str
 ) -> None:
-    _typed(monkeypatch, KEY)
+    prompts = _typed(monkeypatch, KEY)
     verb = "store" if action == "set" else "read"
     with using_keyring(failing_keyring()):
         code, out, err = _run(capsys, action)
     assert code == 1
+    assert prompts == [], "the keychain is checked before the secret is asked for"
     assert out == ""
     assert err.startswith(
         f"incident-desk: cannot {verb} provider-api-key in the OS keychain: no OS keychain is available"
@@ -126,12 +127,42 @@ def test_a_backend_that_keeps_nothing_is_not_reported_as_stored(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """tests/conftest.py selects keyring's null backend, which accepts a secret and drops it."""
-    _typed(monkeypatch, KEY)
+    prompts = _typed(monkeypatch, KEY)
     code, out, err = _run(capsys, "set")
     assert code == 1
-    assert "did not keep provider-api-key (it stores nothing)" in err
+    assert "would not keep provider-api-key (it stores nothing)" in err
+    assert prompts == [], "the keychain is checked before the secret is asked for"
     assert "stored provider-api-key in" not in err
     _assert_never_in_full(out, err)
+
+
+@pytest.mark.parametrize(
+    ("kind", "variable"), [("http", "INCIDENT_DESK_HTTP_TOKEN"), ("sealing", "INCIDENT_DESK_SEALING_KEY")]
+)
+def test_token_create_without_a_keychain_prints_a_fresh_token_for_the_variable(
+    capsys: pytest.CaptureFixture[str], kind: str, variable: str
+) -> None:
+    with using_keyring(failing_keyring()):
+        code = cli.main(["token", "create", "--kind", kind])
+    captured = capsys.readouterr()
+    assert code == 0
+    token = captured.out.strip()
+    assert len(token) >= 40 and "\n" not in token
+    assert "no OS keychain is available" in captured.err
+    assert f"nothing stored; here is a fresh {kind}" in captured.err and f"for {variable}" in captured.err
+    assert token not in captured.err, "the token goes to stdout only"
+    with using_keyring(failing_keyring()):
+        cli.main(["token", "create", "--kind", kind])
+    assert capsys.readouterr().out.strip() != token, "a fresh token each time"
+
+
+def test_token_create_with_a_keychain_stores_and_prints_it_once(
+    memory_keyring: MemoryKeyring, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["token", "create"]) == 0
+    captured = capsys.readouterr()
+    assert memory_keyring.store == {(SERVICE, "http-token"): captured.out.strip()}
+    assert "stored http-token in" in captured.err
 
 
 def test_set_with_closed_stdin_exits_cleanly(

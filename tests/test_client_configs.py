@@ -143,6 +143,13 @@ def test_readme_table_covers_every_client_and_is_current() -> None:
         assert f"(`{client}`)" in readme
 
 
+def test_readme_names_the_variable_gemini_cli_reads_to_trust_a_folder() -> None:
+    """Gemini CLI 0.61 reads GEMINI_CLI_TRUST_WORKSPACE; with the old name the desk stays Disabled."""
+    readme = (CONFIG_DIR / "README.md").read_text(encoding="utf-8")
+    assert "GEMINI_CLI_TRUST_WORKSPACE=true" in readme
+    assert "GEMINI_TRUST_WORKSPACE" not in readme
+
+
 def test_claude_desktop_bundle_manifest_is_a_binary_server() -> None:
     manifest = json.loads((CONFIG_DIR / "claude-desktop" / "manifest.json").read_text(encoding="utf-8"))
     for key in ("manifest_version", "name", "version", "description", "author", "server"):

@@ -1,4 +1,4 @@
-"""``incident-desk demo`` replays the article's transcripts 01-11; its output for each era is a golden file."""
+"""``incident-desk demo`` replays its twelve scripted transcripts; its output for each era is a golden file."""
 
 from __future__ import annotations
 
@@ -75,3 +75,14 @@ def test_safe_write_refuses_a_link_and_leaves_no_temporary_file(tmp_path: Path) 
     safe_write.replace_file(tmp_path, "name.txt", b"new\n")
     assert (tmp_path / "name.txt").read_bytes() == b"new\n" and not (tmp_path / "name.txt").is_symlink()
     assert sorted(path.name for path in tmp_path.iterdir()) == ["name.txt", "victim.txt"], "no temporary file left"
+
+
+def test_demo_shows_the_text_timeline_and_speaks_of_no_unseen_article(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["demo"]) == 0
+    printed = capsys.readouterr().out
+    assert "=== 12-timeline.txt (legacy)" in printed
+    assert "lines/min █ (peak 6)" in printed and "first error 10:58 (line 3)" in printed
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    for text in (printed, readme, cli.build_parser().format_help()):
+        assert "article" not in text.lower()
+        assert "/nCause" not in text

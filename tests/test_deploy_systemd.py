@@ -64,3 +64,47 @@ def test_the_check_catches_a_broken_unit(tmp_path: Path, broken: tuple[str, str]
     assert broken[0] in text
     checked = _verify(text.replace(broken[0], broken[1], 1), tmp_path)
     assert warning in checked.stderr, checked.stderr
+
+
+POLKIT_RULE = ROOT / "deploy" / "incident-desk.polkit.rules"
+# Runs the rule file as polkitd would, with a stand-in `polkit` object, and prints the answer to each request.
+_POLKIT_HARNESS = """
+const rules = [];
+const polkit = { Result: { YES: "yes", NO: "no", NOT_HANDLED: null }, addRule: (rule) => rules.push(rule) };
+eval(require("fs").readFileSync(process.argv[1], "utf8"));
+const answers = JSON.parse(process.argv[2]).map(([id, user, verb, unit]) => {
+  const action = { id, lookup: (key) => ({ verb, unit })[key] };
+  return rules.map((rule) => rule(action, { user })).find((answer) => answer !== null) ?? null;
+});
+process.stdout.write(JSON.stringify(answers));
+"""
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
+def test_the_polkit_rule_lets_the_desk_restart_its_units_and_nothing_else() -> None:
+    """The README's restart example (systemctl restart payments-api) under the unit's NoNewPrivileges."""
+    import json
+
+    manage = "org.freedesktop.systemd1.manage-units"
+    requests = [
+        [manage, "incident-desk", "restart", "payments-api.service"],
+        [manage, "incident-desk", "stop", "payments-api.service"],
+        [manage, "incident-desk", "restart", "postgresql.service"],
+        [manage, "someone-else", "restart", "payments-api.service"],
+        ["org.freedesktop.systemd1.manage-unit-files", "incident-desk", "restart", "payments-api.service"],
+    ]
+    ran = subprocess.run(
+        ["node", "-e", _POLKIT_HARNESS, str(POLKIT_RULE), json.dumps(requests)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout) == ["yes", None, None, None, None]
+
+
+def test_the_unit_keeps_the_desks_state_where_it_may_write() -> None:
+    text = SHIPPED_UNIT.read_text(encoding="utf-8")
+    assert "StateDirectory=incident-desk" in text and "ProtectSystem=strict" in text
+    assert "Environment=XDG_DATA_HOME=%S/incident-desk" in text, "the cursor key must land in the state directory"

@@ -66,3 +66,65 @@ def test_a_missing_keychain_fails_when_a_configured_secret_depends_on_it(tmp_pat
     assert completed.returncode == 1
     assert "[FAIL] keychain: " in completed.stdout
     assert "needed for the anthropic API key" in completed.stdout
+
+
+def test_doctor_names_what_the_desk_registers(tmp_path: Path) -> None:
+    """The line is generated from the registrations: every tool, resource and prompt, counted."""
+    import anyio
+
+    from incident_desk.app import build_app
+    from incident_desk.server import build_server
+    from incident_desk.settings import load_settings
+
+    async def registered() -> tuple[list[str], list[str]]:
+        server = build_server(build_app(load_settings({"audit_db": tmp_path / "probe.sqlite3"})))
+        tools = [tool.name for tool in await server.list_tools()]
+        resources = [str(resource.uri) for resource in await server.list_resources()]
+        return tools, resources
+
+    tools, resources = anyio.run(registered)
+    completed = _doctor(tmp_path)
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    line = next(line for line in completed.stdout.splitlines() if "the desk serves" in line)
+    assert "seven tools" not in line
+    from incident_desk.doctor import _NUMBER_WORDS
+
+    assert f"{_NUMBER_WORDS[len(tools)]} tools ({', '.join(tools)})" in line
+    for name in [*tools, *resources, "incident://{id}/log", "runbook://{service}", "postmortem"]:
+        assert name in line
+
+
+def test_doctor_warns_about_a_data_dir_without_incidents(tmp_path: Path) -> None:
+    root = tmp_path / "desk"
+    (root / "runbooks").mkdir(parents=True)
+    completed = _doctor(tmp_path, "--data-dir", str(root))
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert f"[warn] data directory incidents/: {root / 'incidents'} does not exist" in completed.stdout
+
+
+def test_doctor_checks_each_log_source(tmp_path: Path) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "api.log").write_text("INFO up\n")
+    config = tmp_path / "desk.toml"
+    config.write_text(
+        f'[services.api.logs]\nkind = "files"\npaths = ["{logs}/api*.log"]\n'
+        f'[services.web.logs]\nkind = "files"\npaths = ["{logs}/web*.log"]\n'
+        '[services.jobs.logs]\nkind = "command"\nargv = ["no-such-program-for-doctor", "{service}"]\n'
+        '[services.shell.logs]\nkind = "command"\nargv = ["cat", "/dev/null"]\n'
+    )
+    completed = _doctor(tmp_path, "--config", str(config))
+    assert completed.returncode == 1, completed.stdout + completed.stderr
+    assert "[ok] log source of api: files: 1 file(s) match" in completed.stdout
+    assert f"[FAIL] log source of web: files: no file matches {logs}/web*.log" in completed.stdout
+    assert "[FAIL] log source of jobs: command: no-such-program-for-doctor is not found" in completed.stdout
+    assert "[ok] log source of shell: command: runs " in completed.stdout
+
+
+def test_doctor_warns_about_an_unknown_desk_variable(tmp_path: Path) -> None:
+    completed = _doctor(tmp_path, env={"INCIDENT_DESK_DATADIR": str(tmp_path)})
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert (
+        "[warn] environment: INCIDENT_DESK_DATADIR is not a setting of this desk and is ignored; did you mean "
+        "INCIDENT_DESK_DATA_DIR?" in completed.stdout
+    )

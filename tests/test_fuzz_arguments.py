@@ -60,8 +60,8 @@ def _assert_clean_tool_result(result: CallToolResult, tool: str) -> str:
     assert texts, f"{tool} answered no text"
     text = "\n".join(texts)
     assert not _CRASHES.search(texts[0]), f"{tool} crashed: {text[:300]!r}"
-    if texts[0].startswith(f"Error executing tool {tool}:"):
-        assert "validation error" in texts[0], f"{tool} crashed: {text[:300]!r}"
+    assert not texts[0].startswith(f"Error executing tool {tool}"), f"{tool} crashed: {text[:300]!r}"
+    assert "pydantic.dev" not in text, f"{tool} answered in the SDK's words: {text[:300]!r}"
     return text
 
 

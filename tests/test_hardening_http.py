@@ -1,7 +1,7 @@
 """Hostile HTTP peers, on loopback with ports chosen at run time: none of them needs a token to try.
 
-Half-open connections and slow bodies, connection floods, one client hoarding sessions, /healthz pollers, two
-Authorization headers, a token in the URL, and log floods: each bounded in count and time.
+Half-open connections and slow bodies, connection floods, /healthz pollers, two Authorization headers, a token in
+the URL, and log floods: each bounded in count and time. Sessions per client: ``test_http_sessions.py``.
 """
 
 from __future__ import annotations
@@ -24,30 +24,11 @@ from incident_desk.http import build_asgi
 from incident_desk.server import build_server
 from incident_desk.settings import load_settings
 from tests.helpers import synthetic_incidents
-from tests.http_desk import TOKEN, run_desk
+from tests.http_desk import HANDSHAKE, INITIALIZE, MCP_HEADERS, TOKEN, run_desk
+from tests.http_desk import open_session as _open_session
 
 pytestmark = pytest.mark.http
 linux_only = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="counts descriptors in /proc")
-
-HANDSHAKE = "2025-11-25"
-MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
-INITIALIZE = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": HANDSHAKE, "capabilities": {}, "clientInfo": {"name": "peer", "version": "1"}},
-}
-
-
-def _open_session(http: httpx2.Client, url: str) -> httpx2.Response:
-    """A 2025-11-25 stateful session, handshake and all; the response carries its mcp-session-id when it opened."""
-    opened = http.post(url, json=INITIALIZE, headers=MCP_HEADERS)
-    session_id = opened.headers.get("mcp-session-id")
-    if opened.status_code == 200 and session_id:
-        headers = {**MCP_HEADERS, "mcp-session-id": session_id, "mcp-protocol-version": HANDSHAKE}
-        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-        assert http.post(url, json=initialized, headers=headers).status_code == 202
-    return opened
 
 
 def _descriptors(pid: int) -> int:
@@ -145,41 +126,6 @@ def test_excess_connections_get_503_while_every_connection_is_busy(tmp_path: Pat
     assert busy.headers["retry-after"] == "1"
     assert "try again shortly" in busy.json()["message"]
     assert free.status_code == 200
-
-
-def test_sessions_are_capped_per_client_and_idle_ones_expire(tmp_path: Path) -> None:
-    env = {
-        "INCIDENT_DESK_HTTP_TOKEN": TOKEN,
-        "INCIDENT_DESK_HTTP_MAX_SESSIONS_PER_CLIENT": "3",
-        "INCIDENT_DESK_HTTP_SESSION_IDLE_SECONDS": "2",
-    }
-    auth = {"Authorization": f"Bearer {TOKEN}"}
-    with (
-        run_desk(tmp_path, **env) as desk,
-        httpx2.Client(headers=auth, timeout=10) as hoarder,
-        httpx2.Client(headers=auth, timeout=10, transport=httpx2.HTTPTransport(local_address="127.0.0.2")) as teammate,
-    ):
-        held = [_open_session(hoarder, desk.url) for _ in range(3)]
-        over = _open_session(hoarder, desk.url)
-        other = _open_session(teammate, desk.url)
-        ended = hoarder.delete(desk.url, headers={"mcp-session-id": held[0].headers["mcp-session-id"]})
-        after_delete = _open_session(hoarder, desk.url)
-        time.sleep(3.5)  # every session now idle longer than 2 s
-        stale_id = held[1].headers["mcp-session-id"]
-        stale = hoarder.post(
-            desk.url,
-            json={"jsonrpc": "2.0", "id": 2, "method": "ping"},
-            headers={**MCP_HEADERS, "mcp-session-id": stale_id, "mcp-protocol-version": HANDSHAKE},
-        )
-        after_idle = [_open_session(hoarder, desk.url) for _ in range(3)]
-    assert [response.status_code for response in held] == [200, 200, 200]
-    assert over.status_code == 429
-    assert over.json()["error"]["message"].startswith("Too many open sessions for this client (3)")
-    assert other.status_code == 200, "another client is not locked out"
-    assert ended.status_code == 200
-    assert after_delete.status_code == 200
-    assert stale.status_code == 404, "the SDK expired the idle session too"
-    assert [response.status_code for response in after_idle] == [200, 200, 200]
 
 
 def _raw_request(port: int, request: bytes) -> bytes:

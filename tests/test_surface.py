@@ -68,6 +68,25 @@ async def test_unknown_incident_resource_is_a_clean_protocol_error(
     assert runbook_error.value.message == "No such service: no-such-service"
 
 
+async def test_a_known_service_without_a_runbook_says_the_runbook_is_missing(
+    make_server: Callable[..., MCPServer], era: str, tmp_path: Path
+) -> None:
+    """inventory-sync has a restart entry but no runbooks/inventory-sync.md: not "No such service"."""
+    root = tmp_path / "desk"
+    (root / "runbooks").mkdir(parents=True)
+    (root / "incidents").mkdir()
+    server = make_server(data_dir=root, services={"inventory-sync": {"kind": "simulate"}})
+    async with connect(server, era) as client:
+        tool = await client.call_tool("get_runbook", {"service": "inventory-sync"})
+        unknown = await client.call_tool("get_runbook", {"service": "no-such-service"})
+        with pytest.raises(MCPError) as caught:
+            await client.read_resource("runbook://inventory-sync")
+    missing = "No runbook for inventory-sync (runbooks/inventory-sync.md is missing)"
+    assert tool.is_error and text_of(tool) == missing
+    assert caught.value.code == -32602 and caught.value.message == missing
+    assert unknown.is_error and text_of(unknown) == "No such service: no-such-service"
+
+
 async def test_postmortem_prompt_reproduces_transcript_03(make_server: Callable[..., MCPServer], era: str) -> None:
     async with connect(make_server(), era) as client:
         (prompt,) = (await client.list_prompts()).prompts

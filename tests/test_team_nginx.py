@@ -2,6 +2,7 @@
 
 2025-11-25 stateful sessions stay on the replica that made them (its tag in the session id); 2026-07-28 requests
 go anywhere; under load through the balancer nothing fails and every decision returned has its journal row.
+Behind nginx each desk still counts sessions per real client, from the X-Forwarded-For nginx sets.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ import anyio
 import httpx2
 import pytest
 
+from incident_desk.http_sessions import HANDSHAKE_GRACE_SECONDS
 from tests.helpers import text_of
-from tests.http_desk import Desk, run_desk
+from tests.http_desk import Desk, open_session, ping, run_desk
 from tests.nginx_proxy import running_nginx
 from tests.nginx_proxy import unavailable_reason as nginx_unavailable
 from tests.postgres_cluster import PASSWORD, Cluster, running_cluster
@@ -52,7 +54,7 @@ def _balanced(tmp_path: Path, url: str, services: Mapping[str, object], stack: E
         "INCIDENT_DESK_AUDIT_DB_PASSWORD": PASSWORD,
         "INCIDENT_DESK_SEALING_KEY": SEALING_KEY,
         "INCIDENT_DESK_SERVICES": json.dumps(services),
-        "INCIDENT_DESK_HTTP_MAX_SESSIONS_PER_CLIENT": "200",
+        "INCIDENT_DESK_TRUSTED_PROXIES": '["127.0.0.1"]',  # as the guide's config.toml says
     }
     replicas = [
         stack.enter_context(run_desk(tmp_path, name=f"r{n}", INCIDENT_DESK_REPLICA_TAG=f"r{n}", **env))
@@ -165,6 +167,25 @@ async def test_two_replicas_and_25_clients_each_for_30_seconds_through_nginx(tmp
     assert simulated_by[0] | simulated_by[1] == set(returned)
     shares = [len(tickets) / len(returned) for tickets in simulated_by]
     assert min(shares) >= 0.25, shares
+
+
+def test_behind_nginx_sessions_are_counted_per_real_client(tmp_path: Path) -> None:
+    """Idle cap 1, clients on 127.0.0.2 and 127.0.0.3: a new session from .2 closes only .2's idle one, whatever
+    .2 claims in its own forwarded headers."""
+    env = {"INCIDENT_DESK_TRUSTED_PROXIES": '["127.0.0.1"]', "INCIDENT_DESK_HTTP_MAX_SESSIONS_PER_CLIENT": "1"}
+    spoofed = {"X-Forwarded-For": "127.0.0.3", "Forwarded": "for=127.0.0.3"}
+    with (
+        run_desk(tmp_path, **env) as desk,
+        running_nginx([desk.port, desk.port]) as balanced,  # both upstreams are this one desk
+        httpx2.Client(timeout=10, transport=httpx2.HTTPTransport(local_address="127.0.0.2")) as second,
+        httpx2.Client(timeout=10, transport=httpx2.HTTPTransport(local_address="127.0.0.3")) as third,
+    ):
+        first_of_second = open_session(second, balanced, **spoofed).headers["mcp-session-id"]
+        only_of_third = open_session(third, balanced).headers["mcp-session-id"]
+        time.sleep(HANDSHAKE_GRACE_SECONDS + 0.5)
+        assert open_session(second, balanced, **spoofed).status_code == 200
+        statuses = [ping(second, balanced, first_of_second), ping(third, balanced, only_of_third)]
+    assert statuses == [404, 200]
 
 
 def _tickets(url: str) -> dict[str, set[str]]:

@@ -49,7 +49,7 @@ async def test_the_timeline_of_the_sample_incident(make_app: AppFactory, era: st
     assert "lines/min █ (peak 6)" in text
     assert "first error 10:58 (line 3): 10:58:12 payments-api ERROR connection pool exhausted" in text
     assert "restarts: 2026-11-29 10:59 simulated CHG-7" in text
-    assert "covers the whole log" in text
+    assert "covers the whole log (469 bytes, 6 lines)" in text
 
 
 async def test_an_unknown_incident_is_a_clean_error(make_server: Any, era: str) -> None:
@@ -76,7 +76,9 @@ async def test_a_log_too_big_for_the_budget_says_what_span_it_covers(
     assert timeline is not None
     assert timeline["stopped"] == "time budget"
     assert 0 < timeline["scanned_bytes"] < timeline["total_bytes"]
-    assert f"of {timeline['total_bytes']} bytes" in text_of(result)
+    total = timeline["total_bytes"]
+    assert f"of {total / 1e6:.1f} MB (" in text_of(result), "sizes in MB/GB, not raw byte counts"
+    assert str(total) not in text_of(result) and str(timeline["scanned_bytes"]) not in text_of(result)
     assert "stopped at the time budget" in text_of(result)
 
 
@@ -113,3 +115,20 @@ async def test_declaring_the_extension_without_its_mime_type_is_not_declaring_it
     async with connect(make_server(), era, extensions=[advertise(EXTENSION_ID, {"mimeTypes": []})]) as client:
         tools = {tool.name: tool for tool in (await client.list_tools()).tools}
     assert "ui" not in (tools["show_incident_timeline"].meta or {})
+
+
+@pytest.mark.parametrize(
+    ("size", "shown"),
+    [
+        (469, "469 bytes"),
+        (1_000, "1.0 kB"),
+        (146_800_566, "146.8 MB"),
+        (209_715_296, "209.7 MB"),
+        (1_073_741_824, "1.07 GB"),
+        (52_000_000_000, "52.0 GB"),
+    ],
+)
+def test_sizes_read_as_people_read_them(size: int, shown: str) -> None:
+    from incident_desk.features.timeline import human_size
+
+    assert human_size(size) == shown

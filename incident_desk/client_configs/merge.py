@@ -34,6 +34,7 @@ class WriteReport:
     path: Path
     backup: Path | None
     replaced: bool
+    changed: bool = True  # False: the file already held exactly this entry and was not touched
 
 
 class _ParseError(Exception):
@@ -48,8 +49,14 @@ class _Unsupported(Exception):
     """Valid, but written in a form that is not edited automatically."""
 
 
-def _put_entry(spec: ClientSpec, doc: Any, entry: Any, keep_tail: Callable[[Any, Any], None] = lambda *_: None) -> bool:
-    """Add or replace the entry in plain, tomlkit or ruamel containers (True: replaced); ``keep_tail(block,
+def _put_entry(
+    spec: ClientSpec,
+    doc: Any,
+    entry: Any,
+    keep_tail: Callable[[Any, Any], None] = lambda *_: None,
+    name: str = SERVER_NAME,
+) -> bool:
+    """Add or replace the entry ``name`` in plain, tomlkit or ruamel containers (True: replaced); ``keep_tail(block,
     entry)`` moves the comments ending the block the entry now follows (or replaces) onto the entry."""
     key = spec.server_key
     servers = doc.get(key)
@@ -58,16 +65,16 @@ def _put_entry(spec: ClientSpec, doc: Any, entry: Any, keep_tail: Callable[[Any,
     if spec.layout == "continue":
         if not isinstance(servers, MutableSequence):
             raise _ParseError(f"{key!r} is not a list")
-        ours = [i for i, item in enumerate(servers) if isinstance(item, Mapping) and item.get("name") == SERVER_NAME]
+        ours = [i for i, item in enumerate(servers) if isinstance(item, Mapping) and item.get("name") == name]
         index = ours[0] if ours else len(servers)
         keep_tail(servers[index] if ours else servers, entry)
         servers[index : index + 1] = [entry]
         return bool(ours)
     if not isinstance(servers, MutableMapping):
         raise _ParseError(f"{key!r} is not {dict(json='an object', toml='a table').get(spec.format, 'a mapping')}")
-    replaced = SERVER_NAME in servers
-    keep_tail(servers[SERVER_NAME] if replaced else servers, entry)
-    servers[SERVER_NAME] = entry
+    replaced = name in servers
+    keep_tail(servers[name] if replaced else servers, entry)
+    servers[name] = entry
     return replaced
 
 
@@ -146,12 +153,12 @@ def _jsonc_put(text: str, path: tuple[str, ...], value: Any, unit: str, append: 
     return text[:value_start] + _dump_at(nested, _line_indent(text, start), unit) + text[value_end:]
 
 
-def _edit_json(spec: ClientSpec, text: str, entry: dict[str, Any], expected: Any, add_input: bool) -> str:
+def _edit_json(spec: ClientSpec, text: str, entry: dict[str, Any], expected: Any, add_input: bool, name: str) -> str:
     indented = re.search(r"(?m)^([ \t]+)\S", _scan_jsonc(text)[0])  # the first level's step, comments blanked
     unit = indented[1] if indented else "  "
     if not spec.comments_allowed:
         return json.dumps(expected, indent=unit, ensure_ascii=False) + "\n"
-    text = _jsonc_put(text, (spec.server_key, SERVER_NAME), entry, unit)
+    text = _jsonc_put(text, (spec.server_key, name), entry, unit)
     return _jsonc_put(text, ("inputs",), render.vscode_input(), unit, append=True) if add_input else text
 
 
@@ -166,10 +173,10 @@ def _carry_toml_tail(block: Any, table: Table) -> None:
     del body[len(body) - len(tail) :]
 
 
-def _edit_toml(spec: ClientSpec, text: str, entry: dict[str, Any], expected: Any, add_input: bool) -> str:
+def _edit_toml(spec: ClientSpec, text: str, entry: dict[str, Any], expected: Any, add_input: bool, name: str) -> str:
     doc = tomlkit.parse(text)
     doc.setdefault(spec.server_key, tomlkit.table(is_super_table=True))
-    _put_entry(spec, doc, render.toml_entry(entry), _carry_toml_tail)
+    _put_entry(spec, doc, render.toml_entry(entry), _carry_toml_tail, name)
     return doc.as_string()
 
 
@@ -191,7 +198,7 @@ def _carry_yaml_tail(block: Any, entry: Any) -> None:
         target[0].setdefault(target[1], [None] * 4)[target[2]] = moved
 
 
-def _edit_yaml(spec: ClientSpec, text: str, entry: dict[str, Any], expected: Any, add_input: bool) -> str:
+def _edit_yaml(spec: ClientSpec, text: str, entry: dict[str, Any], expected: Any, add_input: bool, name: str) -> str:
     editor = render.yaml_editor()
     editor.preserve_quotes, editor.explicit_start = True, text.startswith("---")
     if any(getattr(event, "anchor", None) for event in editor.parse(text)):
@@ -201,7 +208,7 @@ def _edit_yaml(spec: ClientSpec, text: str, entry: dict[str, Any], expected: Any
         editor.indent(mapping=sequence_indent - dash_offset, sequence=sequence_indent, offset=dash_offset)
     if doc.get(spec.server_key) in (None, {}, []):  # a new block collection, not a flow `{}` or `[]`
         doc[spec.server_key] = CommentedSeq() if spec.layout == "continue" else CommentedMap()
-    _put_entry(spec, doc, render.yaml_styled(entry), _carry_yaml_tail)
+    _put_entry(spec, doc, render.yaml_styled(entry), _carry_yaml_tail, name)
     return render.dump_yaml(editor, doc)
 
 
@@ -234,16 +241,16 @@ def _parse(spec: ClientSpec, text: str) -> Any:
         raise _ParseError(f"not valid JSON: {problem}", text, exc.pos) from None
 
 
-def _merge(spec: ClientSpec, text: str, entry: dict[str, Any]) -> tuple[str, bool]:
+def _merge(spec: ClientSpec, text: str, entry: dict[str, Any], name: str = SERVER_NAME) -> tuple[str, bool]:
     """The new text and whether an entry was replaced; ``text`` itself when nothing would change."""
     before = _parse(spec, text)
     if before is None:  # empty, or only comments
-        fresh = render.render_document(spec, render.document(spec, entry))
+        fresh = render.render_document(spec, render.document(spec, entry, name))
         return (text.rstrip() + "\n" if text.strip() else "") + fresh, False
     if not isinstance(before, dict):
         raise _ParseError(f"the top level is not {'a JSON object' if spec.format == 'json' else 'a YAML mapping'}")
     expected = copy.deepcopy(before)
-    replaced = _put_entry(spec, expected, entry)
+    replaced = _put_entry(spec, expected, entry, name=name)
     add_input = spec.name == "vscode" and "headers" in entry  # its token header reads this input
     if add_input:
         inputs = expected.setdefault("inputs", [])
@@ -256,7 +263,7 @@ def _merge(spec: ClientSpec, text: str, entry: dict[str, Any]) -> tuple[str, boo
         return text, replaced
     edit = {"json": _edit_json, "toml": _edit_toml, "yaml": _edit_yaml}[spec.format]
     try:
-        new_text = edit(spec, text, entry, expected, add_input)
+        new_text = edit(spec, text, entry, expected, add_input, name)
         after = _parse(spec, new_text)
     except (ValueError, TOMLKitError, YAMLError, _ParseError) as exc:  # e.g. tomlkit refuses to edit an inline table
         raise _Unsupported(f"the edit does not apply cleanly: {exc}") from None
@@ -295,11 +302,12 @@ def write_config(
     http_url: str | None = None,
     env: Mapping[str, str] | None = None,
     token: bool = False,
+    name: str = SERVER_NAME,
 ) -> WriteReport:
     """Merge the entry into ``client``'s config file (default: ``default_config_path``), backing it up first; a
     broken or unusual file is left untouched and ``ClientConfigError`` names it, the problem and the snippet."""
     spec = registry.client_spec(client)
-    entry = render.entry_for(spec, launcher, http_url, env or {}, token)
+    entry = render.entry_for(spec, launcher, http_url, env or {}, token, name)
     target = (path or registry.default_config_path(client)).expanduser()
     if target.is_symlink():
         target = target.resolve()  # keep a dotfile manager's link; write where it points
@@ -312,17 +320,17 @@ def write_config(
         raise ClientConfigError(f"{target}: cannot be read: {exc}") from None
     bom, crlf = "\ufeff" if decoded.startswith("\ufeff") else "", "\r\n" in decoded
     try:
-        new_text, replaced = _merge(spec, decoded[len(bom) :].replace("\r\n", "\n"), entry)
+        new_text, replaced = _merge(spec, decoded[len(bom) :].replace("\r\n", "\n"), entry, name)
     except _ParseError as exc:
         raise ClientConfigError(f"{target}: {exc}; the file was left untouched") from None
     except _Unsupported as exc:
-        snippet = render.render_snippet(client, launcher, http_url=http_url, env=env, token=token)
+        snippet = render.render_snippet(client, launcher, http_url=http_url, env=env, token=token, name=name)
         raise ClientConfigError(
             f"{target}: cannot be edited safely ({exc}); the file was left untouched. Add this by hand:\n{snippet}"
         ) from None
     data = (bom + (new_text.replace("\n", "\r\n") if crlf else new_text)).encode("utf-8")
     if data == original:
-        return WriteReport(target, None, replaced)
+        return WriteReport(target, None, replaced, changed=False)
     try:
         return WriteReport(target, _replace_file(target, data, original), replaced)
     except safe_write.UnsafeTarget as exc:

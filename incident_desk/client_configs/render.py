@@ -27,6 +27,8 @@ _CODEX_UVX_STARTUP_TIMEOUT_SECONDS = 60  # uvx rebuilds a changed checkout befor
 _SECRET_NAME = re.compile(r"TOKEN|SECRET|PASSW|API_?KEY|SEALING|CREDENTIAL|(^|_)KEY$", re.IGNORECASE)
 # Strings the shipped YAML writes bare; everything else is double-quoted, as the files always had it.
 _YAML_BARE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-/]*$")
+# An entry's key in a client's config (``--name``): a plain word every client's format takes unquoted.
+_ENTRY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 _YAML_RESERVED = frozenset({"true", "false", "yes", "no", "on", "off", "null", "y", "n"})
 
 
@@ -79,9 +81,25 @@ def _http_entry(spec: ClientSpec, url: str, token: bool) -> dict[str, Any]:
 
 
 def entry_for(
-    spec: ClientSpec, launcher: Launcher | None, url: str | None, env: Mapping[str, str], token: bool = False
+    spec: ClientSpec,
+    launcher: Launcher | None,
+    url: str | None,
+    env: Mapping[str, str],
+    token: bool = False,
+    name: str = SERVER_NAME,
 ) -> dict[str, Any]:
-    """The ``incident-desk`` entry in ``spec``'s spelling (HTTP: a token header if ``token``); no secret-like env."""
+    """The entry in ``spec``'s spelling (HTTP: a token header if ``token``); no secret-like env."""
+    entry = _entry_for(spec, launcher, url, env, token)
+    if not _ENTRY_NAME.fullmatch(name):
+        raise ClientConfigError(f"entry name {name!r} is not valid: use letters, digits, . _ - (at most 64)")
+    if "name" in entry:  # Goose and Continue name the entry inside it too
+        entry["name"] = name
+    return entry
+
+
+def _entry_for(
+    spec: ClientSpec, launcher: Launcher | None, url: str | None, env: Mapping[str, str], token: bool
+) -> dict[str, Any]:
     secret_like = sorted(name for name in env if _SECRET_NAME.search(name))
     if secret_like:
         raise ClientConfigError(
@@ -110,11 +128,11 @@ def vscode_input() -> dict[str, Any]:
     }
 
 
-def document(spec: ClientSpec, entry: dict[str, Any]) -> dict[str, Any]:
-    """The whole minimal file for ``spec`` holding just ``entry``."""
+def document(spec: ClientSpec, entry: dict[str, Any], name: str = SERVER_NAME) -> dict[str, Any]:
+    """The whole minimal file for ``spec`` holding just ``entry`` (named ``name``)."""
     if spec.layout == "continue":
         return {"name": SERVER_NAME, "version": "0.0.1", "schema": "v1", "mcpServers": [entry]}
-    doc: dict[str, Any] = {spec.server_key: {SERVER_NAME: entry}}
+    doc: dict[str, Any] = {spec.server_key: {name: entry}}
     return {"inputs": [vscode_input()], **doc} if spec.name == "vscode" and "headers" in entry else doc
 
 
@@ -171,7 +189,8 @@ def render_document(spec: ClientSpec, doc: dict[str, Any]) -> str:
         return dump_yaml(yaml_editor(), yaml_styled(doc))
     toml = tomlkit.document()
     servers = toml[spec.server_key] = tomlkit.table(is_super_table=True)
-    servers[SERVER_NAME] = toml_entry(doc[spec.server_key][SERVER_NAME])
+    for name, entry in doc[spec.server_key].items():
+        servers[name] = toml_entry(entry)
     return toml.as_string()
 
 
@@ -182,10 +201,11 @@ def render_snippet(
     http_url: str | None = None,
     env: Mapping[str, str] | None = None,
     token: bool = False,
+    name: str = SERVER_NAME,
 ) -> str:
     """A minimal config file for ``client``: stdio with ``launcher`` (default: this installation), or HTTP."""
     spec = registry.client_spec(client)
-    return render_document(spec, document(spec, entry_for(spec, launcher, http_url, env or {}, token)))
+    return render_document(spec, document(spec, entry_for(spec, launcher, http_url, env or {}, token, name), name))
 
 
 def example_files() -> dict[str, str]:

@@ -94,6 +94,27 @@ def store_secret(service: str, name: str, value: str) -> None:
         )
 
 
+def check_can_store(service: str, name: str) -> None:
+    """Raise the reason ``store_secret`` would fail, before anyone types a secret that would then be lost."""
+    try:
+        import keyring
+        from keyring.backends import fail, null
+
+        backend = keyring.get_keyring()
+        if isinstance(backend, fail.Keyring):
+            keyring.get_password(service, name)  # raises NoKeyringError, described below
+        if isinstance(backend, null.Keyring):
+            raise CredentialStoreError(
+                f"the keychain backend {backend_description()} would not keep {name} "
+                f"(it stores nothing); use a real keychain or set {env_var_name(name)}"
+            )
+        keyring.get_password(service, name)
+    except CredentialStoreError:
+        raise
+    except Exception as exc:
+        raise CredentialStoreError(_describe_failure("store", name, exc)) from None
+
+
 def delete_secret(service: str, name: str) -> bool:
     """Remove a stored secret; False when there was nothing to remove."""
     if read_secret(service, name) is None:

@@ -60,6 +60,14 @@ class UnknownService(DeskError):
         self.service = service
 
 
+class RunbookMissing(UnknownService):
+    """A service the desk knows (an incident, a restart action or a log source names it) with no runbook file."""
+
+    def __init__(self, service: str) -> None:
+        DeskError.__init__(self, f"No runbook for {service} ({RUNBOOKS_DIR}/{service}{RUNBOOK_SUFFIX} is missing)")
+        self.service = service
+
+
 class LogUnavailable(DeskError):
     """An incident's log could not be read (gone, unreadable, refused) after the desk listed the incident."""
 

@@ -79,12 +79,24 @@ def _hhmm(moment: datetime) -> str:
     return moment.strftime("%H:%M")
 
 
+def human_size(size: int) -> str:
+    """A byte count as people read it: ``469 bytes``, ``44.0 MB``, ``1.07 GB`` (decimal units, as disks say)."""
+    if size < 1000:
+        return f"{size} bytes"
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if size >= scale:
+            value = size / scale
+            return f"{value:.2f} {unit}" if unit == "GB" and value < 10 else f"{value:.1f} {unit}"
+    return f"{size} bytes"  # unreachable: the last scale is 1e3
+
+
 def _covers(scan: timeline.LevelScan, minutes: list[timeline.Minute]) -> str:
     span = f"{_hhmm(minutes[0].start)}–{_hhmm(minutes[-1].start)} UTC" if minutes else "no timed lines"
+    lines = f"{scan.scanned_lines:,} lines"
     if scan.stopped == "end of log":
-        return f"the whole log ({scan.total_bytes} bytes, {scan.scanned_lines} lines): {span}"
+        return f"the whole log ({human_size(scan.total_bytes)}, {lines}): {span}"
     return (
-        f"the first {scan.scanned_bytes} of {scan.total_bytes} bytes ({scan.scanned_lines} lines, stopped at the "
+        f"the first {human_size(scan.scanned_bytes)} of {human_size(scan.total_bytes)} ({lines}, stopped at the "
         f"{scan.stopped}): {span}"
     )
 

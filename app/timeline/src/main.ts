@@ -1,6 +1,8 @@
 // The incident timeline view: bars of log lines per minute stacked by level, with markers for when the
 // incident opened, the first error and each restart decision. It draws the structured content of a
-// show_incident_timeline result handed over by the host, and loads nothing itself.
+// show_incident_timeline result handed over by the host, and loads nothing itself. A page written by
+// `incident-desk timeline ID --html FILE` carries that content in a #timeline-data element instead, and is
+// drawn without any host.
 import { App, applyDocumentTheme, type McpUiHostContext } from "@modelcontextprotocol/ext-apps";
 
 type Level = "error" | "warn" | "info" | "debug";
@@ -21,7 +23,11 @@ interface Timeline {
 const SVG_NS = "http://www.w3.org/2000/svg";
 const WIDTH = 600;
 const HEIGHT = 220;
-const PLOT = { left: 36, right: 8, top: 22, bottom: 22 };
+// The band above the plot holds the marker labels (two rows), so no label is drawn over a bar.
+const PLOT = { left: 36, right: 8, top: 34, bottom: 22 };
+const MARKER_ROWS = [12, 26];
+// Half the width of an "HH:MM" axis label at 10px, so the first and last stay inside the chart.
+const LABEL_HALF_WIDTH = 16;
 const MINUTE_MS = 60_000;
 
 function svg<K extends keyof SVGElementTagNameMap>(
@@ -68,9 +74,9 @@ function draw(timeline: Timeline): void {
   zero.textContent = "0";
   const ticks = [...new Set([0, Math.floor((minutes.length - 1) / 2), minutes.length - 1])];
   for (const index of ticks) {
-    const label = svg("text", {
-      x: PLOT.left + (index + 0.5) * slot, y: HEIGHT - 6, "text-anchor": "middle", class: "x-label",
-    }, axis);
+    const centre = PLOT.left + (index + 0.5) * slot;
+    const x = Math.min(Math.max(centre, LABEL_HALF_WIDTH), WIDTH - LABEL_HALF_WIDTH);
+    const label = svg("text", { x, y: HEIGHT - 6, "text-anchor": "middle", class: "x-label" }, axis);
     label.textContent = hhmm(minutes[index].start);
   }
 
@@ -95,9 +101,14 @@ function draw(timeline: Timeline): void {
   const mark = (kind: string, iso: string, text: string): boolean => {
     const x = xAt(iso);
     if (x === null) return false;
+    const row = MARKER_ROWS[(markers.childElementCount) % MARKER_ROWS.length];
     const group = svg("g", { class: `marker ${kind}` }, markers);
-    svg("line", { x1: x, x2: x, y1: PLOT.top - 4, y2: HEIGHT - PLOT.bottom }, group);
-    svg("text", { x: x + 2, y: PLOT.top - 8 + (markers.childElementCount % 2) * 10 }, group).textContent = text;
+    svg("line", { x1: x, x2: x, y1: row + 2, y2: HEIGHT - PLOT.bottom }, group);
+    // Labels read to the right of their line, or to its left near the right edge, so none leaves the chart.
+    const rightward = x < WIDTH / 2;
+    const anchor = rightward ? "start" : "end";
+    const label = svg("text", { x: rightward ? x + 3 : x - 3, y: row, "text-anchor": anchor }, group);
+    label.textContent = text;
     return true;
   };
   mark("opened", timeline.opened, "opened");
@@ -111,16 +122,31 @@ function applyTheme(context: McpUiHostContext | undefined): void {
   if (context?.theme) applyDocumentTheme(context.theme);
 }
 
-const app = new App({ name: "incident-desk-timeline", version: "1.0.0" }, {}, { autoResize: true });
-app.addEventListener("toolresult", (result) => {
-  const status = document.getElementById("status")!;
-  if (result.isError || !result.structuredContent) {
-    const text = result.content?.find((block) => block.type === "text");
-    status.textContent = text && "text" in text ? String(text.text) : "The timeline could not be read.";
-    return;
-  }
-  draw(result.structuredContent as unknown as Timeline);
-});
-app.addEventListener("hostcontextchanged", (context) => applyTheme(context));
-await app.connect();
-applyTheme(app.getHostContext());
+function preferredTheme(): "light" | "dark" {
+  return window.matchMedia?.("(prefers-color-scheme: dark)").matches ? "dark" : "light";
+}
+
+const embedded = document.getElementById("timeline-data");
+if (embedded?.textContent) {
+  // A page written by the command line: the data is in the page, and there is no host to connect to.
+  applyDocumentTheme(preferredTheme());
+  draw(JSON.parse(embedded.textContent) as Timeline);
+} else {
+  await connectToHost();
+}
+
+async function connectToHost(): Promise<void> {
+  const app = new App({ name: "incident-desk-timeline", version: "1.0.0" }, {}, { autoResize: true });
+  app.addEventListener("toolresult", (result) => {
+    const status = document.getElementById("status")!;
+    if (result.isError || !result.structuredContent) {
+      const text = result.content?.find((block) => block.type === "text");
+      status.textContent = text && "text" in text ? String(text.text) : "The timeline could not be read.";
+      return;
+    }
+    draw(result.structuredContent as unknown as Timeline);
+  });
+  app.addEventListener("hostcontextchanged", (context) => applyTheme(context));
+  await app.connect();
+  applyTheme(app.getHostContext());
+}
