@@ -132,6 +132,10 @@ class DeskApp:
     async def record_decision(self, decision: Decision) -> None:
         await anyio.to_thread.run_sync(self.journal.record, decision)
 
+    async def check_journal_writable(self) -> None:
+        """AuditError when the journal cannot take a decision now (checked before a human is asked)."""
+        await anyio.to_thread.run_sync(self.journal.check_writable)
+
     async def provider_key(self) -> credentials.SecretLookup:
         """The model provider's API key: the environment, else the keychain (which may block)."""
         settings = self.settings

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
-SUBCOMMANDS = ("serve", "audit", "key", "token", "config", "doctor", "demo", "timeline")
+SUBCOMMANDS = ("serve", "audit", "locks", "key", "token", "config", "doctor", "demo", "timeline")
 
 
 def _out(text: str) -> None:
@@ -102,6 +102,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         )
     if only in (None, "audit"):
         _add_audit_parser(commands)
+    if only in (None, "locks"):
+        _add_locks_parser(commands)
     if only in (None, "key"):
         _add_key_parser(commands)
     if only in (None, "token"):
@@ -146,6 +148,35 @@ def _add_audit_parser(commands: Subparsers) -> None:
     )
     _add_settings_flags(audit)
     audit.add_argument("--limit", type=_audit_limit, default=50, help="how many decisions, 1-500 (default 50)")
+
+
+def _add_locks_parser(commands: Subparsers) -> None:
+    locks = commands.add_parser(
+        "locks",
+        help="list the restart locks held on a team desk, or break a stuck one",
+        description="See which replica holds each service's restart lock on a PostgreSQL journal, and break a "
+        "stuck one.",
+    )
+    actions = locks.add_subparsers(
+        dest="locks_action", required=True, metavar="{list,break}", help="list the locks, or break one"
+    )
+    _add_settings_flags(
+        actions.add_parser(
+            "list",
+            help="the services being restarted now, by whom, since when",
+            description="List the restart locks held now: service, holder, since when, database session.",
+        )
+    )
+    breaking = actions.add_parser(
+        "break",
+        help="end the session holding a service's lock (journalled, with your OS user)",
+        description="Break a service's restart lock by ending the database session that holds it. Do this only "
+        "once the holder's restart command cannot still be running: kill a stopped replica instead if you can "
+        "(its lock then goes by itself).",
+    )
+    _add_settings_flags(breaking)
+    breaking.add_argument("service", help="the service whose lock to break")
+    breaking.add_argument("--reason", required=True, help="why the lock is broken; kept in the journal")
 
 
 def _add_key_parser(commands: Subparsers) -> None:
@@ -290,6 +321,10 @@ def _run(args: argparse.Namespace) -> int:
             return serve(settings)
         if args.command == "audit":
             return _audit(settings, args.limit)
+        if args.command == "locks":
+            from incident_desk.locks_cli import run_locks
+
+            return run_locks(settings, args.locks_action, getattr(args, "service", None), getattr(args, "reason", None))
         if args.command == "key":
             return _key(settings, args.action, args.kind, args.source)
         if args.command == "token":

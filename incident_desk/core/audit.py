@@ -117,10 +117,23 @@ class Outcome(StrEnum):
     CLIENT_ERROR = "client_error"
     REFUSED_STALE = "refused_stale"
     REFUSED_BUSY = "refused_busy"
+    LOCK_BROKEN = "lock_broken"
 
 
 def _now() -> datetime:
     return datetime.now(UTC)
+
+
+def storable(text: str) -> str:
+    """``text`` as every journal can keep it: a NUL (which PostgreSQL text refuses) becomes the four characters
+    ``\\x00``, and a lone surrogate (which no UTF-8 database can store) its ``\\udXXX`` escape."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\\x00")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
 
 
 def cut(text: str, limit: int) -> str:
@@ -159,7 +172,7 @@ class Decision:
         for name, limit in FIELD_LIMITS.items():
             value = getattr(self, name)
             if value is not None:
-                object.__setattr__(self, name, cut(value, limit))
+                object.__setattr__(self, name, cut(storable(value), limit))
         if self.time.tzinfo is None or self.time.utcoffset() is None:
             raise ValueError("decision time must be timezone-aware; a naive time is ambiguous in an audit trail")
         object.__setattr__(self, "time", self.time.astimezone(UTC))
@@ -175,6 +188,7 @@ class Journal(Protocol):
     def recent(self, limit: int = 50) -> list[Decision]: ...
     def count(self) -> int: ...
     def probe(self) -> None: ...
+    def check_writable(self) -> None: ...
     def close(self) -> None: ...
 
 
@@ -245,6 +259,13 @@ class AuditJournal:
                 conn.execute("ROLLBACK")
         if found is None or found[0] != PROBE_ROW[1]:
             raise AuditError(f"audit journal {self.path} did not read back the row it wrote")
+
+    def check_writable(self) -> None:
+        """Raise ``AuditError`` unless the journal can take a write now (nothing is written): checked before a
+        human is asked to approve anything."""
+        with self._connect() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("ROLLBACK")
 
     def recent(self, limit: int = 50) -> list[Decision]:
         """The last ``limit`` decisions, newest first."""

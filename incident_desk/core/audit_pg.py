@@ -7,6 +7,7 @@ database enforces across every replica. A small pool keeps connections; broken o
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -27,12 +28,25 @@ from incident_desk.core.audit import (
     display_url,
     row_to_decision,
 )
-from incident_desk.core.restart_locks import PostgresLocks, RestartLocks
+from incident_desk.core.restart_locks import (
+    HELD_LOCKS_SQL,
+    HeldLock,
+    PostgresLocks,
+    RestartLocks,
+    held_from_rows,
+)
 
-# Advisory locks, hashtextextended and idle_session_timeout (which frees a hung replica's restart lock).
+# Advisory locks, hashtextextended, and pg_terminate_backend with a timeout (breaking a stuck lock).
 MIN_SERVER_VERSION = 140000
+# Writes wait this long for a pooled connection: a busy journal is worth waiting for before a restart is refused.
 POOL_TIMEOUT_SECONDS = 5.0
+# Reads and the checks made before a human is asked wait this long for a pooled connection, then check with a fresh
+# connection whether the database is down (and say so at once) before waiting the rest of the usual time.
+READ_TIMEOUT_SECONDS = 1.0
+# libpq's connect_timeout; it counts whole seconds and treats anything under 2 as 2.
 CONNECT_TIMEOUT_SECONDS = 5
+DIRECT_CONNECT_TIMEOUT_SECONDS = 2
+BREAK_WAIT_MILLISECONDS = 5000
 
 _SCHEMA = [
     """CREATE TABLE decisions (
@@ -86,12 +100,13 @@ class PostgresJournal:
             max_size=4,
             open=False,
             timeout=pool_timeout,
-            kwargs={"autocommit": True},
+            kwargs={"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_SECONDS},
             check=ConnectionPool.check_connection,
             name="incident-desk-journal",
         )
         self._pool.open()
-        self.locks: RestartLocks = PostgresLocks(conninfo, self.location, AuditError)
+        self._conninfo = conninfo
+        self.locks: RestartLocks = PostgresLocks(conninfo, self.location, AuditError, self.held_locks)
 
     def close(self) -> None:
         self._pool.close()
@@ -127,12 +142,12 @@ class PostgresJournal:
         """The last ``limit`` decisions, newest first."""
         if limit < 1:
             raise ValueError(f"limit must be at least 1, got {limit}")
-        with self._connection("read") as conn:
+        with self._connection("read", READ_TIMEOUT_SECONDS) as conn:
             rows = conn.execute(_SELECT_RECENT, {**_SELECTED_CHARS, "limit": limit}).fetchall()
         return [row_to_decision((row[0], row[1].isoformat(), *row[2:])) for row in rows]
 
     def count(self) -> int:
-        with self._connection("read") as conn:
+        with self._connection("read", READ_TIMEOUT_SECONDS) as conn:
             found = conn.execute("SELECT COUNT(*) FROM decisions").fetchone()
         return int(found[0]) if found else 0
 
@@ -155,13 +170,77 @@ class PostgresJournal:
             found = conn.execute("SELECT version FROM incident_desk_schema").fetchone()
         return int(found[0]) if found else 0
 
+    def check_writable(self) -> None:
+        """Raise ``AuditError`` unless the journal answers now and this desk may append to it (no row is
+        written): checked before a human is asked to approve anything."""
+        with self._connection("reached", READ_TIMEOUT_SECONDS) as conn:
+            found = conn.execute("SELECT has_table_privilege('decisions', 'INSERT')").fetchone()
+        if found is None or found[0] is not True:
+            raise AuditError(f"audit journal {self.location} cannot be written: this desk's role may not insert")
+
+    def held_locks(self, service: str | None = None) -> list[HeldLock]:
+        """The restart locks held right now (``service``'s alone, when given), with the sessions holding them."""
+        with self._connection("read", READ_TIMEOUT_SECONDS) as conn:
+            rows = conn.execute(HELD_LOCKS_SQL, {"service": service}).fetchall()
+        return held_from_rows(rows)
+
+    def break_lock(self, service: str) -> HeldLock | None:
+        """End the session holding ``service``'s restart lock, so the database frees it; None if none held it.
+
+        The caller journals the break: this only ends the session, and waits until its lock is gone.
+        """
+        with self._connection("written", READ_TIMEOUT_SECONDS) as conn:
+            found = held_from_rows(conn.execute(HELD_LOCKS_SQL, {"service": service}).fetchall())
+            if not found:
+                return None
+            (held,) = found
+            ended = conn.execute(
+                "SELECT pg_terminate_backend(%s, %s)", (held.backend_pid, BREAK_WAIT_MILLISECONDS)
+            ).fetchone()
+            if ended is None or ended[0] is not True:
+                raise AuditError(
+                    f"the restart lock of {service} could not be broken: session {held.backend_pid} did not end "
+                    f"within {BREAK_WAIT_MILLISECONDS / 1000:g}s"
+                )
+            deadline = time.monotonic() + BREAK_WAIT_MILLISECONDS / 1000
+            while conn.execute(HELD_LOCKS_SQL, {"service": service}).fetchone() is not None:
+                if time.monotonic() > deadline:
+                    raise AuditError(f"the restart lock of {service} is still held after its session ended")
+                time.sleep(0.05)
+        return held
+
     @contextmanager
-    def _connection(self, doing: str) -> Iterator[psycopg.Connection[Any]]:
+    def _connection(self, doing: str, timeout: float = POOL_TIMEOUT_SECONDS) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection. ``timeout`` under ``POOL_TIMEOUT_SECONDS`` (reads, checks): after that long without
+        one, a connection of its own says at once whether the database is down; if it is not (back from an outage
+        while the pool's reconnection backs off, or every pooled connection busy), wait the rest of the usual time."""
+        waits = [timeout] if timeout >= POOL_TIMEOUT_SECONDS else [timeout, POOL_TIMEOUT_SECONDS - timeout]
+        for attempt, wait in enumerate(waits):
+            entered = False
+            try:
+                with self._pool.connection(timeout=wait) as conn:
+                    entered = True
+                    yield conn
+                return
+            except PoolTimeout:
+                if entered:
+                    raise
+                if attempt == len(waits) - 1:
+                    raise AuditError(
+                        f"audit journal {self.location} cannot be {doing}: no connection to it came free within "
+                        f"{sum(waits):g}s"
+                    ) from None
+                self._unless_down(doing)
+            except psycopg.Error as exc:
+                raise AuditError(f"audit journal {self.location} cannot be {doing}: {_reason(exc)}") from None
+
+    def _unless_down(self, doing: str) -> None:
+        """Raise ``AuditError`` saying the database is down (with its own reason) when a fresh connection fails."""
         try:
-            with self._pool.connection() as conn:
-                yield conn
-        except (psycopg.Error, PoolTimeout) as exc:
-            raise AuditError(f"audit journal {self.location} cannot be {doing}: {_reason(exc)}") from None
+            psycopg.connect(self._conninfo, connect_timeout=DIRECT_CONNECT_TIMEOUT_SECONDS).close()
+        except psycopg.Error as exc:
+            down = f"the database is down or unreachable ({_reason(exc)})"
+            raise AuditError(f"audit journal {self.location} cannot be {doing}: {down}") from None
 
     def _initialise(self, conn: psycopg.Connection[Any]) -> None:
         if conn.info.server_version < MIN_SERVER_VERSION:

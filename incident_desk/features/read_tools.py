@@ -14,7 +14,7 @@ from pydantic import BaseModel, Field
 from incident_desk import tool_results as results
 from incident_desk.app import DeskApp
 from incident_desk.core import logfile
-from incident_desk.core.audit import MAX_RECENT_DECISIONS, format_decisions
+from incident_desk.core.audit import MAX_RECENT_DECISIONS, AuditError, format_decisions
 from incident_desk.core.desk import DeskError, Listing
 from incident_desk.core.pattern import MAX_PATTERN_LENGTH, PatternError, compile_pattern
 
@@ -263,7 +263,11 @@ def register(server: MCPServer, app: DeskApp) -> None:
         ] = 20,
     ) -> Annotated[CallToolResult, AuditLog]:
         """The most recent restart decisions from the audit journal (the twin of the audit://recent resource)."""
-        decisions = await app.recent_decisions(limit)
+        try:
+            decisions = await app.recent_decisions(limit)
+        except AuditError as exc:
+            # The journal names itself and why (a PostgreSQL that is down says so, within about a second).
+            return results.error(str(exc))
         entries = [
             AuditEntry(
                 time=d.time,

@@ -16,7 +16,7 @@ from incident_desk.app import DeskApp
 from incident_desk.core import approval, executor
 from incident_desk.core.actions import SimulateAction
 from incident_desk.core.audit import FIELD_LIMITS, AuditError, Decision, DuplicateApproval, cut
-from incident_desk.core.restart_locks import ServiceBusy, this_replica
+from incident_desk.core.restart_locks import Holding, LockLost, ServiceBusy, this_replica
 
 log = structlog.get_logger(__name__)
 
@@ -122,6 +122,15 @@ def register(server: MCPServer, app: DeskApp) -> None:
             await record("refused_unknown_service", detail="not a service of this desk")
             return results.error(f"No such service: {service}. Known services: {', '.join(known)}")
 
+        # Ask only when able: a journal that cannot take the answer, or a service another restart holds, would
+        # turn the human's yes into a refusal. A journal that fails here raises AuditError: nothing is asked.
+        await app.check_journal_writable()
+        holder = await app.journal.locks.holder(service)
+        if holder is not None:
+            busy = ServiceBusy(service, holder)
+            await record("refused_busy", detail=f"a restart was running, {holder.describe()}; nobody was asked")
+            return results.error(f"NOT RESTARTED -- {busy}")
+
         form = client_features.ApprovalForm(approval.question(service), approval.FORM_SCHEMA)
         timeout = app.settings.approval_timeout_seconds
         try:
@@ -158,13 +167,16 @@ def register(server: MCPServer, app: DeskApp) -> None:
         # A second approved restart of a service is refused rather than run on top of the first: in this process
         # (SQLite), or on any replica sharing the PostgreSQL journal.
         try:
-            async with app.journal.locks.hold(service, f"{this_replica()} for {approver}"):
-                return await _approved_restart(ctx, app, service, verdict, answer.nonce, record, approver)
+            async with app.journal.locks.hold(service, f"{this_replica()} for {approver}") as holding:
+                return await _approved_restart(ctx, app, service, verdict, answer.nonce, record, approver, holding)
         except ServiceBusy as busy:
             await record(
                 "refused_busy", ticket=verdict.ticket, detail=f"a restart was running, {busy.holder.describe()}"
             )
             return results.error(f"NOT RESTARTED -- {busy}")
+        except LockLost as lost:
+            # The restart was cancelled (its command killed) and journalled as failed on the way out.
+            return results.error(f"RESTART FAILED {service} under {verdict.ticket} -- {lost}; the command was killed")
 
 
 async def _approved_restart(
@@ -175,6 +187,7 @@ async def _approved_restart(
     nonce: str,
     record: _Recorder,
     approver: str,
+    holding: Holding,
 ) -> CallToolResult:
     """Journal the approval, run the configured action, journal what became of it."""
     try:
@@ -196,9 +209,8 @@ async def _approved_restart(
     except anyio.get_cancelled_exc_class():
         # The executor killed the command on the way out; without this row the journal would end at
         # "approved" and read as if the restart might have completed.
-        await record.quietly(
-            "failed", ticket=ticket, detail="the call was cancelled while the restart ran; it was killed"
-        )
+        why = "the call was cancelled" if holding.lost is None else f"the restart lock was lost ({holding.lost})"
+        await record.quietly("failed", ticket=ticket, detail=f"{why} while the restart ran; it was killed")
         raise
     # Command output is shown to the client and kept in the journal: it gets the same redaction as logs.
     from incident_desk.core.redact import redact
