@@ -58,16 +58,17 @@ def _outcomes(url: str) -> list[Decision]:
 
 
 def _commands_running(restarts: Restarts) -> list[int]:
-    """The pids of restart commands still running (a killed replica's command runs on in its own group)."""
+    """The pids of restart commands still running (not counting the runner's guard shell around each)."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
-            cmdline = (entry / "cmdline").read_bytes()
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            state = (entry / "stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if str(restarts.script).encode() in cmdline:
+        if len(argv) > 1 and argv[1] == str(restarts.script).encode() and state != "Z":
             found.append(int(entry.name))
     return found
 
@@ -123,6 +124,10 @@ async def test_a_stopped_holder_keeps_the_service_for_20s_and_a_killed_one_frees
                     replica_a.process.send_signal(signal.SIGKILL)  # a stopped process dies of SIGKILL too
                     replica_a.process.wait()
                 group.cancel_scope.cancel()
+            # A's command dies with A (the runner's guard), so it cannot overlap the restart B may now make.
+            with anyio.fail_after(5):
+                while _commands_running(restarts):
+                    await anyio.sleep(0.05)
             async with _client(replica_b.url, "legacy", elicitation_callback=approve("CHG-B2")) as client:
                 after = text_of(await client.call_tool("restart_service", {"service": SERVICE}))
             pids = [replica_a.process.pid, replica_b.process.pid]

@@ -2,7 +2,9 @@
 
 An argv list, never a shell; stdin closed; stdout and stderr together into a capped sink; one total deadline from
 launch to the last byte. On POSIX the command gets its own session, so a timeout, a cut at the output cap or a
-cancelled caller kills the whole process group, never leaving an orphan behind.
+cancelled caller kills the whole process group, never leaving an orphan behind. On Linux the group also dies with
+the desk (:func:`guarded`): a desk killed mid-restart frees its restart lock in the database, and no command of its
+may still run once another replica can take that lock.
 
 The child's environment is an allowlist (:data:`ALLOWED_ENV`, ``LC_*`` and ``SYSTEMD_*``, plus the names the
 config declares in ``pass_env``), and never any ``INCIDENT_DESK_*`` variable: whatever the desk holds (its tokens,
@@ -20,6 +22,7 @@ import os
 import queue
 import re
 import selectors
+import shutil
 import signal
 import subprocess
 import sys
@@ -63,6 +66,10 @@ ALLOWED_ENV = frozenset(
 ALLOWED_ENV_PREFIXES = ("LC_", "SYSTEMD_")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _POSIX = sys.platform != "win32"
+# Run by a shell that setpriv gives a parent-death signal: when the desk's thread waiting on the command dies (the
+# desk was killed), the shell kills its whole process group, the command and whatever it started. A command that
+# ends by itself ends the shell too, and what it left running in the background is left alone, as without a guard.
+_GUARD_SCRIPT = 'trap "kill -KILL 0" TERM; "$@" & wait $!'
 _CHUNK = 1024 * 1024
 # How often the wait wakes to look at the deadline, a cancel and the command's exit when no output comes.
 _POLL_SECONDS = 0.05
@@ -186,8 +193,8 @@ def run(
     """
     started = time.monotonic()
     try:
-        process = subprocess.Popen(  # an argv list from the operator's config, never a shell
-            argv,
+        process = subprocess.Popen(  # an argv list from the operator's config, never a shell of its making
+            guarded(argv, env, cwd),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -242,6 +249,44 @@ def run(
         cancelled=stopped == "cancelled",
         duration_seconds=time.monotonic() - started,
     )
+
+
+def guarded(argv: list[str], env: Mapping[str, str], cwd: Path | None) -> list[str]:
+    """``argv`` wrapped so that its process group dies with the desk, where Linux and util-linux's ``setpriv`` allow.
+
+    The operator's argv reaches the shell as positional parameters (``"$@"``), never as shell text. A program that
+    cannot be found is left unwrapped, so launching it fails with the runner's own error rather than the shell's.
+    """
+    prefix = _guard_prefix()
+    if not prefix or not _launchable(argv[0], env, cwd):
+        return argv
+    return [*prefix, *argv]
+
+
+@functools.cache
+def _guard_prefix() -> tuple[str, ...]:
+    """How to start a guarded command here; empty where no parent-death signal can be set (not Linux, no setpriv)."""
+    if not sys.platform.startswith("linux"):
+        return ()
+    setpriv, shell = shutil.which("setpriv"), shutil.which("sh")
+    if setpriv is None or shell is None:
+        return ()
+    try:
+        usage = subprocess.run([setpriv, "--help"], capture_output=True, timeout=5, check=False, env={}).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    if b"--pdeathsig" not in usage:
+        return ()
+    return (setpriv, "--pdeathsig", "TERM", "--", shell, "-c", _GUARD_SCRIPT, "incident-desk-guard")
+
+
+def _launchable(program: str, env: Mapping[str, str], cwd: Path | None) -> bool:
+    if os.sep in program:
+        path = Path(program)
+        if not path.is_absolute() and cwd is not None:
+            path = cwd / path
+        return path.is_file() and os.access(path, os.X_OK)
+    return shutil.which(program, path=env.get("PATH", os.defpath)) is not None
 
 
 async def run_async(
