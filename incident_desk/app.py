@@ -1,6 +1,10 @@
-"""The desk as the feature modules see it: settings, data, journal, and the log reads every feature shares.
+"""The desk as the feature modules see it: settings, data, journal, and the one async face of every read.
 
 Features import this module, the core and ``client_features``; never the server factory and never each other.
+Every read of incidents, logs, runbooks, sources and the journal a feature makes is an ``async`` method here,
+which runs whatever blocks off the event loop and picks the worker threads: features never call blocking code
+and never choose their own threading. A read that may wait on an outside source (an Alertmanager) runs in the
+sources' own threads and never fills the default pool the stdio transport reads and writes through.
 """
 
 from __future__ import annotations
@@ -11,15 +15,23 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
 import anyio.to_thread
 import structlog
 
 from incident_desk.client_logging import ClientLogLevels
-from incident_desk.core import credentials
-from incident_desk.core.audit import AuditJournal, Journal
-from incident_desk.core.desk import Desk, LogUnavailable, RunbookMissing, UnknownService, bundled_sample_desk
+from incident_desk.core import credentials, outside
+from incident_desk.core.audit import AuditJournal, Decision, Journal
+from incident_desk.core.desk import (
+    Desk,
+    Incident,
+    Listing,
+    LogUnavailable,
+    RunbookMissing,
+    UnknownService,
+    bundled_sample_desk,
+)
 from incident_desk.core.sources import IncidentSources
 from incident_desk.settings import Settings, user_data_dir
 
@@ -36,6 +48,15 @@ T = TypeVar("T")
 INLINE_LOG_MAX_BYTES = 4 * 1024
 # What the first log read imports and compiles; until they are loaded, reads go to a worker thread.
 _LOG_READERS = ("incident_desk.core.logfile", "incident_desk.core.redact")
+# Reads that may wait on an outside source (each for at most its deadline) run in threads of their own: enough
+# that every kind of request can wait at once (most only wait for one fetch already under way), never the
+# default pool.
+SOURCE_THREADS = 32
+# Searches get their own threads, so a long one never holds the default pool the journal's writes use. RE2
+# releases the interpreter lock while it scans, so these threads leave the event loop free.
+SEARCH_THREADS = 2
+# How long a completion waits for a source another request is asking: a list to pick from must come quickly.
+COMPLETION_WAIT_SECONDS = 0.5
 
 
 @dataclass
@@ -80,10 +101,72 @@ class DeskApp:
             logger.warning("cursor key unavailable; cursors last as long as this process", problem=str(exc))
             return CursorSeal()
 
-    def services(self) -> list[str]:
-        return self.desk.services(extra=list(self.settings.services))
+    def services(self, wait: float | None = None) -> list[str]:
+        return self.desk.services(extra=list(self.settings.services), wait=wait)
 
-    def runbook(self, service: str) -> str:
+    # The async face: every read a feature makes.
+
+    async def listing(self, wait: float | None = None) -> Listing:
+        """Every source's incidents, the runbooks, and every problem (a source down or still loading among them).
+        The data directory's fresh view is served right here; a look at the disk or a source goes off the loop."""
+        current = self.desk.cached_listing()
+        if current is not None:
+            return current
+        return await self._off_loop(self.desk.waits_on_sources(), self.desk.listing, wait)
+
+    async def incident(self, incident_id: str) -> Incident:
+        """One incident (UnknownIncident, or SourceUnavailable when its source is down)."""
+        return await self._off_loop(self.desk.waits_on_sources(incident_id), self.desk.incident, incident_id)
+
+    async def known_services(self, wait: float | None = None) -> list[str]:
+        return await self._off_loop(self.desk.waits_on_sources(), self.services, wait)
+
+    async def runbook(self, service: str) -> str:
+        """A service's runbook (UnknownService, RunbookMissing, RunbookUnavailable): a bounded read of the data
+        directory, and, for a name without one, a look at the services (which may ask a source)."""
+        return await self._off_loop(self.desk.waits_on_sources(), self._runbook, service)
+
+    async def recent_decisions(self, limit: int) -> list[Decision]:
+        return await anyio.to_thread.run_sync(self.journal.recent, limit)
+
+    async def record_decision(self, decision: Decision) -> None:
+        await anyio.to_thread.run_sync(self.journal.record, decision)
+
+    async def check_journal_writable(self) -> None:
+        """AuditError when the journal cannot take a decision now (checked before a human is asked)."""
+        await anyio.to_thread.run_sync(self.journal.check_writable)
+
+    async def provider_key(self) -> credentials.SecretLookup:
+        """The model provider's API key: the environment, else the keychain (which may block)."""
+        settings = self.settings
+        return await anyio.to_thread.run_sync(
+            credentials.resolve_secret,
+            settings.provider_api_key,
+            settings.keyring_service,
+            credentials.PROVIDER_API_KEY,
+        )
+
+    async def scan_log(self, incident_id: str, reader: Callable[[BinaryIO], T], *, search: bool = False) -> T:
+        """Run a long ``reader`` (a search, a timeline pass) on an incident's log in a worker thread, abandoned
+        when the request is cancelled (the reader must then stop on its own: its cancel flag). Searches run in
+        their own few threads."""
+        waits = self.desk.waits_on_sources(incident_id)
+        limiter = outside.worker_threads("search", SEARCH_THREADS) if search else self._threads(waits)
+        return await anyio.to_thread.run_sync(
+            self.read_log, incident_id, reader, limiter=limiter, abandon_on_cancel=True
+        )
+
+    def _threads(self, waits_on_sources: bool) -> anyio.CapacityLimiter | None:
+        return outside.worker_threads("sources", SOURCE_THREADS) if waits_on_sources else None
+
+    async def _off_loop(self, waits_on_sources: bool, func: Callable[..., T], *args: Any) -> T:
+        """``func`` in a worker thread; one that may wait on a source is abandoned when its request is cancelled
+        (it ends by the source's deadline) and runs in the sources' own threads."""
+        return await anyio.to_thread.run_sync(
+            func, *args, limiter=self._threads(waits_on_sources), abandon_on_cancel=waits_on_sources
+        )
+
+    def _runbook(self, service: str) -> str:
         """The service's runbook; a service the desk knows without one is told apart from an unknown name."""
         try:
             return self.desk.runbook(service)
@@ -109,7 +192,7 @@ class DeskApp:
             self._readers_loaded = all(name in sys.modules for name in _LOG_READERS)
         handle = self.desk.open_listed_log(incident_id) if self._readers_loaded else None
         if handle is None:
-            return await anyio.to_thread.run_sync(self.read_log, incident_id, reader)
+            return await self._off_loop(self.desk.waits_on_sources(incident_id), self.read_log, incident_id, reader)
         try:
             small = os.fstat(handle.fileno()).st_size <= INLINE_LOG_MAX_BYTES
             if small:

@@ -195,7 +195,12 @@ class Settings(BaseSettings):
     provider_api_key: SecretStr | None = Field(
         default=None, description="Provider API key (environment only; prefer `incident-desk key set`)."
     )
-    provider_timeout_seconds: float = Field(default=30.0, gt=0, le=600, description="Provider request timeout.")
+    provider_timeout_seconds: float = Field(
+        default=30.0, gt=0, le=600, description="Provider deadline: the whole request and answer, not each read."
+    )
+    provider_max_response_bytes: int = Field(
+        default=1024 * 1024, ge=1024, le=256 * 1024 * 1024, description="Most bytes of a provider answer read."
+    )
 
     audit_db: Path | str | None = Field(
         default=None,

@@ -64,7 +64,8 @@ def serve(settings: Settings) -> int:
     gc.freeze()
     gc.enable()
     # Opens nothing that can block (see core.datafiles), so a FIFO in the data directory cannot stall the start.
-    listing = app.desk.listing()
+    # The data directory only: the start (and so a client's initialize) never waits on an outside source.
+    listing = app.desk.data.listing()
     logger.info(
         "incident-desk starting",
         version=__version__,

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Iterator
 from typing import Any
 
-import httpx2
 import pytest
 
 from incident_desk.core.provider import ProviderAnswer, ProviderConfig, ProviderError, complete
 from tests.fakes import FakeProvider, running_fake_provider
+from tests.faulty_neighbour import faulty_neighbour
 
 pytestmark = pytest.mark.anyio
 
@@ -109,14 +110,13 @@ async def test_anthropic_without_key_fails_before_any_request(server: FakeProvid
     assert server.requests == []
 
 
-async def test_injected_client_is_used_and_left_open(server: FakeProvider) -> None:
-    server.answer(200, {"choices": [{"message": {"content": "ok"}}]})
-    async with httpx2.AsyncClient() as client:
-        answer = await complete(
-            _openai(server.url), KEY, system="s", user="u", max_tokens=5, temperature=0, client=client
-        )
-        assert not client.is_closed
-    assert answer.text == "ok"
+async def test_an_answer_over_the_cap_is_refused_and_read_no_further(server: FakeProvider) -> None:
+    server.answer(200, {"choices": [{"message": {"content": "x" * 50_000}}]})
+    config = ProviderConfig("openai", "gpt-test", server.url + "/v1", 5.0, max_response_bytes=4096)
+    with pytest.raises(ProviderError) as caught:
+        await _ask(config)
+    assert str(caught.value).startswith(f"openai provider at {server.url}/v1/chat/completions: answered too large")
+    assert "over the cap of 4096 bytes" in str(caught.value)
 
 
 @pytest.mark.parametrize(
@@ -199,3 +199,14 @@ async def test_credentials_in_base_url_stay_out_of_messages(server: FakeProvider
         await _ask(config)
     assert "hunter2" not in str(caught.value)
     assert "HTTP 503" in str(caught.value)
+
+
+async def test_a_provider_dripping_its_answer_is_cut_off_at_the_whole_deadline() -> None:
+    """A byte a second never trips a per-read timeout; the provider's timeout is the whole exchange's."""
+    with faulty_neighbour("drip") as neighbour:
+        began = time.monotonic()
+        with pytest.raises(ProviderError) as caught:
+            await _ask(_openai(neighbour.url, timeout=1.5))
+        took = time.monotonic() - began
+    assert str(caught.value) == f"openai provider at {neighbour.url}/v1/chat/completions: timed out after 1.5s"
+    assert took < 2.0

@@ -31,6 +31,7 @@ import structlog
 
 from incident_desk.core.datafiles import DESCRIPTORS_SUPPORTED, DataRoot, Directory, Refused
 from incident_desk.core.names import INCIDENT_ID, SERVICE_NAME, is_safe_name
+from incident_desk.core.untrusted import one_line
 
 log = structlog.get_logger(__name__)
 
@@ -316,10 +317,10 @@ class Desk:
             raise ValueError(f"{LOG_FILE} cannot be read: {_reason(exc)}") from None
         return Incident(
             id=name,
-            title=meta["title"].strip(),
+            title=one_line(meta["title"].strip()),
             service=service,
-            severity=meta["severity"].strip(),
-            status=meta["status"].strip(),
+            severity=one_line(meta["severity"].strip()),
+            status=one_line(meta["status"].strip()),
             opened=opened,
         )
 

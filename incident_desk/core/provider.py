@@ -8,18 +8,18 @@ contains the API key or request headers: these messages reach tool results and l
 from __future__ import annotations
 
 import re
-import socket
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-import httpx2
+from incident_desk.core import outside
 
 OPENAI_DEFAULT_BASE = "https://api.openai.com/v1"
 ANTHROPIC_DEFAULT_BASE = "https://api.anthropic.com"
 ANTHROPIC_VERSION = "2023-06-01"
 
 _MAX_DETAIL_CHARS = 200
+DEFAULT_MAX_RESPONSE_BYTES = 1024 * 1024
 # Key-shaped strings a provider might echo back in an error body, redacted even when they are not our key.
 _KEYLIKE = re.compile(r"\b(?:sk-[A-Za-z0-9_\-]{8,}|Bearer\s+\S+)", re.IGNORECASE)
 
@@ -30,12 +30,13 @@ class ProviderError(Exception):
 
 @dataclass(frozen=True)
 class ProviderConfig:
-    """Which provider to call and how long to wait for it."""
+    """Which provider to call, how long to wait for its whole answer, and how much of it to read."""
 
     kind: Literal["openai", "anthropic"]
     model: str
     base_url: str | None
     timeout_seconds: float
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
 
     @property
     def endpoint(self) -> str:
@@ -73,20 +74,34 @@ async def complete(
     user: str,
     max_tokens: int,
     temperature: float,
-    client: httpx2.AsyncClient | None = None,
 ) -> ProviderAnswer:
-    """One system + user exchange with the provider; raises ProviderError on any failure."""
+    """One system + user exchange with the provider; raises ProviderError on any failure.
+
+    The exchange goes through :mod:`core.outside`: ``timeout_seconds`` bounds the whole of it (not each read), at
+    most ``max_response_bytes`` of the answer are read, and the answer is parsed in that worker thread too.
+    """
     if config.kind == "anthropic" and not api_key:
         raise ProviderError(_prefix(config) + "needs an API key and none is configured")
     payload, headers = _request(
         config, api_key, system=system, user=user, max_tokens=max_tokens, temperature=temperature
     )
-    if client is None:
-        async with httpx2.AsyncClient(timeout=config.timeout_seconds) as own_client:
-            response = await _post(own_client, config, api_key, payload, headers)
-    else:
-        response = await _post(client, config, api_key, payload, headers)
-    return _parse(config, api_key, response)
+    request = outside.Request(
+        "POST",
+        config.endpoint,
+        what=_prefix(config).removesuffix(": "),
+        deadline_seconds=config.timeout_seconds,
+        max_bytes=config.max_response_bytes,
+        headers=headers,
+        json_body=payload,
+    )
+
+    def answer(response: outside.Response) -> ProviderAnswer:
+        return _parse(config, api_key, response)
+
+    try:
+        return await outside.exchange_from_loop(request, answer)
+    except outside.OutsideError as exc:
+        raise ProviderError(_prefix(config) + _failure(exc, api_key)) from None
 
 
 def _request(
@@ -121,43 +136,18 @@ def _request(
     return payload, headers
 
 
-async def _post(
-    client: httpx2.AsyncClient,
-    config: ProviderConfig,
-    api_key: str | None,
-    payload: dict[str, Any],
-    headers: dict[str, str],
-) -> httpx2.Response:
-    """POST, translating transport failures; exception texts are redacted, never chained with the request."""
-    prefix = _prefix(config)
-    try:
-        return await client.post(config.endpoint, json=payload, headers=headers, timeout=config.timeout_seconds)
-    except httpx2.TimeoutException:
-        raise ProviderError(prefix + f"timed out after {config.timeout_seconds:g}s") from None
-    except httpx2.ConnectError as exc:
-        raise ProviderError(prefix + _connect_failure(exc, api_key)) from None
-    except httpx2.TransportError as exc:
-        detail = _redact(str(exc), api_key) or type(exc).__name__
-        raise ProviderError(prefix + f"request failed: {detail}") from None
-    except httpx2.InvalidURL:
-        raise ProviderError(prefix + "the provider base URL is not a valid URL") from None
+def _failure(exc: outside.OutsideError, api_key: str | None) -> str:
+    """Why the exchange failed, in the provider's words; exception texts are redacted."""
+    if isinstance(exc, outside.DeadlineExceeded):
+        return f"timed out after {exc.deadline_seconds:g}s"
+    if isinstance(exc, outside.BadURL):
+        return "the provider base URL is not a valid URL"
+    if isinstance(exc, outside.Unreachable):
+        return _redact(exc.reason, api_key) if exc.connect else f"request failed: {_redact(exc.reason, api_key)}"
+    return _redact(exc.detail, api_key)
 
 
-def _connect_failure(exc: BaseException, api_key: str | None) -> str:
-    """Name the root cause: httpx2 only says "All connection attempts failed" and chains the real one."""
-    seen: BaseException | None = exc
-    for _ in range(10):
-        if seen is None:
-            break
-        if isinstance(seen, ConnectionRefusedError):
-            return "connection refused"
-        if isinstance(seen, socket.gaierror):
-            return "host name could not be resolved"
-        seen = seen.__cause__ or seen.__context__
-    return "could not connect: " + (_redact(str(exc), api_key) or type(exc).__name__)
-
-
-def _parse(config: ProviderConfig, api_key: str | None, response: httpx2.Response) -> ProviderAnswer:
+def _parse(config: ProviderConfig, api_key: str | None, response: outside.Response) -> ProviderAnswer:
     prefix = _prefix(config)
     if not response.is_success:
         message = f"HTTP {response.status_code}"
@@ -207,7 +197,7 @@ def _join_text_blocks(blocks: list[Any]) -> str:
     )
 
 
-def _error_detail(response: httpx2.Response, api_key: str | None) -> str:
+def _error_detail(response: outside.Response, api_key: str | None) -> str:
     """The provider's short error message from a JSON error body; other bodies are not echoed."""
     try:
         body = response.json()

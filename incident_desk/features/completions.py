@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp_types import (
     Completion,
@@ -12,7 +11,7 @@ from mcp_types import (
     ResourceTemplateReference,
 )
 
-from incident_desk.app import DeskApp
+from incident_desk.app import COMPLETION_WAIT_SECONDS, DeskApp
 
 MAX_VALUES = 100  # the spec's cap on values per completion response
 
@@ -28,8 +27,8 @@ def register(server: MCPServer, app: DeskApp) -> None:
         argument: CompletionArgument,
         context: CompletionContext | None,
     ) -> Completion | None:
-        # Completing may scan the data directory: in a worker thread, never on the event loop.
-        listing = await anyio.to_thread.run_sync(app.desk.listing)
+        # A source another request is still asking is left out rather than waited for.
+        listing = await app.listing(wait=COMPLETION_WAIT_SECONDS)
         incident_ids = sorted(listing.incidents)
         if isinstance(ref, PromptReference):
             if ref.name == "postmortem" and argument.name == "incidentId":

@@ -7,7 +7,6 @@ from datetime import datetime
 from functools import partial
 from typing import Annotated, Any, Literal
 
-import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, Field
@@ -110,11 +109,6 @@ def _continuation(next_cursor: str | None, what: str) -> str:
     return f"({what}: more follows; call again with cursor={next_cursor})"
 
 
-# Searches get their own threads, so a long one never holds the default pool the journal's writes use. RE2
-# releases the interpreter lock while it scans, so these threads leave the event loop free.
-SEARCH_THREADS = 2
-
-
 def _render_listing(current: Listing, status: str) -> tuple[str, dict[str, Any]]:
     """The text and structured content of ``list_incidents`` for one view of the incidents."""
     incidents = [current.incidents[key] for key in sorted(current.incidents)]
@@ -147,14 +141,6 @@ def _render_listing(current: Listing, status: str) -> tuple[str, dict[str, Any]]
 
 
 def register(server: MCPServer, app: DeskApp) -> None:
-    limiters: list[anyio.CapacityLimiter] = []
-
-    def search_threads() -> anyio.CapacityLimiter:
-        """Worker threads for searches apart from the default pool; made on first use, inside the event loop."""
-        if not limiters:
-            limiters.append(anyio.CapacityLimiter(SEARCH_THREADS))
-        return limiters[0]
-
     # The last rendering of each status, with the view it was made from: a view is never changed once made (a
     # look that finds a change makes a new one), so while the same view stands its answer is the same.
     rendered_listings: dict[str, tuple[Listing, str, dict[str, Any]]] = {}
@@ -164,10 +150,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
         status: Annotated[Literal["open", "all"], Field(description="open (default) or all incidents")] = "open",
     ) -> Annotated[CallToolResult, IncidentList]:
         """List incidents with their service, severity and status, sorted by id."""
-        # A look at the data directory (when the last one is stale) goes to a worker thread, never on the loop.
-        current = app.desk.cached_listing()
-        if current is None:
-            current = await anyio.to_thread.run_sync(app.desk.listing)
+        current = await app.listing()
         rendered = rendered_listings.get(status)
         if rendered is None or rendered[0] is not current:
             rendered = (current, *_render_listing(current, status))
@@ -240,9 +223,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
         )
         try:
             # Abandoned on cancellation, and told so: the scan checks the flag between windows and stops.
-            found = await anyio.to_thread.run_sync(
-                app.read_log, incidentId, reader, limiter=search_threads(), abandon_on_cancel=True
-            )
+            found = await app.scan_log(incidentId, reader, search=True)
         except (DeskError, logfile.CursorError) as exc:
             return results.error(str(exc))
         finally:
@@ -265,12 +246,12 @@ def register(server: MCPServer, app: DeskApp) -> None:
         return results.ok(f"{body}\n{summary}", structured)
 
     @server.tool(annotations=READ_ONLY)
-    def get_runbook(
+    async def get_runbook(
         service: Annotated[str, Field(description="Service name, e.g. payments-api")],
     ) -> Annotated[CallToolResult, Runbook]:
         """Return a service's runbook (Markdown)."""
         try:
-            markdown = app.runbook(service)
+            markdown = await app.runbook(service)
         except DeskError as exc:
             return results.error(str(exc))
         return results.ok(markdown, Runbook(service=service, markdown=markdown))
@@ -283,7 +264,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
     ) -> Annotated[CallToolResult, AuditLog]:
         """The most recent restart decisions from the audit journal (the twin of the audit://recent resource)."""
         try:
-            decisions = await anyio.to_thread.run_sync(app.journal.recent, limit)
+            decisions = await app.recent_decisions(limit)
         except AuditError as exc:
             # The journal names itself and why (a PostgreSQL that is down says so, within about a second).
             return results.error(str(exc))

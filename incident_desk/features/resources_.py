@@ -5,7 +5,6 @@ Named ``resources_`` to stay clear of :mod:`importlib.resources`.
 
 from __future__ import annotations
 
-import anyio
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 
@@ -22,10 +21,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
         mime_type="text/plain",
     )
     async def incident_index() -> str:
-        # A look at the data directory (when the last one is stale) goes to a worker thread, never on the loop.
-        current = app.desk.cached_listing()
-        if current is None:
-            current = await anyio.to_thread.run_sync(app.desk.listing)
+        current = await app.listing()
         return "\n".join(current.open_incident_ids())
 
     @server.resource(
@@ -48,9 +44,9 @@ def register(server: MCPServer, app: DeskApp) -> None:
         description="The runbook of one service",
         mime_type="text/markdown",
     )
-    def runbook(service: str) -> str:
+    async def runbook(service: str) -> str:
         try:
-            return app.runbook(service)
+            return await app.runbook(service)
         except UnknownService as exc:
             raise ResourceNotFoundError(str(exc)) from None
         except RunbookUnavailable as exc:
@@ -63,5 +59,5 @@ def register(server: MCPServer, app: DeskApp) -> None:
         mime_type="text/plain",
     )
     async def audit_recent() -> str:
-        decisions = await anyio.to_thread.run_sync(app.journal.recent, 50)
+        decisions = await app.recent_decisions(50)
         return format_decisions(decisions)

@@ -62,7 +62,7 @@ class _Recorder:
             nonce=nonce,
         )
         with anyio.CancelScope(shield=True):
-            await anyio.to_thread.run_sync(self._journal.record, decision)
+            await self._app.record_decision(decision)
         # The ticket as the journal keeps it (cut): a client-chosen text must not flood the logs.
         fields = {"service": self._service, "outcome": outcome, "ticket": decision.ticket, "era": self._era}
         log.info("restart decision", **fields)
@@ -117,14 +117,14 @@ def register(server: MCPServer, app: DeskApp) -> None:
         approver = auth.approver(ctx)
         record = _Recorder(ctx, app, service, approver, client.era)
 
-        known = await anyio.to_thread.run_sync(app.services)  # may scan the data directory: never on the loop
+        known = await app.known_services()
         if service not in known:
             await record("refused_unknown_service", detail="not a service of this desk")
             return results.error(f"No such service: {service}. Known services: {', '.join(known)}")
 
         # Ask only when able: a journal that cannot take the answer, or a service another restart holds, would
         # turn the human's yes into a refusal. A journal that fails here raises AuditError: nothing is asked.
-        await anyio.to_thread.run_sync(app.journal.check_writable)
+        await app.check_journal_writable()
         holder = await app.journal.locks.holder(service)
         if holder is not None:
             busy = ServiceBusy(service, holder)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-import anyio
 import structlog
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
@@ -13,7 +12,7 @@ from pydantic import BaseModel, Field
 from incident_desk import client_features, client_logging
 from incident_desk import tool_results as results
 from incident_desk.app import DeskApp
-from incident_desk.core import credentials, provider
+from incident_desk.core import provider
 from incident_desk.core.desk import DeskError
 
 log = structlog.get_logger(__name__)
@@ -38,12 +37,7 @@ async def _from_provider(app: DeskApp, log_text: str) -> provider.ProviderAnswer
     settings = app.settings
     if settings.provider == "none" or settings.provider_model is None:
         return "no model provider is configured"
-    key = await anyio.to_thread.run_sync(
-        credentials.resolve_secret,
-        settings.provider_api_key,
-        settings.keyring_service,
-        credentials.PROVIDER_API_KEY,
-    )
+    key = await app.provider_key()
     if key.problem:
         # Said even when a keyless (local) endpoint answers anyway: the operator meant to store a key.
         log.warning("provider key lookup failed", problem=key.problem)
@@ -52,6 +46,7 @@ async def _from_provider(app: DeskApp, log_text: str) -> provider.ProviderAnswer
         model=settings.provider_model,
         base_url=settings.provider_base_url,
         timeout_seconds=settings.provider_timeout_seconds,
+        max_response_bytes=settings.provider_max_response_bytes,
     )
     try:
         return await provider.complete(

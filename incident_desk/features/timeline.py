@@ -13,7 +13,6 @@ from functools import partial
 from importlib import resources
 from typing import Annotated
 
-import anyio
 from mcp.server.apps import Apps, ResourceCsp
 from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, Field
@@ -181,7 +180,7 @@ def extension(app: DeskApp) -> Apps:
         service's restart decisions. Reads the log from its start for at most a couple of seconds and says what
         span it covers."""
         try:
-            incident = app.desk.incident(incidentId)
+            incident = await app.incident(incidentId)
         except DeskError as exc:
             return results.error(str(exc))
         cancelled = threading.Event()
@@ -193,12 +192,12 @@ def extension(app: DeskApp) -> Apps:
             cancelled=cancelled,
         )
         try:
-            scan = await anyio.to_thread.run_sync(app.read_log, incidentId, reader, abandon_on_cancel=True)
+            scan = await app.scan_log(incidentId, reader)
         except DeskError as exc:
             return results.error(str(exc))
         finally:
             cancelled.set()
-        decisions = await anyio.to_thread.run_sync(app.journal.recent, MAX_RECENT_DECISIONS)
+        decisions = await app.recent_decisions(MAX_RECENT_DECISIONS)
         view = _build(incident, scan, timeline.service_decisions(decisions, incident.service))
         return results.ok(render_text(view), view)
 

@@ -16,7 +16,7 @@ from typing import BinaryIO
 
 from incident_desk.core.desk import Desk, Incident, Listing, LogUnavailable, Problem, UnknownIncident
 from incident_desk.core.names import INCIDENT_ID, is_safe_name
-from incident_desk.core.sources.alertmanager import AlertmanagerSource, SourceDown
+from incident_desk.core.sources.alertmanager import AlertmanagerSource, SourceDown, SourceLoading
 from incident_desk.core.sources.config import (
     AlertmanagerSourceConfig,
     CommandLogConfig,
@@ -28,7 +28,7 @@ from incident_desk.core.sources.logs import CommandLog, FilesLog, LogSourceError
 from incident_desk.core.sources.spool import DEFAULT_MAX_BYTES as DEFAULT_SPOOL_BYTES
 from incident_desk.core.sources.spool import Spool
 
-__all__ = ["IncidentSources", "SourceUnavailable"]
+__all__ = ["IncidentSources", "SourceDown", "SourceLoading", "SourceUnavailable"]
 
 SecretLookup = Callable[[str], str | None]
 
@@ -87,8 +87,11 @@ class IncidentSources:
             for service, config in (logs or {}).items()
         }
 
-    def listing(self) -> Listing:
-        """All sources' incidents, the data directory's runbooks, and every problem, each source asked once."""
+    def listing(self, wait: float | None = None) -> Listing:
+        """All sources' incidents, the data directory's runbooks, and every problem, each source asked once.
+
+        Blocks (call it off the event loop) for at most a source's deadline, or ``wait`` seconds for a fetch
+        another request has under way: a source still loading then is a problem that says so."""
         if self._only_the_data_directory:
             return self.data.listing()  # the default: exactly the folder layout's view, at its cost
         incidents: dict[str, Incident] = {}
@@ -105,7 +108,7 @@ class IncidentSources:
                 problems.extend(listed.problems)
             else:
                 try:
-                    found = source.incidents()
+                    found = source.incidents(wait)
                 except SourceDown as exc:
                     problems.append(Problem(f"source {source.name}", str(exc)))
                     continue
@@ -118,6 +121,13 @@ class IncidentSources:
             data_listing = self.data.listing()
             problems.extend(data_listing.problems)
         return Listing(incidents, data_listing.runbook_services, tuple(problems))
+
+    def waits_on_sources(self, incident_id: str | None = None) -> bool:
+        """Whether a look (at everything, or at this incident) may wait on an outside source, for its deadline."""
+        return any(
+            isinstance(source, AlertmanagerSource) and (incident_id is None or incident_id.startswith(source.id_prefix))
+            for source in self.sources
+        )
 
     def cached_listing(self) -> Listing | None:
         """The data directory's last view while fresh, when it is the only source; else None (look again)."""
@@ -132,17 +142,28 @@ class IncidentSources:
         return [incidents[key] for key in sorted(incidents)]
 
     def incident(self, incident_id: str) -> Incident:
+        """The incident, asking only the sources that could serve its id, in order (the first serving it wins, as
+        in :meth:`listing`): a folder incident never waits on an Alertmanager, whose ids all start with its name."""
         if not is_safe_name(incident_id, INCIDENT_ID):
             raise UnknownIncident(incident_id)
-        listing = self.listing()
-        if incident_id in listing.incidents:
-            return listing.incidents[incident_id]
+        unavailable: SourceUnavailable | None = None
         for source in self.sources:
-            if isinstance(source, AlertmanagerSource) and incident_id.startswith(source.id_prefix):
+            if isinstance(source, _Folder):
+                found = source.desk.listing().incidents.get(incident_id)
+                if found is not None:
+                    return found if source.name == "folder" else dataclasses.replace(found, source=source.name)
+            elif incident_id.startswith(source.id_prefix):
                 try:
-                    source.incidents()
+                    served = source.incidents().get(incident_id)
+                except SourceLoading as exc:
+                    unavailable = unavailable or SourceUnavailable(incident_id, f"its source is still loading: {exc}")
                 except SourceDown as exc:
-                    raise SourceUnavailable(incident_id, f"its source is down: {exc}") from None
+                    unavailable = unavailable or SourceUnavailable(incident_id, f"its source is down: {exc}")
+                else:
+                    if served is not None:
+                        return served
+        if unavailable is not None:
+            raise unavailable
         raise UnknownIncident(incident_id)
 
     def open_log(self, incident_id: str) -> BinaryIO:
@@ -177,8 +198,8 @@ class IncidentSources:
     def runbook(self, service: str) -> str:
         return self.data.runbook(service)
 
-    def services(self, extra: list[str] | None = None) -> list[str]:
-        listing = self.listing()
+    def services(self, extra: list[str] | None = None, wait: float | None = None) -> list[str]:
+        listing = self.listing(wait)
         names = set(self.data.services(extra=extra)) | {i.service for i in listing.incidents.values()}
         return sorted(names | set(self.logs))
 

@@ -2,7 +2,9 @@
 incident ``<source name>-<fingerprint>``; resolved or silenced alerts leave the index.
 
 Answers are cached for ``cache_seconds`` and fetched under a lock, so a burst of tool calls makes one API call;
-a failure is cached the same way, so a source that is down is not hammered either.
+a failure is cached the same way, so a source that is down is not hammered either. Each fetch is one exchange
+through :mod:`core.outside` (a total deadline of ``timeout_seconds``, a body of at most ``max_response_bytes``),
+and every field shown is untrusted text made one visible, capped line by :mod:`core.untrusted`.
 """
 
 from __future__ import annotations
@@ -12,17 +14,21 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import httpx2
-
+from incident_desk.core import outside
 from incident_desk.core.desk import Incident, opened_time
 from incident_desk.core.names import INCIDENT_ID, SERVICE_NAME, is_safe_name
 from incident_desk.core.sources.config import AlertmanagerSourceConfig
+from incident_desk.core.untrusted import one_line
 
 SecretReader = Callable[[], str | None]
 
 
 class SourceDown(Exception):
     """The source could not be asked; the message names the source and the reason, never a secret."""
+
+
+class SourceLoading(SourceDown):
+    """Another request's fetch is still under way and this caller would not wait for it."""
 
 
 class AlertmanagerSource:
@@ -34,6 +40,7 @@ class AlertmanagerSource:
         self._secret = secret
         self._lock = threading.Lock()
         self._cached: tuple[float, dict[str, Incident] | SourceDown] | None = None
+        self._asking_since: float | None = None
         self.api_calls = 0
 
     @property
@@ -43,23 +50,46 @@ class AlertmanagerSource:
     def describe(self) -> str:
         return f"alertmanager {self.name!r} at {self.config.url}"
 
-    def incidents(self) -> dict[str, Incident]:
-        """The open incidents now (at most ``cache_seconds`` old); SourceDown when Alertmanager cannot answer."""
-        with self._lock:
-            if self._cached is None or time.monotonic() - self._cached[0] >= self.config.cache_seconds:
+    def incidents(self, wait: float | None = None) -> dict[str, Incident]:
+        """The open incidents now (at most ``cache_seconds`` old); SourceDown when Alertmanager cannot answer.
+
+        Blocks for at most the source's deadline, or ``wait`` seconds when given: a caller that finds another
+        one's fetch under way after ``wait`` gets :class:`SourceLoading`. A caller that waited for another's fetch
+        takes its answer, even with ``cache_seconds = 0``: a burst against a hanging source waits one deadline,
+        not one each.
+        """
+        started = time.monotonic()
+        if not self._lock.acquire(timeout=-1 if wait is None else wait):
+            asking = self._asking_since
+            since = f" (asked {time.monotonic() - asking:.1f}s ago" if asking is not None else " ("
+            raise SourceLoading(
+                f"{self.describe()} is still loading{since}; it gets {self.config.timeout_seconds:g}s to answer)"
+            )
+        try:
+            cached = self._cached
+            fresh = cached is not None and (
+                time.monotonic() - cached[0] < self.config.cache_seconds or cached[0] >= started
+            )
+            if cached is None or not fresh:
+                self._asking_since = time.monotonic()
                 try:
                     result: dict[str, Incident] | SourceDown = self._fetch()
                 except SourceDown as exc:
                     result = exc
-                self._cached = (time.monotonic(), result)
-            result = self._cached[1]
+                finally:
+                    self._asking_since = None
+                cached = self._cached = (time.monotonic(), result)
+            result = cached[1]
+        finally:
+            self._lock.release()
         if isinstance(result, SourceDown):
             raise result
         return result
 
-    def _auth(self) -> httpx2.Auth | dict[str, str] | None:
+    def _auth(self) -> tuple[dict[str, str], tuple[str, str] | None]:
+        """Headers and basic auth for the request."""
         if self.config.auth == "none":
-            return None
+            return {}, None
         secret = self._secret()
         if not secret:
             raise SourceDown(
@@ -68,26 +98,26 @@ class AlertmanagerSource:
                 f"{self.config.secret_name.upper().replace('-', '_').replace('.', '_')}"
             )
         if self.config.auth == "basic":
-            return httpx2.BasicAuth(self.config.username or "", secret)
-        return {"Authorization": f"Bearer {secret}"}
+            return {}, (self.config.username or "", secret)
+        return {"Authorization": f"Bearer {secret}"}, None
 
     def _fetch(self) -> dict[str, Incident]:
-        auth = self._auth()
-        url = self.config.url.rstrip("/") + "/api/v2/alerts"
-        params = {"active": "true", "silenced": "false", "inhibited": "false"}
+        headers, basic = self._auth()
         self.api_calls += 1
+        request = outside.Request(
+            "GET",
+            self.config.url.rstrip("/") + "/api/v2/alerts",
+            what=self.describe(),
+            deadline_seconds=self.config.timeout_seconds,
+            max_bytes=self.config.max_response_bytes,
+            params={"active": "true", "silenced": "false", "inhibited": "false"},
+            headers={"accept": "application/json", **headers},
+            auth=basic,
+        )
         try:
-            with httpx2.Client(timeout=self.config.timeout_seconds, follow_redirects=False) as client:
-                response = client.get(
-                    url,
-                    params=params,
-                    headers=auth if isinstance(auth, dict) else None,
-                    auth=auth if isinstance(auth, httpx2.BasicAuth) else None,
-                )
-        except httpx2.TimeoutException:
-            raise SourceDown(f"{self.describe()} did not answer within {self.config.timeout_seconds:g}s") from None
-        except httpx2.HTTPError as exc:
-            raise SourceDown(f"{self.describe()} cannot be reached: {exc.__class__.__name__}: {exc}") from None
+            response = outside.exchange(request)
+        except outside.OutsideError as exc:
+            raise SourceDown(str(exc)) from None
         if response.status_code in (401, 403):
             raise SourceDown(f"{self.describe()} refused the credentials (HTTP {response.status_code})")
         if response.status_code != 200:
@@ -126,11 +156,12 @@ class AlertmanagerSource:
         except ValueError:
             return None
         title = annotations.get("summary") if isinstance(annotations, dict) else None
+        cap = self.config.max_field_chars
         return Incident(
             id=incident_id,
-            title=str(title or labels.get("alertname") or "alert"),
+            title=one_line(title or labels.get("alertname") or "alert", cap),
             service=str(service),
-            severity=str(labels.get("severity") or "unknown"),
+            severity=one_line(labels.get("severity") or "unknown", cap),
             status="firing",
             opened=opened,
             source=self.name,

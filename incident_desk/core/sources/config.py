@@ -52,8 +52,11 @@ class AlertmanagerSourceConfig(BaseModel):
     fallback_service_label: str = "job"
     auth: Literal["none", "basic", "bearer"] = "none"
     username: str | None = None
+    # The whole exchange (connect, headers and body), not each read: see core.outside.
     timeout_seconds: Annotated[float, Field(gt=0, le=120)] = 5.0
     cache_seconds: Annotated[float, Field(ge=0, le=3600)] = 5.0
+    max_response_bytes: Annotated[int, Field(ge=1024, le=1024**3)] = 8 * 1024 * 1024
+    max_field_chars: Annotated[int, Field(ge=16, le=100_000)] = 500
 
     _name = field_validator("name")(_safe_source_name)
 
