@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from incident_desk.core import redact as redact_module
 from incident_desk.core.redact import MASK, redact
+from incident_desk.core.redaction import engine as redact_module
 
 
 @pytest.mark.parametrize(
@@ -94,14 +94,16 @@ def test_a_private_key_block_is_masked_whole_and_keeps_its_lines() -> None:
     assert redact(head) == "\n".join(["start", "-----BEGIN RSA PRIVATE KEY-----", MASK, MASK])
 
 
-def test_every_rule_also_works_with_re_sub() -> None:
-    """Each rule's replacement takes an re.Match too, so code holding a rule can apply it with pattern.sub."""
-    from incident_desk.core.redact import _RULES
+def test_every_rule_applies_whole_replacements() -> None:
+    """Each rule's replacement builds text from its match's groups; none lets a missing group show as "None"."""
+    from incident_desk.core.redaction.engine import _apply
+    from incident_desk.core.redaction.rules import RULES
 
-    line = 'Authorization: Digest username="bob" password=hunter2 token=abcdefgh1234 redis://:pw@cache:6379'
-    for _triggers, pattern, replacement in _RULES:
-        assert "None" not in pattern.sub(replacement, line)
-    assert all(callable(replacement) for _t, _p, replacement in _RULES)
+    line = b'Authorization: Digest username="bob" password=hunter2 token=abcdefgh1234 redis://:pw@cache:6379'
+    for rule in RULES:
+        masked, _lowered = _apply(rule, line, line.lower())
+        assert b"None" not in masked
+    assert all(callable(rule.replace) for rule in RULES)
 
 
 class _RecordingTriggers(list[Any]):

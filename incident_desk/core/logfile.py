@@ -14,7 +14,6 @@ import codecs
 import io
 import math
 import os
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -44,7 +43,7 @@ _SPACES = (b" ", b"\t", b"\r", b"\f", b"\v")
 _CUT_MARK = b" [line cut]"
 _LEADING_CUT_MARK = "[line cut] "
 # Characters of a token that can be a credential: base64, base64url, hex, percent-encoding, escaped newlines.
-_TOKEN_RUN = re.compile(r"[A-Za-z0-9+/=_.~%\\-]+")
+_TOKEN_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=_.~%\\-"  # noqa: S105
 
 Redactor = Callable[[str], str]
 StopReason = Literal["end of log", "match limit", "time budget", "byte budget", "cancelled"]
@@ -70,13 +69,18 @@ class Cursor:
 
     @classmethod
     def decode(cls, text: str) -> Cursor:
-        match = re.fullmatch(r"L(\d{1,12})@(\d{1,15})", text.strip())
-        if not match:
+        body = text.strip()
+        line, at, offset = body[1:].partition("@")
+        if not (body[:1] == "L" and at and _digits(line, 12) and _digits(offset, 15)):
             raise CursorError(f"malformed cursor {text!r}: expected the next_cursor of a previous page")
-        return cls(line=int(match[1]), offset=int(match[2]))
+        return cls(line=int(line), offset=int(offset))
 
 
 START = Cursor(line=1, offset=0)
+
+
+def _digits(text: str, most: int) -> bool:
+    return 0 < len(text) <= most and text.isascii() and text.isdigit()
 
 
 @dataclass(frozen=True)
@@ -187,9 +191,9 @@ def _end_of_line(partial: bytes, redactor: Redactor) -> str:
     # No space near the cut: the token it splits is longer than the margin. Its end is dropped too when it has the
     # look of key material (a long JWT or base64 key whose start, and name, were never read).
     rest = text[_CUT_MARGIN:]
-    split = _TOKEN_RUN.match(rest)
-    if split is not None and _looks_like_key_material(split.group()):
-        return rest[split.end() :]
+    split = len(rest) - len(rest.lstrip(_TOKEN_CHARS))
+    if split and _looks_like_key_material(rest[:split]):
+        return rest[split:]
     return rest
 
 
@@ -442,7 +446,15 @@ class _RunState:
 
 
 # A line ending in a run of base64 may be the last line of a private key's body; the key block above it says so.
-_KEY_TAIL = re.compile(rb"[A-Za-z0-9+/=]{2,}\r?$")
+_BASE64_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="
+
+
+def _ends_in_base64(raw: bytes) -> bool:
+    """Whether ``raw`` ends (before a carriage return) in two or more base64 characters: two byte tests."""
+    tail = raw[-3:-1] if raw.endswith(b"\r") else raw[-2:]
+    return len(tail) == 2 and not tail.translate(None, _BASE64_BYTES)
+
+
 # How far back a search looks for the start of that key block: a 4096-bit RSA key in PEM is about 3.3 KB.
 _KEY_CONTEXT_BYTES = 16 * 1024
 
@@ -500,7 +512,7 @@ class _Search:
     def consider(self, number: int, raw: bytes, true_length: int, offset: int) -> None:
         """Decode and redact one candidate line; keep it if the pattern matches what would be shown."""
         text = _decode(_cut(raw, true_length), self.redactor)
-        if self.pattern.matches(text) and self.redactor is not _identity and _KEY_TAIL.search(raw):
+        if self.pattern.matches(text) and self.redactor is not _identity and _ends_in_base64(raw):
             # A private key's short last body line is only recognisable by the key block above it: shown alone,
             # it would be unmasked. Redact it as a page would, with the lines before it.
             text = self._redacted_in_context(raw, true_length, offset)

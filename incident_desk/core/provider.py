@@ -7,9 +7,9 @@ contains the API key or request headers: these messages reach tool results and l
 
 from __future__ import annotations
 
-import re
 import socket
 from dataclasses import dataclass
+from functools import cache
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -20,8 +20,9 @@ ANTHROPIC_DEFAULT_BASE = "https://api.anthropic.com"
 ANTHROPIC_VERSION = "2023-06-01"
 
 _MAX_DETAIL_CHARS = 200
-# Key-shaped strings a provider might echo back in an error body, redacted even when they are not our key.
-_KEYLIKE = re.compile(r"\b(?:sk-[A-Za-z0-9_\-]{8,}|Bearer\s+\S+)", re.IGNORECASE)
+# Key-shaped strings a provider might echo back in an error body, redacted even when they are not our key. The
+# body is the provider's text: matched by RE2 (linear time), compiled on first use.
+_KEYLIKE = r"(?i)\b(?:sk-[A-Za-z0-9_\-]{8,}|Bearer\s+\S+)"
 
 
 class ProviderError(Exception):
@@ -231,7 +232,15 @@ def _error_detail(response: httpx2.Response, api_key: str | None) -> str:
 def _redact(text: str, api_key: str | None) -> str:
     if api_key:
         text = text.replace(api_key, "[redacted]")
-    return _KEYLIKE.sub("[redacted]", text)
+    redacted: str = _keylike().sub("[redacted]", text)
+    return redacted
+
+
+@cache
+def _keylike() -> Any:
+    import re2
+
+    return re2.compile(_KEYLIKE)
 
 
 def _prefix(config: ProviderConfig) -> str:

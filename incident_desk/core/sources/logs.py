@@ -13,7 +13,6 @@ import contextlib
 import gzip
 import hashlib
 import os
-import re
 import selectors
 import shutil
 import signal
@@ -39,7 +38,6 @@ from incident_desk.core.sources.config import (
 )
 
 _CHUNK = 1024 * 1024
-_ROTATION = re.compile(r"\.(\d+)(\.gz)?$")
 
 
 class LogSourceError(Exception):
@@ -48,8 +46,8 @@ class LogSourceError(Exception):
 
 def _rotation_key(path: str) -> tuple[int, int, str]:
     """Oldest first: app.log.3.gz, app.log.2, app.log.1, app.log; unnumbered rotations by modification time."""
-    found = _ROTATION.search(path)
-    number = int(found.group(1)) if found else 0
+    _stem, dot, digits = path.removesuffix(".gz").rpartition(".")
+    number = int(digits) if dot and digits.isascii() and digits.isdigit() else 0
     try:
         mtime = Path(path).stat().st_mtime_ns
     except OSError:

@@ -1,0 +1,211 @@
+"""Apply the rules to a text: find which lines hold a trigger, run only their rules, then the shape checks.
+
+Speed matters: every line the desk shows goes through here. Each rule names literal triggers (lower case) and runs
+only on the lines that hold one of them, so a clean line costs a few substring tests; a trigger that contains
+another (``sshpass`` holds ``pass``) is only looked for where the shorter one was found. The work is on UTF-8
+bytes: the text is encoded once, its ASCII letters lowered (which keeps every offset), and folded rules run on
+the lowered line while their replacements read the original. Redacting a block of lines finds the triggers in
+the whole block at once, then works on the lines that hold them; callers with many lines should pass them as
+one block.
+"""
+
+from __future__ import annotations
+
+import bisect
+from itertools import accumulate
+
+from incident_desk.core.linear import LinearPattern, escape
+from incident_desk.core.redaction.keys import mask_key_blocks, mask_key_material, mask_key_material_in_block
+from incident_desk.core.redaction.rules import RULES, Rule
+
+_Node = tuple[bytes, tuple[int, ...], list[bytes]]  # a trigger, the rules it triggers, the longer triggers holding it
+
+
+def _trigger_tree() -> tuple[list[_Node], dict[bytes, _Node]]:
+    """The top-level triggers, and every trigger's node: longer triggers are looked for only under a shorter one."""
+    rules_of: dict[bytes, list[int]] = {}
+    for index, rule in enumerate(RULES):
+        for trigger in rule.triggers:
+            rules_of.setdefault(trigger.encode(), []).append(index)
+    nodes: dict[bytes, _Node] = {trigger: (trigger, tuple(rules), []) for trigger, rules in rules_of.items()}
+    top: list[_Node] = []
+    for word, node in nodes.items():
+        parents = [other for other in nodes if other != word and other in word]
+        if parents:
+            nodes[min(parents, key=len)][2].append(word)
+        else:
+            top.append(node)
+    return top, nodes
+
+
+_TOP_TRIGGERS, _NODES = _trigger_tree()
+# The bytes of the top-level triggers. In a large block, one memchr-fast test per byte rules out every trigger
+# holding a byte the block lacks, before the slower substring searches.
+_TRIGGER_BYTES = frozenset(bytes([byte]) for node in _TOP_TRIGGERS for byte in node[0])
+_BYTES_OF = {node[0]: frozenset(bytes([byte]) for byte in node[0]) for node in _TOP_TRIGGERS}
+_CHAR_GATE_LENGTH = 16 * 1024
+
+# Every top-level trigger in one RE2 pattern (a DFA: one pass, whatever the number of triggers): most text holds
+# none, and one search says so at a tenth of the cost of a substring test per trigger on a large block. Only for
+# large blocks: RE2 lets go of the interpreter lock while it searches, and on the event loop taking it back costs
+# a small read more than the substring tests do.
+_ANY_TOP_TRIGGER = LinearPattern(b"(?i)" + b"|".join(escape(node[0]) for node in _TOP_TRIGGERS))
+
+
+def _top_triggers_in(lowered: bytes) -> list[_Node]:
+    """The top-level trigger nodes that occur in ``lowered``."""
+    candidates = _TOP_TRIGGERS
+    if len(lowered) >= _CHAR_GATE_LENGTH:
+        if not _ANY_TOP_TRIGGER.contains(lowered):
+            return []
+        absent = {byte for byte in _TRIGGER_BYTES if lowered.find(byte) < 0}
+        candidates = [node for node in _TOP_TRIGGERS if absent.isdisjoint(_BYTES_OF[node[0]])]
+    # find, not "in": bytes.__contains__ first tries the needle as an int, and that failure costs more than a find.
+    return [node for node in candidates if lowered.find(node[0]) >= 0]
+
+
+def _triggered(lowered: bytes) -> list[int]:
+    """Indexes of the rules whose triggers occur in ``lowered``, in rule order."""
+    found: set[int] = set()
+    pending = _top_triggers_in(lowered)
+    while pending:
+        _trigger, rules, children = pending.pop()
+        found.update(rules)
+        pending.extend(_NODES[child] for child in children if lowered.find(child) >= 0)
+    return sorted(found)
+
+
+# The top-level triggers as text, for one line given as text: "in" on str is the cheapest test there is (on bytes,
+# "in" first tries the needle as an int, and find is a method call), and most lines hold no trigger at all.
+_TOP_TEXT_TRIGGERS = [(node[0].decode(), node) for node in _TOP_TRIGGERS]
+
+
+def rules_for_line(lowered: str) -> list[int]:
+    """Indexes of the rules whose triggers occur in one line, lower-cased as text (a superset of its bytes' rules:
+    a few non-ASCII letters lower to ASCII ones)."""
+    pending = [node for trigger, node in _TOP_TEXT_TRIGGERS if trigger in lowered]
+    found: set[int] = set()
+    while pending:
+        _trigger, rules, children = pending.pop()
+        found.update(rules)
+        pending.extend(_NODES[child] for child in children if child.decode() in lowered)
+    return sorted(found)
+
+
+def redact_line_bytes(line: bytes, rules: list[int]) -> bytes:
+    """One line (no newline) with ``rules`` applied, then the key material check."""
+    lowered = line.lower()
+    for index in rules:
+        line, lowered = _apply(RULES[index], line, lowered)
+    return mask_key_material(line)
+
+
+def redact_bytes(data: bytes) -> bytes:
+    """``data`` (UTF-8) with every recognised secret replaced by the mask; the same object if nothing changed."""
+    if len(data) >= _CHAR_GATE_LENGTH and not _ANY_TOP_TRIGGER.contains(data):
+        return mask_key_material_in_block(data)  # a large block with no trigger: not even lowered
+    lowered = data.lower()
+    if b"\n" not in data:
+        return redact_line_bytes(data, _triggered(lowered))
+    data = _redact_lines(data, lowered) if lowered.find(b"private") >= 0 else _redact_spans(data, lowered)
+    return mask_key_material_in_block(data)
+
+
+def _redact_spans(text: bytes, lowered: bytes) -> bytes:
+    """A block with no key block in it: only lines with triggers are cut out, redacted and put back."""
+    wanted: dict[int, tuple[int, set[int]]] = {}  # line start -> (line end, rules)
+    pending = _top_triggers_in(lowered)
+    while pending:
+        trigger, triggered, children = pending.pop()
+        pending.extend(_NODES[child] for child in children if lowered.find(child) >= 0)
+        found = lowered.find(trigger)
+        while found != -1:
+            start = lowered.rfind(b"\n", 0, found) + 1
+            end = lowered.find(b"\n", found)
+            end = len(lowered) if end == -1 else end
+            wanted.setdefault(start, (end, set()))[1].update(triggered)
+            found = lowered.find(trigger, end)  # one hit per line is enough
+    if not wanted:
+        return text
+    pieces: list[bytes] = []
+    last = 0
+    for start in sorted(wanted):
+        end, rules = wanted[start]
+        line, line_lowered = text[start:end], lowered[start:end]
+        for rule in sorted(rules):
+            line, line_lowered = _apply(RULES[rule], line, line_lowered)
+        pieces += [text[last:start], line]
+        last = end
+    pieces.append(text[last:])
+    return b"".join(pieces)
+
+
+def _redact_lines(text: bytes, lowered: bytes) -> bytes:
+    """A block that may hold a private key: line by line."""
+    lines = text.split(b"\n")
+    lowered_lines = lowered.split(b"\n")
+    mask_key_blocks(lines, lowered_lines)
+    for index, rules in _lines_to_check(lowered, lowered_lines).items():
+        line, line_lowered = lines[index], lowered_lines[index]
+        for rule in rules:
+            line, line_lowered = _apply(RULES[rule], line, line_lowered)
+        lines[index] = line
+    return b"\n".join(lines)
+
+
+def _apply(rule: Rule, line: bytes, lowered: bytes) -> tuple[bytes, bytes]:
+    """``rule`` applied to one line; the new line and its lowered form.
+
+    Linear in the line: each search starts where the last accepted match ended, or one byte after the start of a
+    refused one (whose match is bounded: see ``Rule``).
+    """
+    subject = lowered if rule.folded else line
+    search, tail, replace = rule.pattern.search, rule.tail, rule.replace
+    pieces: list[bytes] = []
+    last = pos = 0
+    end_of_line = len(line)
+    while pos <= end_of_line:
+        spans = search(subject, pos)
+        if spans is None:
+            break
+        start, end = spans[0]
+        replacement = replace(line, spans)
+        if replacement is None:
+            if rule.first_only:
+                break
+            pos = start + 1
+            continue
+        if tail is not None:
+            extended = tail.match(subject, end)
+            end = extended[0][1] if extended is not None else end
+        pieces += [line[last:start], replacement]
+        last = end
+        if rule.first_only:
+            break
+        pos = end if end > start else end + 1
+    if not pieces:
+        return line, lowered
+    pieces.append(line[last:])
+    result = b"".join(pieces)
+    return (result, result.lower()) if result != line else (line, lowered)
+
+
+def _lines_to_check(lowered: bytes, lowered_lines: list[bytes]) -> dict[int, list[int]]:
+    """For each line holding a trigger, the rules it triggers, in rule order; other lines need none."""
+    starts: list[int] | None = None
+    wanted: dict[int, set[int]] = {}
+    pending = _top_triggers_in(lowered)
+    while pending:
+        trigger, rules, children = pending.pop()
+        pending.extend(_NODES[child] for child in children if lowered.find(child) >= 0)
+        if starts is None:
+            starts = list(accumulate((len(line) + 1 for line in lowered_lines), initial=0))
+        found = lowered.find(trigger)
+        while found != -1:
+            line = bisect.bisect_right(starts, found) - 1
+            wanted.setdefault(line, set()).update(rules)
+            found = lowered.find(trigger, starts[line + 1])  # one hit per line is enough
+    return {line: sorted(rules) for line, rules in wanted.items()}
+
+
+TRIGGERS = frozenset(trigger for rule in RULES for trigger in rule.triggers)
