@@ -27,7 +27,8 @@ from incident_desk.core import linear, logfile, timeline
 from incident_desk.core.pattern import compile_pattern
 from incident_desk.core.redact import SECRETS, redact
 from incident_desk.core.redaction import rules as rules_module
-from incident_desk.core.redaction.rules import RULES, Rule
+from incident_desk.core.redaction.rules import RULES
+from incident_desk.core.redaction.shapes import Rule
 from tests.helpers import ROOT
 from tests.redact_corpus import ORDINARY_LINES, formats
 

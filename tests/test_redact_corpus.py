@@ -37,6 +37,11 @@ def test_the_corpus_has_more_than_80_formats() -> None:
     assert len({fmt.name for fmt in FORMATS}) == len(FORMATS)
 
 
+def test_the_corpus_has_at_least_200_formats() -> None:
+    """Issue 22: grown from 137 by kind (syntaxes, URLs and connection strings, command lines, vendor tokens)."""
+    assert len(FORMATS) >= 200
+
+
 @pytest.mark.parametrize("fmt", FORMATS, ids=lambda fmt: fmt.name)
 def test_each_format_is_masked_in_each_shape(fmt: Format) -> None:
     for shape, lines in shaped_lines(fmt):

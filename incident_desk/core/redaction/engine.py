@@ -16,7 +16,8 @@ from itertools import accumulate
 
 from incident_desk.core.linear import LinearPattern, escape
 from incident_desk.core.redaction.keys import mask_key_blocks, mask_key_material, mask_key_material_in_block
-from incident_desk.core.redaction.rules import RULES, Rule
+from incident_desk.core.redaction.rules import RULES
+from incident_desk.core.redaction.shapes import Rule
 
 _Node = tuple[bytes, tuple[int, ...], list[bytes]]  # a trigger, the rules it triggers, the longer triggers holding it
 

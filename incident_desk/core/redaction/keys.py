@@ -10,7 +10,7 @@ from __future__ import annotations
 import bisect
 
 from incident_desk.core.linear import compile_linear
-from incident_desk.core.redaction.rules import MASK
+from incident_desk.core.redaction.shapes import MASK
 
 _BASE64_CHARS = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
 _DIGITS = b"0123456789"
