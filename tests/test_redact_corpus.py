@@ -37,9 +37,10 @@ def test_the_corpus_has_more_than_80_formats() -> None:
     assert len({fmt.name for fmt in FORMATS}) == len(FORMATS)
 
 
-def test_the_corpus_has_at_least_200_formats() -> None:
+def test_the_corpus_has_at_least_200_formats_and_100_ordinary_lines() -> None:
     """Issue 22: grown from 137 by kind (syntaxes, URLs and connection strings, command lines, vendor tokens)."""
     assert len(FORMATS) >= 200
+    assert len(set(ORDINARY_LINES)) >= 100
 
 
 @pytest.mark.parametrize("fmt", FORMATS, ids=lambda fmt: fmt.name)

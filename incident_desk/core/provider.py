@@ -174,6 +174,8 @@ def _parse(config: ProviderConfig, api_key: str | None, response: httpx2.Respons
     if not text or not text.strip():
         raise ProviderError(prefix + "answer had no text")
     model = body.get("model") if isinstance(body, dict) else None
+    # An answer that quotes the key it was called with (a model asked to, or an echoing proxy) never shows it.
+    text = text.replace(api_key, "[REDACTED]") if api_key else text
     return ProviderAnswer(text=text.strip(), model=model if isinstance(model, str) and model else config.model)
 
 

@@ -65,7 +65,8 @@ _PROSE_WORDS = frozenset(
         b"hashed|have|if|in|incorrect|input|invalid|is|length|less|login|manager|match|matches|mismatch|missing|must|"
         b"needed|not|of|ok|on|or|policy|prompt|protected|provided|rejected|required|reset|rotated|rotation|set|"
         b"should|store|stored|strength|supplied|that|the|this|to|too|unset|update|updated|used|verification|"
-        b"verified|was|were|will|with|wrong"
+        b"verified|was|were|will|with|wrong|successfully|succeeded|again|via|using|after|before|when|because|now|"
+        b"please|then|so|it|its|their|your|my|his|her|our|expiring|expiration|history|hint|hints"
     ).split(b"|")
 )
 # Words after "bearer" that are prose ("bearer token expired"), not a credential.
