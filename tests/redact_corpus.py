@@ -440,6 +440,26 @@ _MAKERS.append(
 _MAKERS.append(("PGP PRIVATE KEY BLOCK", _pem("PGP PRIVATE KEY BLOCK", 900, headers=("Version: GnuPG v2", ""))))
 
 
+# A value on the line after its name (issue 22): the name line ends with the separator, the value stands alone.
+NEXT_LINE = "next line: "
+PUNCTUATED = ALNUM + "!#%*-_.~"
+
+
+def _next_line(name_line: str, value_prefix: str, length: int, alphabet: str) -> FormatMaker:
+    def make(values: _Values) -> tuple[str, tuple[str, ...]]:
+        secret = values.text(length, alphabet)
+        return f"{name_line}\n{value_prefix}{secret}", (secret,)
+
+    return make
+
+
+_MAKERS.append((NEXT_LINE + "YAML password", _next_line("password:", "  ", 14, PUNCTUATED)))
+_MAKERS.append((NEXT_LINE + "YAML api_key", _next_line("  api_key:", "    ", 18, PUNCTUATED)))
+_MAKERS.append((NEXT_LINE + "Authorization Bearer", _next_line("Authorization: Bearer", "", 40, BASE64URL + "~.")))
+_MAKERS.append((NEXT_LINE + "env value after =", _next_line("DB_PASSWORD=", "", 16, PUNCTUATED)))
+_MAKERS.append((NEXT_LINE + "client_secret quoted", _next_line("client_secret:", "  ", 24, PUNCTUATED)))
+
+
 @_format("PuTTY private key")
 def _putty(values: _Values) -> tuple[str, tuple[str, ...]]:
     public, private = values.key_body(270), values.key_body(620)

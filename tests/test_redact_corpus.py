@@ -21,13 +21,16 @@ from mcp_types import TextContent
 from incident_desk.core import logfile
 from incident_desk.core.redact import MASK, redact
 from tests.helpers import connect, text_of
-from tests.redact_corpus import ORDINARY_LINES, Format, formats, leaks, shaped_lines
+from tests.redact_corpus import NEXT_LINE, ORDINARY_LINES, Format, formats, leaks, shaped_lines
 from tests.summarize_helpers import ScriptedModel
 
 pytestmark = pytest.mark.anyio
 
 FORMATS = formats()
 SINGLE_LINE = [fmt for fmt in FORMATS if not fmt.multiline]
+# Values on the line after their name: recognised by that line, not alone (a search looks at the line before).
+NEXT_LINE_FORMATS = [fmt for fmt in FORMATS if fmt.name.startswith(NEXT_LINE)]
+KEY_BLOCKS = [fmt for fmt in FORMATS if fmt.multiline and fmt not in NEXT_LINE_FORMATS]
 WINDOW_BYTES = 1024  # the smallest tail window the settings allow, so its edge is easy to place
 FILLER = "lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor "
 
@@ -54,7 +57,7 @@ def test_each_format_is_masked_in_each_shape(fmt: Format) -> None:
             assert MASK in shown, shape
 
 
-@pytest.mark.parametrize("fmt", [fmt for fmt in FORMATS if fmt.multiline], ids=lambda fmt: fmt.name)
+@pytest.mark.parametrize("fmt", KEY_BLOCKS, ids=lambda fmt: fmt.name)
 def test_key_bodies_are_masked_one_line_at_a_time_down_to_their_short_end(fmt: Format) -> None:
     """A search hit is one line: each body line must be recognised alone (the documented limit: a last line
     shorter than 20 characters)."""
@@ -283,3 +286,42 @@ async def test_ordinary_lines_come_back_unchanged_on_every_path(
     assert resource == log
     assert [line["text"] for line in page.structured_content["lines"]] == list(ORDINARY_LINES)
     assert [line["text"] for line in found.structured_content["matches"]] == list(ORDINARY_LINES)
+
+
+async def test_a_value_on_the_line_after_its_name_is_masked_across_page_and_window_edges(
+    make_server: Callable[..., MCPServer], tmp_path: Path, era: str
+) -> None:
+    """Issue 22: the name ends one page and the value starts the next; the window starts at the value, or inside
+    the name's line; a search shows the value's line alone. None of them shows the value."""
+    root = tmp_path / "desk"
+    pad = "2024-05-01T10:00:09Z INFO padding " + "p" * (WINDOW_BYTES - 40)
+    for number, fmt in enumerate(NEXT_LINE_FORMATS):
+        name_line, value_line = fmt.lines
+        page_log = "\n".join(["ok one", "ok two", name_line, value_line, "done"]) + "\n"
+        _incident(root, f"NEXT-PAGE-{number}", page_log)
+        tail = value_line + "\n" + pad[: WINDOW_BYTES - len(value_line) - 2] + "\n"
+        assert len(tail.encode()) == WINDOW_BYTES
+        _incident(root, f"NEXT-CLEAN-{number}", "\n".join(ORDINARY_LINES[:5]) + "\n" + name_line + "\n" + tail)
+        _incident(root, f"NEXT-PARTIAL-{number}", "\n".join(ORDINARY_LINES[:5]) + "\n" + name_line + "\n" + tail[3:])
+    (root / "runbooks").mkdir()
+    server = make_server(data_dir=root, log_window_bytes=WINDOW_BYTES)
+    async with connect(server, era) as client:
+        for number, fmt in enumerate(NEXT_LINE_FORMATS):
+            incident = f"NEXT-PAGE-{number}"
+            first = await client.call_tool("read_incident_log", {"incidentId": incident, "limit": 3})
+            cursor = first.structured_content["next_cursor"]
+            second = await client.call_tool("read_incident_log", {"incidentId": incident, "limit": 3, "cursor": cursor})
+            assert second.structured_content["lines"][0]["number"] == 4  # the line of the value
+            found, _count = await _all_matches(client, incident, ".")
+            probe = await client.call_tool(
+                "search_incident_log", {"incidentId": incident, "pattern": re.escape(fmt.secrets[0][:10])}
+            )
+            assert probe.structured_content["matches"] == [], fmt.name
+            shown = {"page after the name": text_of(second), "search": found}
+            for edge in ("CLEAN", "PARTIAL"):
+                window = text_of(await client.read_resource(f"incident://NEXT-{edge}-{number}/log"))
+                assert fmt.lines[0] not in window or edge == "PARTIAL", "the window was meant to start after the name"
+                shown[f"window starting {edge.lower()}"] = window
+            for where, text in shown.items():
+                assert MASK in text, (fmt.name, where)
+                _check(text, f"{where} of {fmt.name}", [fmt])

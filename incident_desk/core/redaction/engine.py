@@ -16,6 +16,7 @@ from itertools import accumulate
 
 from incident_desk.core.linear import LinearPattern, escape
 from incident_desk.core.redaction.keys import mask_key_blocks, mask_key_material, mask_key_material_in_block
+from incident_desk.core.redaction.multiline import mask_dangling_values
 from incident_desk.core.redaction.rules import RULES
 from incident_desk.core.redaction.shapes import Rule
 
@@ -108,14 +109,18 @@ def redact_bytes(data: bytes) -> bytes:
     lowered = data.lower()
     if b"\n" not in data:
         return redact_line_bytes(data, _triggered(lowered))
-    data = _redact_lines(data, lowered) if lowered.find(b"private") >= 0 else _redact_spans(data, lowered)
-    return mask_key_material_in_block(data)
+    top = _top_triggers_in(lowered)
+    by_line = lowered.find(b"private") >= 0  # a key block may span lines: work line by line
+    redacted = _redact_lines(data, lowered, top) if by_line else _redact_spans(data, lowered, top)
+    if top:
+        redacted = mask_dangling_values(redacted, lowered)
+    return mask_key_material_in_block(redacted)
 
 
-def _redact_spans(text: bytes, lowered: bytes) -> bytes:
+def _redact_spans(text: bytes, lowered: bytes, top: list[_Node]) -> bytes:
     """A block with no key block in it: only lines with triggers are cut out, redacted and put back."""
     wanted: dict[int, tuple[int, set[int]]] = {}  # line start -> (line end, rules)
-    pending = _top_triggers_in(lowered)
+    pending = list(top)
     while pending:
         trigger, triggered, children = pending.pop()
         pending.extend(_NODES[child] for child in children if lowered.find(child) >= 0)
@@ -141,12 +146,12 @@ def _redact_spans(text: bytes, lowered: bytes) -> bytes:
     return b"".join(pieces)
 
 
-def _redact_lines(text: bytes, lowered: bytes) -> bytes:
+def _redact_lines(text: bytes, lowered: bytes, top: list[_Node]) -> bytes:
     """A block that may hold a private key: line by line."""
     lines = text.split(b"\n")
     lowered_lines = lowered.split(b"\n")
     mask_key_blocks(lines, lowered_lines)
-    for index, rules in _lines_to_check(lowered, lowered_lines).items():
+    for index, rules in _lines_to_check(lowered, lowered_lines, top).items():
         line, line_lowered = lines[index], lowered_lines[index]
         for rule in rules:
             line, line_lowered = _apply(RULES[rule], line, line_lowered)
@@ -191,11 +196,11 @@ def _apply(rule: Rule, line: bytes, lowered: bytes) -> tuple[bytes, bytes]:
     return (result, result.lower()) if result != line else (line, lowered)
 
 
-def _lines_to_check(lowered: bytes, lowered_lines: list[bytes]) -> dict[int, list[int]]:
+def _lines_to_check(lowered: bytes, lowered_lines: list[bytes], top: list[_Node]) -> dict[int, list[int]]:
     """For each line holding a trigger, the rules it triggers, in rule order; other lines need none."""
     starts: list[int] | None = None
     wanted: dict[int, set[int]] = {}
-    pending = _top_triggers_in(lowered)
+    pending = list(top)
     while pending:
         trigger, rules, children = pending.pop()
         pending.extend(_NODES[child] for child in children if lowered.find(child) >= 0)
