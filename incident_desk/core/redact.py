@@ -28,8 +28,9 @@ from dataclasses import dataclass
 
 import re2
 
-from incident_desk.core.redaction.engine import TRIGGERS, redact_bytes, redact_line_bytes, rules_for_line
+from incident_desk.core.redaction.engine import redact_bytes, redact_line_bytes, rules_for_line
 from incident_desk.core.redaction.keys import MIN_KEY_CHARS
+from incident_desk.core.redaction.rules import RULES
 
 MASK = "[REDACTED]"
 
@@ -74,12 +75,19 @@ class Redaction:
 
     apply: Callable[[str], str]
     mask: str
-    triggers: tuple[str, ...]
+    triggers: tuple[str, ...]  # literals, found in any case
+    shapes: tuple[str, ...] = ()  # RE2 patterns of rules whose literal is too common to look for
 
     def trigger_pattern(self) -> str:
         """An RE2 pattern found in every line that ``apply`` may change (and in some it leaves alone)."""
         words = "|".join(re2.escape(trigger) for trigger in self.triggers)
-        return f"(?i:{words})|{_KEY_MATERIAL_SOURCE}"
+        shapes = "".join(f"|(?:{shape})" for shape in self.shapes)
+        return f"(?i:{words}){shapes}|{_KEY_MATERIAL_SOURCE}"
 
 
-SECRETS = Redaction(apply=redact, mask=MASK, triggers=tuple(sorted(TRIGGERS)))
+SECRETS = Redaction(
+    apply=redact,
+    mask=MASK,
+    triggers=tuple(sorted({trigger for rule in RULES if not rule.by_shape for trigger in rule.triggers})),
+    shapes=tuple(rule.pattern.source.decode() for rule in RULES if rule.by_shape),
+)

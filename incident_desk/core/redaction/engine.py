@@ -212,6 +212,3 @@ def _lines_to_check(lowered: bytes, lowered_lines: list[bytes], top: list[_Node]
             wanted.setdefault(line, set()).update(rules)
             found = lowered.find(trigger, starts[line + 1])  # one hit per line is enough
     return {line: sorted(rules) for line, rules in wanted.items()}
-
-
-TRIGGERS = frozenset(trigger for rule in RULES for trigger in rule.triggers)

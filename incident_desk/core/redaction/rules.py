@@ -19,10 +19,10 @@ from incident_desk.core.redaction.shapes import (
     Rule,
     keep,
     mask_value,
-    masked,
     named,
     rule,
     unless_prose,
+    vendor,
 )
 from incident_desk.core.redaction.vendors import VENDOR_RULES
 
@@ -111,7 +111,7 @@ _PRIVATE_KEY_MARKER = r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
 # in lower case. Order matters where rules overlap.
 RULES: tuple[Rule, ...] = (
     # A Telegram bot token ("123456789:AA..."): before the "token <value>" rule, which would take its digits alone.
-    rule((":aa",), r"\b\d{6,12}:AA[A-Za-z0-9_-]{30,}", masked, folded=False),
+    vendor(":aa", pattern=r"\b\d{6,12}:AA[A-Za-z0-9_-]{30,}", by_shape=True),
     # Private keys written on one line (JSON "-----BEGIN PRIVATE KEY-----\nMIIE...", env files): everything
     # between the markers; and the end of one whose start is not in the text. Multi-line bodies: keys.py.
     rule(
@@ -232,7 +232,7 @@ RULES: tuple[Rule, ...] = (
         keep(1),
     ),
     # Redis AUTH [user] password, as redis-cli and MONITOR show it.
-    rule(("auth",), r"((?:^|[\s>\"'])AUTH[ \t]+)[^\s\"']+(?:[ \t]+[^\s\"'(]+)?", keep(1), folded=False),
+    rule(('"auth"', "> auth "), r"((?:^|[\s>\"'])AUTH[ \t]+)[^\s\"']+(?:[ \t]+[^\s\"'(]+)?", keep(1), folded=False),
     # Credentials in connection strings and URLs: Oracle thin:user/pw@, sqlplus user/pw, .pgpass lines, a URL
     # whose user part is a token (Sentry DSN), a Telegram bot token in a URL path.
     rule(("thin:",), r"(thin:[^\s/@:\"']+/)[^\s@\"']+(@)", keep(1, 2)),
@@ -247,9 +247,9 @@ RULES: tuple[Rule, ...] = (
     # Command-line flags of common tools: redis-cli -a, ldapsearch -w, mongosh -p, sqlcmd -P, keytool
     # -storepass, openssl -passin pass:, smbclient -U user%password, htpasswd -b file user password.
     rule(("redis-cli",), rf"(\bredis-cli(?:[^a-z0-9_].*?)?\s-a[ \t]*)({_FLAG_VALUE})", mask_value),
-    rule(("ldap",), rf"(\bldap[a-z]*(?:[^a-z0-9_].*?)?\s-w[ \t]*)({_FLAG_VALUE})", mask_value),
+    rule((" -w",), rf"(\bldap[a-z]*(?:[^a-z0-9_].*?)?\s-w[ \t]*)({_FLAG_VALUE})", mask_value),
     rule(
-        ("mongo", "sqlcmd", "bcp "),
+        (" -p",),
         rf"(\b(?:mongo[a-z]*|sqlcmd|bcp)(?:[^a-z0-9_].*?)?\s-p[ \t]*)({_FLAG_VALUE})",
         mask_value,
     ),

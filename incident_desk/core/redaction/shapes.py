@@ -10,7 +10,7 @@ so a refused match never makes the search read far ahead (see ``Rule.tail``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from incident_desk.core.linear import LinearPattern, Span, compile_linear, groups_of
 
@@ -31,6 +31,9 @@ class Rule:
     folded: bool  # the pattern is written in lower case and runs on the line with its ASCII letters lowered
     tail: LinearPattern | None = None  # after an accepted match: the run this matches right after it is masked too
     first_only: bool = False  # only the line's first match counts (the rule is about the start of the line)
+    # A search finds the lines this rule may change by its pattern rather than its literal, which is too common
+    # to skip much ("sk" is in "disk"); redacting a block still runs it on lines with the literal.
+    by_shape: bool = False
 
 
 def keep(*kept: int) -> Replacement:
@@ -117,5 +120,6 @@ def named(triggers: tuple[str, ...], names: str, value: str = rf"{QUOTED}|[^\s\"
     return rule(triggers, rf"((?:{names}){SEPARATOR})({value})", mask_value)
 
 
-def vendor(*prefixes: str, pattern: str) -> Rule:
-    return rule(tuple(prefix.lower() for prefix in prefixes), pattern, masked, folded=False)
+def vendor(*prefixes: str, pattern: str, by_shape: bool = False) -> Rule:
+    made = rule(tuple(prefix.lower() for prefix in prefixes), pattern, masked, folded=False)
+    return replace(made, by_shape=True) if by_shape else made
