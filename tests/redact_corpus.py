@@ -401,6 +401,13 @@ _simple("Hugging Face org token", "api_org_{s}", 34)
 _simple("Bitbucket app password", "ATBB{s}", 32)
 
 
+# No name, no known prefix: only the value's own shape (length, classes, entropy) gives it away (issue 22).
+_simple("unknown token mid-line", "upstream accepted {s} for tenant acme", 40)
+_simple("unknown token in a URL path", "POST https://hooks.example.net/in/{s}/deliver 202", 44)
+_simple("unknown base64url token in a JSON field", '"x_ref": "{s}", "ok": true', 48, BASE64URL)
+_simple("unknown token after an ordinary name", "upstream_ref={s} region=eu", 36)
+
+
 # Private keys on one line.
 @_format("service account private_key (JSON)")
 def _service_account(values: _Values) -> tuple[str, tuple[str, ...]]:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import re2
 
 from incident_desk.core.redaction.engine import redact_bytes, redact_line_bytes, rules_for_line
+from incident_desk.core.redaction.entropy import MIN_RANDOM_CHARS, RANDOM_RUN_SOURCE
 from incident_desk.core.redaction.keys import MIN_KEY_CHARS
 from incident_desk.core.redaction.rules import RULES
 
@@ -40,7 +41,7 @@ def redact(text: str) -> str:
     rules: list[int] | None = None
     if "\n" not in text and len(text) < _ONE_LINE_AS_TEXT:
         rules = rules_for_line(text.lower())
-        if not rules and not _may_end_in_key_material(text):
+        if not rules and not _may_end_in_key_material(text) and not _has_long_token(text):
             return text
     # surrogatepass: a lone surrogate (text decoded with surrogateescape) goes through as bytes no rule matches.
     data = text.encode("utf-8", "surrogatepass")
@@ -63,6 +64,11 @@ def _may_end_in_key_material(line: str) -> bool:
     the check, so a clean line never needs encoding."""
     end = len(line) - 1 if line.endswith("\r") else len(line)
     return end >= MIN_KEY_CHARS and not line[end - MIN_KEY_CHARS : end].strip(_BASE64_TEXT)
+
+
+def _has_long_token(line: str) -> bool:
+    """Whether a run long enough to be judged random can be in the line (a whitespace-separated token as long)."""
+    return len(line) >= MIN_RANDOM_CHARS and max(map(len, line.split()), default=0) >= MIN_RANDOM_CHARS
 
 
 # What mask_key_material looks for with no trigger at all: a long base64 run at the end of a line.
@@ -89,5 +95,5 @@ SECRETS = Redaction(
     apply=redact,
     mask=MASK,
     triggers=tuple(sorted({trigger for rule in RULES if not rule.by_shape for trigger in rule.triggers})),
-    shapes=tuple(rule.pattern.source.decode() for rule in RULES if rule.by_shape),
+    shapes=(*(rule.pattern.source.decode() for rule in RULES if rule.by_shape), RANDOM_RUN_SOURCE.decode()),
 )

@@ -15,6 +15,7 @@ import bisect
 from itertools import accumulate
 
 from incident_desk.core.linear import LinearPattern, escape
+from incident_desk.core.redaction.entropy import mask_random_runs
 from incident_desk.core.redaction.keys import mask_key_blocks, mask_key_material, mask_key_material_in_block
 from incident_desk.core.redaction.multiline import mask_dangling_values
 from incident_desk.core.redaction.rules import RULES
@@ -52,6 +53,27 @@ _CHAR_GATE_LENGTH = 16 * 1024
 # large blocks: RE2 lets go of the interpreter lock while it searches, and on the event loop taking it back costs
 # a small read more than the substring tests do.
 _ANY_TOP_TRIGGER = LinearPattern(b"(?i)" + b"|".join(escape(node[0]) for node in _TOP_TRIGGERS))
+
+
+def _candidate_sources() -> list[bytes]:
+    """What finds a block's candidate lines: each top-level trigger, or, when every rule it triggers has a
+    narrower pattern, those patterns and the trigger's longer triggers (whose rules still need the literal)."""
+    sources: list[bytes] = []
+    for trigger, rules, children in _TOP_TRIGGERS:
+        narrows = [RULES[index].narrow for index in rules]
+        if not all(narrows):
+            sources.append(escape(trigger))
+            continue
+        sources += [narrow.source for narrow in narrows if narrow is not None]
+        pending = list(children)
+        while pending:
+            child = pending.pop()
+            sources.append(escape(child))
+            pending += _NODES[child][2]
+    return sources
+
+
+_ANY_TRIGGER_LOWERED = LinearPattern(b"|".join(f"(?:{source.decode()})".encode() for source in _candidate_sources()))
 
 
 def _top_triggers_in(lowered: bytes) -> list[_Node]:
@@ -95,50 +117,62 @@ def rules_for_line(lowered: str) -> list[int]:
 
 
 def redact_line_bytes(line: bytes, rules: list[int]) -> bytes:
-    """One line (no newline) with ``rules`` applied, then the key material check."""
+    """One line (no newline) with ``rules`` applied, then the shape checks (key material, random runs)."""
     lowered = line.lower()
     for index in rules:
         line, lowered = _apply(RULES[index], line, lowered)
-    return mask_key_material(line)
+    return mask_random_runs(mask_key_material(line))
 
 
 def redact_bytes(data: bytes) -> bytes:
     """``data`` (UTF-8) with every recognised secret replaced by the mask; the same object if nothing changed."""
     if len(data) >= _CHAR_GATE_LENGTH and not _ANY_TOP_TRIGGER.contains(data):
-        return mask_key_material_in_block(data)  # a large block with no trigger: not even lowered
+        return mask_random_runs(mask_key_material_in_block(data))  # a large block with no trigger: not lowered
     lowered = data.lower()
     if b"\n" not in data:
         return redact_line_bytes(data, _triggered(lowered))
-    top = _top_triggers_in(lowered)
+    candidates = _candidate_lines(lowered)
     by_line = lowered.find(b"private") >= 0  # a key block may span lines: work line by line
-    redacted = _redact_lines(data, lowered, top) if by_line else _redact_spans(data, lowered, top)
-    if top:
+    redacted = _redact_lines(data, lowered, candidates) if by_line else _redact_spans(data, lowered, candidates)
+    if candidates:
         redacted = mask_dangling_values(redacted, lowered)
-    return mask_key_material_in_block(redacted)
+    return mask_random_runs(mask_key_material_in_block(redacted))
 
 
-def _redact_spans(text: bytes, lowered: bytes, top: list[_Node]) -> bytes:
+def _candidate_lines(lowered: bytes) -> list[tuple[int, int, list[int]]]:
+    """(start, end, rules) of each line of a block that holds a trigger, in order.
+
+    One RE2 search finds the next line holding any trigger (a DFA: one pass, whatever the number of triggers);
+    that line alone is then tested trigger by trigger, and the search goes on from the next line. So a block
+    costs one pass plus a few microseconds per line that holds a trigger, never a pass per trigger.
+    """
+    found: list[tuple[int, int, list[int]]] = []
+    pos, size = 0, len(lowered)
+    search = _ANY_TRIGGER_LOWERED.search
+    while pos < size:
+        spans = search(lowered, pos)
+        if spans is None:
+            break
+        hit = spans[0][0]
+        start = lowered.rfind(b"\n", 0, hit) + 1
+        end = lowered.find(b"\n", hit)
+        end = size if end == -1 else end
+        rules = rules_for_line(lowered[start:end].decode("latin-1"))
+        if rules:
+            found.append((start, end, rules))
+        pos = end + 1
+    return found
+
+
+def _redact_spans(text: bytes, lowered: bytes, candidates: list[tuple[int, int, list[int]]]) -> bytes:
     """A block with no key block in it: only lines with triggers are cut out, redacted and put back."""
-    wanted: dict[int, tuple[int, set[int]]] = {}  # line start -> (line end, rules)
-    pending = list(top)
-    while pending:
-        trigger, triggered, children = pending.pop()
-        pending.extend(_NODES[child] for child in children if lowered.find(child) >= 0)
-        found = lowered.find(trigger)
-        while found != -1:
-            start = lowered.rfind(b"\n", 0, found) + 1
-            end = lowered.find(b"\n", found)
-            end = len(lowered) if end == -1 else end
-            wanted.setdefault(start, (end, set()))[1].update(triggered)
-            found = lowered.find(trigger, end)  # one hit per line is enough
-    if not wanted:
+    if not candidates:
         return text
     pieces: list[bytes] = []
     last = 0
-    for start in sorted(wanted):
-        end, rules = wanted[start]
+    for start, end, rules in candidates:
         line, line_lowered = text[start:end], lowered[start:end]
-        for rule in sorted(rules):
+        for rule in rules:
             line, line_lowered = _apply(RULES[rule], line, line_lowered)
         pieces += [text[last:start], line]
         last = end
@@ -146,12 +180,14 @@ def _redact_spans(text: bytes, lowered: bytes, top: list[_Node]) -> bytes:
     return b"".join(pieces)
 
 
-def _redact_lines(text: bytes, lowered: bytes, top: list[_Node]) -> bytes:
+def _redact_lines(text: bytes, lowered: bytes, candidates: list[tuple[int, int, list[int]]]) -> bytes:
     """A block that may hold a private key: line by line."""
     lines = text.split(b"\n")
     lowered_lines = lowered.split(b"\n")
     mask_key_blocks(lines, lowered_lines)
-    for index, rules in _lines_to_check(lowered, lowered_lines, top).items():
+    starts = list(accumulate((len(line) + 1 for line in lowered_lines), initial=0))
+    for start, _end, rules in candidates:
+        index = bisect.bisect_right(starts, start) - 1
         line, line_lowered = lines[index], lowered_lines[index]
         for rule in rules:
             line, line_lowered = _apply(RULES[rule], line, line_lowered)
@@ -194,21 +230,3 @@ def _apply(rule: Rule, line: bytes, lowered: bytes) -> tuple[bytes, bytes]:
     pieces.append(line[last:])
     result = b"".join(pieces)
     return (result, result.lower()) if result != line else (line, lowered)
-
-
-def _lines_to_check(lowered: bytes, lowered_lines: list[bytes], top: list[_Node]) -> dict[int, list[int]]:
-    """For each line holding a trigger, the rules it triggers, in rule order; other lines need none."""
-    starts: list[int] | None = None
-    wanted: dict[int, set[int]] = {}
-    pending = list(top)
-    while pending:
-        trigger, rules, children = pending.pop()
-        pending.extend(_NODES[child] for child in children if lowered.find(child) >= 0)
-        if starts is None:
-            starts = list(accumulate((len(line) + 1 for line in lowered_lines), initial=0))
-        found = lowered.find(trigger)
-        while found != -1:
-            line = bisect.bisect_right(starts, found) - 1
-            wanted.setdefault(line, set()).update(rules)
-            found = lowered.find(trigger, starts[line + 1])  # one hit per line is enough
-    return {line: sorted(rules) for line, rules in wanted.items()}

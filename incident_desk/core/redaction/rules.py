@@ -9,6 +9,8 @@ so a refused match never makes the search read far ahead (see ``Rule.tail``).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from incident_desk.core.linear import Span, compile_linear, groups_of
 from incident_desk.core.redaction.shapes import (
     MASK,
@@ -90,7 +92,6 @@ _TELLING_WORDS = (
     r"credentials?|authorization|cookie|signature|session[_-]?id|connection[_-]?string"
 )
 _TELLING_NAME = rf"[a-z0-9_.:-]*(?:{_TELLING_WORDS})[a-z0-9_.-]*"
-_NAME_TRIGGERS = ("pass", "pwd", "secret", "token", "key", "credential", "authorization", "cookie", "signature", "sess")
 # A value that may be a bare word, or quoted; a command-line value never starts with "-" (the next flag).
 _FLAG_VALUE = rf"{QUOTED}|[^\s\"'-]\S*"
 # A percent-encoded value: anything up to an encoded quote (%22), ampersand (%26) or a raw separator.
@@ -175,7 +176,7 @@ RULES: tuple[Rule, ...] = (
     # key=value and key: value pairs whose name says secret (client_secret=, auth_token: ..., sig=, session=).
     named(("secret",), f"secret{NAME_SUFFIX}"),
     named(("token",), f"token{NAME_SUFFIX}"),
-    named(("key",), f"{_KEY_NAMES}{NAME_SUFFIX}"),
+    replace(named(("key",), f"{_KEY_NAMES}{NAME_SUFFIX}"), narrow=compile_linear(_KEY_NAMES)),
     named(("credential",), f"credentials?{NAME_SUFFIX}"),
     named(("sig",), rf"(?:^|[^a-z])sig{SEPARATED_SUFFIX}|signature{NAME_SUFFIX}"),
     named(("sess",), rf"sess(?:ion)?[_-]?id{NAME_SUFFIX}|(?:^|[^a-z])session{SEPARATED_SUFFIX}"),
@@ -207,27 +208,29 @@ RULES: tuple[Rule, ...] = (
     ),
     # Names beside values in more syntaxes: XML elements, quoted names with "," (PHP define), name/value pairs
     # (HAR headers, .NET <add key= value=>, Kubernetes env), JSON escaped to any depth, percent-encoded pairs.
+    # Each is triggered by its syntax (a closing tag, "value", an escaped quote), not by the name: names like
+    # "key" are in too many ordinary lines.
     rule(
-        _NAME_TRIGGERS,
+        ("</",),
         rf"(<(?:[a-z0-9_.-]+:)?{_TELLING_NAME}(?:[ \t][^>\r\n]*)?>)[^<\r\n]+",
         keep(1),
     ),
     rule(
-        _NAME_TRIGGERS,
+        ("value",),
         r"((?:name|key)\\*[\"']?[ \t]*[:=][ \t]*\\*[\"'][^\"'\\\r\n]*(?:"
         + _TELLING_WORDS
         + r")[^\"'\\\r\n]*\\*[\"'][ \t]*,?[ \t]*\\*[\"']?value\\*[\"']?[ \t]*[:=][ \t]*)"
         + rf"({QUOTED}|[^\s\"',}}]+)",
         mask_value,
     ),
-    rule(_NAME_TRIGGERS, rf"(\\?[\"']{_TELLING_NAME}\\?[\"'][ \t]*,[ \t]*)({QUOTED})", mask_value),
+    rule(("define", "', '", "','"), rf"(\\?[\"']{_TELLING_NAME}\\?[\"'][ \t]*,[ \t]*)({QUOTED})", mask_value),
     rule(
-        _NAME_TRIGGERS,
+        ('\\"', "\\'"),
         rf"((?:{_TELLING_WORDS}){NAME_SUFFIX}\\+[\"'][ \t]*[:=][ \t]*\\+[\"'])[^\\\"'\r\n]+",
         keep(1),
     ),
     rule(
-        _NAME_TRIGGERS,
+        ("%3a", "%3d"),
         rf"((?:{_TELLING_WORDS}){NAME_SUFFIX}(?:%22)?(?:%3a|%3d)(?:%22)?(?:%20)*){_ENCODED_VALUE}",
         keep(1),
     ),

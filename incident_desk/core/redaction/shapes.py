@@ -34,6 +34,9 @@ class Rule:
     # A search finds the lines this rule may change by its pattern rather than its literal, which is too common
     # to skip much ("sk" is in "disk"); redacting a block still runs it on lines with the literal.
     by_shape: bool = False
+    # A pattern every line this rule changes matches, narrower than its literal ("api_key", not "key"): a block's
+    # lines are found by it instead when every rule of the literal has one.
+    narrow: LinearPattern | None = None
 
 
 def keep(*kept: int) -> Replacement:
