@@ -9,7 +9,9 @@ show. Ordinary log lines must come back exactly as written.
 
 from __future__ import annotations
 
+import json
 import re
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,8 +22,9 @@ from mcp_types import TextContent
 
 from incident_desk.core import logfile
 from incident_desk.core.redact import MASK, redact
-from tests.helpers import connect, text_of
+from tests.helpers import AppFactory, connect, text_of
 from tests.redact_corpus import NEXT_LINE, ORDINARY_LINES, Format, formats, leaks, shaped_lines
+from tests.restart_helpers import approve, desk, rows
 from tests.summarize_helpers import ScriptedModel
 
 pytestmark = pytest.mark.anyio
@@ -325,3 +328,58 @@ async def test_a_value_on_the_line_after_its_name_is_masked_across_page_and_wind
             for where, text in shown.items():
                 assert MASK in text, (fmt.name, where)
                 _check(text, f"{where} of {fmt.name}", [fmt])
+
+
+def _first_error_log(fmt: Format) -> str:
+    """A log whose first error line holds the format (its first line; a block's other lines follow it)."""
+    first, *rest = fmt.lines
+    return (
+        "\n".join(["2026-11-29T10:00:00Z payments-api INFO ok", f"2026-11-29T10:00:01Z payments-api ERROR {first}"])
+        + ("\n" + "\n".join(rest) if rest else "")
+        + "\n"
+    )
+
+
+async def test_the_timeline_first_error_masks_the_corpus(
+    make_server: Callable[..., MCPServer], tmp_path: Path, era: str
+) -> None:
+    """Issue 22: the timeline shows the first error line's text; a secret on it is masked like everywhere."""
+    root = tmp_path / "desk"
+    for number, fmt in enumerate(FORMATS):
+        _incident(root, f"TL-{number}", _first_error_log(fmt))
+    (root / "runbooks").mkdir()
+    server = make_server(data_dir=root)
+    async with connect(server, era) as client:
+        for number, fmt in enumerate(FORMATS):
+            result = await client.call_tool("show_incident_timeline", {"incidentId": f"TL-{number}"})
+            text = text_of(result) if not result.structured_content else json.dumps(result.structured_content)
+            assert "first error" in text_of(result), fmt.name
+            if not fmt.multiline:
+                assert MASK in text_of(result), fmt.name
+            _check(text + text_of(result), f"timeline of {fmt.name}", [fmt])
+
+
+async def test_restart_output_and_the_journal_mask_the_corpus(make_app: AppFactory, tmp_path: Path, era: str) -> None:
+    """Issue 22: a restart command that prints every format (in every shape) shows none of them, in the result
+    or in the journal. The formats are printed in chunks, one service each, to stay within the output limit."""
+    printer = tmp_path / "print_file.py"
+    printer.write_text("import sys\nsys.stdout.write(open(sys.argv[1], encoding='utf-8').read())\n")
+    chunks = [FORMATS[index : index + 30] for index in range(0, len(FORMATS), 30)]
+    services: dict[str, Any] = {}
+    for number, chunk in enumerate(chunks):
+        lines = [line for fmt in chunk for _shape, shaped in shaped_lines(fmt) for line in shaped]
+        (tmp_path / f"chunk-{number}.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        services[f"svc-{number}"] = {
+            "kind": "command",
+            "argv": [sys.executable, str(printer), str(tmp_path / f"chunk-{number}.txt")],
+        }
+    app, server = desk(make_app, services=services)
+    async with connect(server, era, elicitation_callback=approve()) as client:
+        for number, chunk in enumerate(chunks):
+            result = await client.call_tool("restart_service", {"service": f"svc-{number}"})
+            assert result.structured_content is not None and result.structured_content["executed"] is True
+            shown = text_of(result) + json.dumps(result.structured_content)
+            assert MASK in shown
+            _check(shown, f"restart output of chunk {number}", chunk)
+    journal = json.dumps([decision.detail for decision in rows(app.journal)])
+    _check(journal, "the journal", FORMATS)
