@@ -126,8 +126,6 @@ def redact_line_bytes(line: bytes, rules: list[int]) -> bytes:
 
 def redact_bytes(data: bytes) -> bytes:
     """``data`` (UTF-8) with every recognised secret replaced by the mask; the same object if nothing changed."""
-    if len(data) >= _CHAR_GATE_LENGTH and not _ANY_TOP_TRIGGER.contains(data):
-        return mask_random_runs(mask_key_material_in_block(data))  # a large block with no trigger: not lowered
     lowered = data.lower()
     if b"\n" not in data:
         return redact_line_bytes(data, _triggered(lowered))
@@ -135,7 +133,7 @@ def redact_bytes(data: bytes) -> bytes:
     by_line = lowered.find(b"private") >= 0  # a key block may span lines: work line by line
     redacted = _redact_lines(data, lowered, candidates) if by_line else _redact_spans(data, lowered, candidates)
     if candidates:
-        redacted = mask_dangling_values(redacted, lowered)
+        redacted = mask_dangling_values(redacted, lowered, ((start, end) for start, end, _rules in candidates))
     return mask_random_runs(mask_key_material_in_block(redacted))
 
 

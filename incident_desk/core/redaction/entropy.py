@@ -18,6 +18,12 @@ from incident_desk.core.redaction.shapes import MASK
 MIN_RANDOM_CHARS = 32
 RANDOM_RUN_SOURCE = rb"[A-Za-z0-9+/_-]{32,}={0,2}"
 _RUN = LinearPattern(RANDOM_RUN_SOURCE)
+# Each byte of a text as "a" when it can be part of a run, else " ": a run of 32 is then one bytes.find.
+_RUN_IMAGE = bytes(
+    ord("a") if chr(byte).isascii() and (chr(byte).isalnum() or chr(byte) in "+/_-") else ord(" ")
+    for byte in range(256)
+)
+_LONG_RUN = b"a" * MIN_RANDOM_CHARS
 _MIN_BITS_PER_CHAR = 4.0
 _DIGESTS = (b"sha1:", b"sha256:", b"sha384:", b"sha512:", b"md5:", b"sha256-", b"sha384-", b"sha512-")
 # Lower-case letters as "a", everything else as a space: the words of an identifier, split in C.
@@ -45,6 +51,8 @@ def _in_long_words(body: bytes) -> int:
 
 def mask_random_runs(text: bytes) -> bytes:
     """``text`` with every run that looks random masked; the same object if none."""
+    if text.translate(_RUN_IMAGE).find(_LONG_RUN) < 0:  # no run long enough: one translate and one find, in C
+        return text
     pieces: list[bytes] = []
     last = 0
     for spans in _RUN.finditer(text):

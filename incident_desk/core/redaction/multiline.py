@@ -1,13 +1,15 @@
 """A secret on the line after its name: YAML ``password:`` then the value, ``Authorization: Bearer`` then the token.
 
 A line that ends with a secret's name and its separator (or a bare scheme) and no value "dangles"; the next line
-then holds the value if, after the same log prefix, it is one token. That token is masked. A block is searched
-for dangling lines in one RE2 pass; only their next lines are looked at. Readers that show a block starting
-mid-log (a page, a window, a search hit) redact it with the line before it as context, so the name and its value
-may sit on either side of an edge.
+then holds the value if, after the same log prefix, it is one token. That token is masked. Only the lines that
+hold a trigger are searched for a dangling name. Readers that show a block starting mid-log (a page, a window, a
+search hit) redact it with the line before it as context, so the name and its value may sit on either side of an
+edge.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 from incident_desk.core.linear import LinearPattern
 from incident_desk.core.redaction.shapes import MASK, NAME_SUFFIX
@@ -29,30 +31,33 @@ _DANGLING = LinearPattern(
 _NOT_VALUES = (b"|", b"|-", b">", b">-", b"-", b"{", b"[", b"#")
 
 
-def mask_dangling_values(redacted: bytes, lowered: bytes) -> bytes:
+def mask_dangling_values(redacted: bytes, lowered: bytes, lines: Iterable[tuple[int, int]]) -> bytes:
     """``redacted`` with the value on the line after each dangling name masked; the same object if none.
 
-    Dangling names are found in ``lowered``, the block before the one-line rules ran (which may have masked a
-    scheme left alone at the end of a line); the rules never add or remove a line, so line numbers carry over.
+    ``lines`` are the (start, end) of the lines that hold a trigger, in order: every dangling line holds one (its
+    name), so only they are searched. They are found in ``lowered``, the block before the one-line rules ran
+    (which may have masked a scheme left alone at the end of a line); the rules never add or remove a line, so
+    line numbers carry over.
     """
     wanted: dict[int, int] = {}  # line number of a value -> the log prefix's token count
-    line, counted_to = 0, 0
-    for spans in _DANGLING.finditer(lowered):
-        start = spans[0][0]
-        line += lowered.count(b"\n", counted_to, start)
+    number, counted_to = 0, 0
+    for start, end in lines:
+        spans = _DANGLING.search(lowered, start, end)
+        if spans is None:
+            continue
+        number += lowered.count(b"\n", counted_to, start)
         counted_to = start
-        line_start = lowered.rfind(b"\n", 0, start) + 1
-        wanted[line + 1] = len(lowered[line_start:start].split())
+        wanted[number + 1] = len(lowered[start : spans[0][0]].split())
     if not wanted:
         return redacted
-    lines = redacted.split(b"\n")
+    split = redacted.split(b"\n")
     changed = False
-    for number, prefix in wanted.items():
-        if number < len(lines):
-            masked = _masked_value_line(lines[number], prefix)
+    for line, prefix in wanted.items():
+        if line < len(split):
+            masked = _masked_value_line(split[line], prefix)
             if masked is not None:
-                lines[number], changed = masked, True
-    return b"\n".join(lines) if changed else redacted
+                split[line], changed = masked, True
+    return b"\n".join(split) if changed else redacted
 
 
 def _masked_value_line(line: bytes, prefix: int) -> bytes | None:
