@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import re2
 
-from incident_desk.core.redaction.engine import redact_bytes, redact_line_bytes, rules_for_line
+from incident_desk.core.redaction.engine import holds_trigger, redact_bytes, redact_line_bytes, rules_for_line
 from incident_desk.core.redaction.entropy import MIN_RANDOM_CHARS, RANDOM_RUN_SOURCE
 from incident_desk.core.redaction.keys import MIN_KEY_CHARS
 from incident_desk.core.redaction.rules import RULES
@@ -38,14 +38,16 @@ MASK = "[REDACTED]"
 
 def redact(text: str) -> str:
     """Return ``text`` with every recognised secret replaced by ``[REDACTED]``."""
-    rules: list[int] | None = None
-    if "\n" not in text and len(text) < _ONE_LINE_AS_TEXT:
-        rules = rules_for_line(text.lower())
-        if not rules and not _may_end_in_key_material(text) and not _has_long_token(text):
-            return text
     # surrogatepass: a lone surrogate (text decoded with surrogateescape) goes through as bytes no rule matches.
     data = text.encode("utf-8", "surrogatepass")
-    redacted = redact_bytes(data) if rules is None else redact_line_bytes(data, rules)
+    if "\n" in text or len(text) >= _ONE_LINE_AS_TEXT:
+        redacted = redact_bytes(data)
+    elif holds_trigger(data):
+        redacted = redact_line_bytes(data, rules_for_line(text.lower()))
+    elif _may_end_in_key_material(text) or _has_long_token(text):
+        redacted = redact_line_bytes(data, [])
+    else:
+        return text
     if redacted is data:
         return text
     try:
@@ -67,8 +69,11 @@ def _may_end_in_key_material(line: str) -> bool:
 
 
 def _has_long_token(line: str) -> bool:
-    """Whether a run long enough to be judged random can be in the line (a whitespace-separated token as long)."""
-    return len(line) >= MIN_RANDOM_CHARS and max(map(len, line.split()), default=0) >= MIN_RANDOM_CHARS
+    """Whether a run that could be judged random can be in the line: a whitespace-separated token as long, with
+    both cases (hex ids, UUIDs and pod names are one case, and most tokens are short)."""
+    return len(line) >= MIN_RANDOM_CHARS and any(
+        len(token) >= MIN_RANDOM_CHARS and not token.islower() and not token.isupper() for token in line.split()
+    )
 
 
 # What mask_key_material looks for with no trigger at all: a long base64 run at the end of a line.

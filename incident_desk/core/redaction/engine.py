@@ -104,6 +104,12 @@ def _triggered(lowered: bytes) -> list[int]:
 _TOP_TEXT_TRIGGERS = [(node[0].decode(), node) for node in _TOP_TRIGGERS]
 
 
+def holds_trigger(data: bytes) -> bool:
+    """Whether ``data`` holds any trigger, in any ASCII case: one RE2 search, cheaper for one line than testing
+    each trigger."""
+    return _ANY_TOP_TRIGGER.contains(data)
+
+
 def rules_for_line(lowered: str) -> list[int]:
     """Indexes of the rules whose triggers occur in one line, lower-cased as text (a superset of its bytes' rules:
     a few non-ASCII letters lower to ASCII ones)."""
