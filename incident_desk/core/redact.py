@@ -4,21 +4,25 @@ Incident logs are pasted into a model's context and often into chat transcripts;
 password caught in a stack trace must not travel with them. The rules favour false positives over leaks.
 
 Log content is written by whoever reaches the log, so every pattern runs on RE2 (``core.linear``): a crafted line
-costs time linear in its length, never the seconds a backtracking engine can spend on one. The rules live in
-``core.redaction.rules``, key shapes in ``core.redaction.keys``, and the engine in ``core.redaction.engine``.
+costs time linear in its length, never the seconds a backtracking engine can spend on one. Secrets are found by
+three signals: a telling name beside a value (``core.redaction.rules``), a known token shape
+(``core.redaction.vendors``, ``core.redaction.keys``), and a value that reads as random
+(``core.redaction.entropy``); ``core.redaction.engine`` applies them.
 
-Rules never cross a newline, with two exceptions that only ever mask more:
+Rules never cross a newline, with three exceptions that only ever mask more:
 
 - a private key block (``-----BEGIN … PRIVATE KEY-----``) masks every line up to its END marker, and the lines
   just before an END marker whose BEGIN is not in the text (a window or page that starts inside a key);
 - key material on its own, like a PEM body line (base64 of 20 characters or more with upper case, lower case and
   digits, alone on its line or last after a log prefix), is masked without any trigger, because no literal can
-  recognise it. A line without a trigger can therefore still change.
+  recognise it. A line without a trigger can therefore still change;
+- a line that ends with a secret's name and no value masks the next line's single token
+  (``core.redaction.multiline``); readers that start mid-log pass the line before as context.
 
 So redacting a block of lines masks at least what redacting each line alone does. Limits, said plainly: a key
 body seen one line at a time (a search hit) shows its last line when that line is shorter than 20 characters or
-lacks one of the three character classes (a few bytes of key); unknown vendor formats with no telling name pass.
-Case is folded for ASCII letters only.
+lacks one of the three character classes (a few bytes of key); a secret shorter than 32 characters with no
+telling name, place or known prefix passes. Case is folded for ASCII letters only.
 """
 
 from __future__ import annotations
