@@ -73,6 +73,8 @@ def hostile_families(size: int) -> dict[str, str]:
         "base64 run": _filled("A1b", size) + "!",
         "quoted without end": 'password="' + _filled('\\"', size),
         "BEGIN lines": "\n".join(["-----BEGIN PRIVATE KEY-----"] * (size // 28)),
+        "short lines, each a trigger": _filled("\n".join(TRIGGERS) + "\n", size),
+        "short lines, each a masked value": _filled("pwd=x\ntoken: abcdefgh12\n", size),
         "body and END lines": "\n".join(["AAAABBBBCCCCdddd1234", "-----END PRIVATE KEY-----"] * (size // 46)),
     }
 
@@ -231,3 +233,18 @@ async def test_hostile_lines_never_stall_the_desk_over_stdio(hostile_desk: Path,
         await client.call_tool("search_incident_log", {"incidentId": "INC-HOSTILE", "pattern": "warm", "limit": 1})
         took, latencies = await _watched(client)
     _assert_responsive(took, latencies)
+
+
+def test_a_dense_run_of_short_secret_lines_is_masked_as_line_by_line() -> None:
+    """Many short lines with triggers are redacted as one run (each rule once over it): nothing line-by-line
+    redaction masks may show, and no line is added or lost."""
+    from tests.redact_corpus import formats, leaks
+
+    short = [fmt for fmt in formats() if not fmt.multiline and len(fmt.lines[0]) < 64]
+    assert len(short) > 40
+    block = "\n".join(fmt.lines[0] for fmt in short * 3)
+    shown = redact(block)
+    assert shown.count("\n") == block.count("\n")
+    assert {fmt.name: found for fmt in short if (found := leaks(fmt, shown))} == {}
+    for fmt in short:
+        assert "[REDACTED]" in redact(fmt.lines[0]), fmt.name

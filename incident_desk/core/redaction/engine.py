@@ -141,12 +141,18 @@ def redact_bytes(data: bytes) -> bytes:
     return mask_random_runs(mask_key_material_in_block(redacted))
 
 
+# When the last _DENSE_AFTER lines with triggers took fewer than _DENSE_LINE_BYTES each, the block is dense.
+_DENSE_AFTER = 32
+_DENSE_LINE_BYTES = 64
+
+
 def _candidate_lines(lowered: bytes) -> list[tuple[int, int, list[int]]]:
     """(start, end, rules) of each line of a block that holds a trigger, in order.
 
     One RE2 search finds the next line holding any trigger (a DFA: one pass, whatever the number of triggers);
     that line alone is then tested trigger by trigger, and the search goes on from the next line. So a block
-    costs one pass plus a few microseconds per line that holds a trigger, never a pass per trigger.
+    costs one pass plus a few microseconds per line that holds a trigger, never a pass per trigger. A dense
+    stretch ends the list with one entry for the rest of the block, which may span lines.
     """
     found: list[tuple[int, int, list[int]]] = []
     pos, size = 0, len(lowered)
@@ -157,6 +163,12 @@ def _candidate_lines(lowered: bytes) -> list[tuple[int, int, list[int]]]:
             break
         hit = spans[0][0]
         start = lowered.rfind(b"\n", 0, hit) + 1
+        if len(found) >= _DENSE_AFTER and start - found[-_DENSE_AFTER][0] < _DENSE_AFTER * _DENSE_LINE_BYTES:
+            # Lines with triggers come thick and short (a crafted log): the per-line work would cost more than
+            # the text. The rest of the block is one run of lines, and each rule any of them needs runs on it once.
+            rules = rules_for_line(lowered[start:].decode("latin-1"))
+            found.append((start, size, rules))
+            break
         end = lowered.find(b"\n", hit)
         end = size if end == -1 else end
         rules = rules_for_line(lowered[start:end].decode("latin-1"))
@@ -188,17 +200,18 @@ def _redact_lines(text: bytes, lowered: bytes, candidates: list[tuple[int, int, 
     lowered_lines = lowered.split(b"\n")
     mask_key_blocks(lines, lowered_lines)
     starts = list(accumulate((len(line) + 1 for line in lowered_lines), initial=0))
-    for start, _end, rules in candidates:
-        index = bisect.bisect_right(starts, start) - 1
-        line, line_lowered = lines[index], lowered_lines[index]
+    for start, end, rules in candidates:
+        first = bisect.bisect_right(starts, start) - 1
+        last = bisect.bisect_right(starts, end) - 1  # the same line, unless the entry is a dense run of lines
+        text_run, lowered_run = b"\n".join(lines[first : last + 1]), b"\n".join(lowered_lines[first : last + 1])
         for rule in rules:
-            line, line_lowered = _apply(RULES[rule], line, line_lowered)
-        lines[index] = line
+            text_run, lowered_run = _apply(RULES[rule], text_run, lowered_run)
+        lines[first : last + 1] = text_run.split(b"\n")
     return b"\n".join(lines)
 
 
 def _apply(rule: Rule, line: bytes, lowered: bytes) -> tuple[bytes, bytes]:
-    """``rule`` applied to one line; the new line and its lowered form.
+    """``rule`` applied to one line (or a run of lines); the new text and its lowered form.
 
     Linear in the line: each search starts where the last accepted match ended, or one byte after the start of a
     refused one (whose match is bounded: see ``Rule``).
@@ -215,17 +228,20 @@ def _apply(rule: Rule, line: bytes, lowered: bytes) -> tuple[bytes, bytes]:
         start, end = spans[0]
         replacement = replace(line, spans)
         if replacement is None:
-            if rule.first_only:
+            pos = subject.find(b"\n", end) + 1 if rule.first_only else start + 1
+            if pos == 0:
                 break
-            pos = start + 1
             continue
         if tail is not None:
             extended = tail.match(subject, end)
             end = extended[0][1] if extended is not None else end
         pieces += [line[last:start], replacement]
         last = end
-        if rule.first_only:
-            break
+        if rule.first_only:  # on to the next line, if the text holds several
+            pos = subject.find(b"\n", end) + 1
+            if pos == 0:
+                break
+            continue
         pos = end if end > start else end + 1
     if not pieces:
         return line, lowered

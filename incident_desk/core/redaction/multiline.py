@@ -34,20 +34,20 @@ _NOT_VALUES = (b"|", b"|-", b">", b">-", b"-", b"{", b"[", b"#")
 def mask_dangling_values(redacted: bytes, lowered: bytes, lines: Iterable[tuple[int, int]]) -> bytes:
     """``redacted`` with the value on the line after each dangling name masked; the same object if none.
 
-    ``lines`` are the (start, end) of the lines that hold a trigger, in order: every dangling line holds one (its
-    name), so only they are searched. They are found in ``lowered``, the block before the one-line rules ran
-    (which may have masked a scheme left alone at the end of a line); the rules never add or remove a line, so
-    line numbers carry over.
+    ``lines`` are the (start, end) of the lines that hold a trigger (or of runs of such lines), in order: every
+    dangling line holds one (its name), so only they are searched. They are found in ``lowered``, the block
+    before the one-line rules ran (which may have masked a scheme left alone at the end of a line); the rules
+    never add or remove a line, so line numbers carry over.
     """
     wanted: dict[int, int] = {}  # line number of a value -> the log prefix's token count
     number, counted_to = 0, 0
     for start, end in lines:
-        spans = _DANGLING.search(lowered, start, end)
-        if spans is None:
-            continue
-        number += lowered.count(b"\n", counted_to, start)
-        counted_to = start
-        wanted[number + 1] = len(lowered[start : spans[0][0]].split())
+        for spans in _DANGLING.finditer(lowered, start, end):
+            found = spans[0][0]
+            line_start = lowered.rfind(b"\n", 0, found) + 1
+            number += lowered.count(b"\n", counted_to, line_start)
+            counted_to = line_start
+            wanted[number + 1] = len(lowered[line_start:found].split())
     if not wanted:
         return redacted
     split = redacted.split(b"\n")

@@ -50,7 +50,7 @@ def _one_line_key(line: bytes, spans: list[Span]) -> bytes:
 def _key_end_without_begin(line: bytes, spans: list[Span]) -> bytes | None:
     """The end of a key whose BEGIN is not on this line: mask the body run before the END marker."""
     start, end = spans[0]
-    if b"-----BEGIN " in line[:start]:
+    if line.find(b"-----BEGIN ", line.rfind(b"\n", 0, start) + 1, start) >= 0:
         return None
     text = line[start:end]
     return MASK + text[text.rfind(b"-----END ") :]
@@ -117,7 +117,7 @@ RULES: tuple[Rule, ...] = (
     # between the markers; and the end of one whose start is not in the text. Multi-line bodies: keys.py.
     rule(
         ("private key",),
-        rf"{_PRIVATE_KEY_MARKER}[^\r].*?(?:-----END [A-Z0-9 ]*-----|\r?$)",
+        rf"(?m){_PRIVATE_KEY_MARKER}[^\r\n].*?(?:-----END [A-Z0-9 ]*-----|\r?$)",
         _one_line_key,
         folded=False,
     ),
@@ -134,10 +134,10 @@ RULES: tuple[Rule, ...] = (
     rule(
         ("authorization",),
         r"(\b(?:proxy-)?authorization(?:\\?[\"'])?[ \t]*[:=][ \t]*(?:\\?[\"'])?)"
-        rf"(?:({_ONE_PART_SCHEMES})[ \t]+[^\s\"'\\]+|([a-z][a-z0-9-]*)[ \t][^\r]*|[^\r]+)",
+        rf"(?:({_ONE_PART_SCHEMES})[ \t]+[^\s\"'\\]+|([a-z][a-z0-9-]*)[ \t][^\r\n]*|[^\r\n]+)",
         _authorization,
     ),
-    rule(("cookie",), r"(\b(?:set-)?cookies?(?:\\?[\"'])?[ \t]*[:=][ \t]*)\S[^\r]*", keep(1)),
+    rule(("cookie",), r"(\b(?:set-)?cookies?(?:\\?[\"'])?[ \t]*[:=][ \t]*)\S[^\r\n]*", keep(1)),
     # Bearer credentials of any length, and token/basic ones long enough not to be an ordinary word. The bearer
     # rule reads a bounded head to tell prose ("bearer token expired") from a credential, then masks the run.
     rule(
@@ -159,7 +159,7 @@ RULES: tuple[Rule, ...] = (
     rule(
         ("pass", "pwd"),
         rf"((?:(?:passw(?:or)?d|passphrase|pwd){NAME_SUFFIX}|[_.-]pass{SEPARATED_SUFFIX}){SEPARATOR})"
-        rf"({QUOTED}|[^\s\"'][^\r]*)",
+        rf"({QUOTED}|[^\s\"'][^\r\n]*)",
         mask_value,
     ),
     # A password after a space, as in .netrc files and prose-like logs ("login app password hunter2").

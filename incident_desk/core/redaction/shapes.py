@@ -16,8 +16,9 @@ from incident_desk.core.linear import LinearPattern, Span, compile_linear, group
 
 MASK = b"[REDACTED]"
 
-# A replacement builds the text that stands for a match from the line and the match's spans (whole match first,
-# then each group), or refuses the match with None; the search then goes on one byte after its start.
+# A replacement builds the text that stands for a match from the text searched (one line, or a run of lines: no
+# pattern matches a newline in what it masks) and the match's spans (whole match first, then each group), or
+# refuses the match with None; the search then goes on one byte after its start.
 Replacement = Callable[[bytes, list[Span]], bytes | None]
 
 
@@ -30,7 +31,7 @@ class Rule:
     replace: Replacement
     folded: bool  # the pattern is written in lower case and runs on the line with its ASCII letters lowered
     tail: LinearPattern | None = None  # after an accepted match: the run this matches right after it is masked too
-    first_only: bool = False  # only the line's first match counts (the rule is about the start of the line)
+    first_only: bool = False  # only each line's first match counts (the rule is about the start of the line)
     # A search finds the lines this rule may change by its pattern rather than its literal, which is too common
     # to skip much ("sk" is in "disk"); redacting a block still runs it on lines with the literal.
     by_shape: bool = False
