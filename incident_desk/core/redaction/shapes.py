@@ -65,16 +65,14 @@ def mask_value(line: bytes, spans: list[Span]) -> bytes:
     return name + MASK
 
 
-_WORD = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789_")
+_WORD_BYTES = b"abcdefghijklmnopqrstuvwxyz0123456789_"
 
 
 def _starts_with_word(value: bytes, words: frozenset[bytes]) -> bool:
-    """Whether ``value`` (lower case) starts with one of ``words`` followed by a word boundary."""
+    """Whether ``value`` (lower case) starts with one of ``words`` followed by a word boundary: its leading run of
+    word characters is one of them (found by lstrip, in C)."""
     head = value[:16]
-    for length in range(1, min(len(head), 15) + 1):
-        if head[:length] in words and (length == len(head) or head[length] not in _WORD):
-            return True
-    return False
+    return head[: len(head) - len(head.lstrip(_WORD_BYTES))] in words
 
 
 def unless_prose(words: frozenset[bytes], *, also: tuple[bytes, ...] = ()) -> Replacement:
