@@ -136,6 +136,10 @@ class DeskApp:
         """AuditError when the journal cannot take a decision now (checked before a human is asked)."""
         await anyio.to_thread.run_sync(self.journal.check_writable)
 
+    async def redacted(self, text: str) -> str:
+        """``text`` masked like a log line, in a worker thread: a provider's answer can be long."""
+        return await anyio.to_thread.run_sync(self.redactor, text)
+
     async def provider_key(self) -> credentials.SecretLookup:
         """The model provider's API key: the environment, else the keychain (which may block)."""
         settings = self.settings

@@ -332,7 +332,7 @@ def _run(args: argparse.Namespace) -> int:
         if args.command == "doctor":
             from incident_desk.doctor import run_doctor
 
-            return run_doctor(settings)
+            return run_doctor(settings, getattr(args, "config", None))
         if args.command == "timeline":
             from incident_desk.timeline_page import run_timeline
 

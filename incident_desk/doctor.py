@@ -70,15 +70,22 @@ async def _surface_of_this_installation(settings: Settings) -> Surface:
     )
 
 
-async def _handshake(settings: Settings, surface: Surface) -> list[str]:
-    """Talk to a fresh desk over stdio; return the problems found (empty when healthy)."""
+async def _handshake(settings: Settings, surface: Surface, config_file: Path | None) -> list[str]:
+    """Talk to a fresh desk over stdio, configured as this one is (its config file, flags and environment, so the
+    journal and sources it opens are the ones checked above); return the problems found (empty when healthy)."""
     from mcp import Client, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
     command, args = _launch_command()
+    if config_file is not None:
+        args = [*args, "--config", str(config_file)]
     if settings.data_dir is not None:
         args = [*args, "--data-dir", str(settings.data_dir)]
-    params = StdioServerParameters(command=command, args=args)
+    if settings.audit_db is not None:
+        args = [*args, "--audit-db", str(settings.audit_db)]
+    # The SDK would hand the child only a few safe variables; a client launching the desk passes its whole
+    # environment, INCIDENT_DESK_* settings and secrets included.
+    params = StdioServerParameters(command=command, args=args, env=dict(os.environ))
     problems: list[str] = []
     with tempfile.TemporaryFile("w+") as errlog:
         try:
@@ -112,7 +119,7 @@ def _secrets_from_the_keychain(settings: Settings) -> list[str]:
     return needed
 
 
-def run_doctor(settings: Settings) -> int:
+def run_doctor(settings: Settings, config_file: Path | None = None) -> int:
     from incident_desk import __version__
     from incident_desk.app import open_journal
     from incident_desk.core import credentials
@@ -185,7 +192,7 @@ def run_doctor(settings: Settings) -> int:
         where = key.source or "nowhere (set one with `incident-desk key set`)"
         report(key.value is not None or settings.provider == "openai", f"{settings.provider} API key", f"from {where}")
     surface = anyio.run(_surface_of_this_installation, settings)
-    handshake_problems = anyio.run(_handshake, settings, surface)
+    handshake_problems = anyio.run(_handshake, settings, surface, config_file)
     report(not handshake_problems, "stdio handshake, tools/list, resources/read, stdout purity")
     for issue in handshake_problems:
         sys.stdout.write(f"       {issue}\n")

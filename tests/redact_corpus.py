@@ -296,6 +296,118 @@ def _jwt(values: _Values) -> tuple[str, tuple[str, ...]]:
     return f"jwt {header}.{payload}.{signature}", (payload, signature)
 
 
+# Names beside values in syntaxes beyond env and JSON (issue 22).
+_simple("PHP define", "define('DB_PASSWORD', '{s}');", 20)
+_simple("PHP define double-quoted", 'define("AUTH_KEY", "{s}");', 40)
+_simple("PHP array entry", "'password' => '{s}',", 20)
+_simple("XML password element", "<password>{s}</password>", 20)
+_simple("XML namespaced secret element", "<ns1:clientSecret>{s}</ns1:clientSecret>", 32)
+_simple("XML apiKey element", '<apiKey type="string">{s}</apiKey>', 32)
+_simple(".NET appSettings ApiKey", '<add key="Payments.ApiKey" value="{s}" />', 32)
+_simple(".NET connection string", '<add name="Main" connectionString="Server=db;User Id=app;Password={s};" />', 20)
+_simple("HAR header object", '{{"name": "Authorization", "value": "Bearer {s}"}}', 40)
+_simple("HAR api key header", '{{"name":"x-api-key","value":"{s}"}}', 40)
+_simple("HAR cookie header", '{{"name": "Cookie", "value": "sid={s}"}}', 32)
+_simple("JSON double-escaped password", '"{{\\\\\\"password\\\\\\":\\\\\\"{s}\\\\\\"}}"', 20)
+_simple("JSON triple-escaped token", '\\\\\\\\\\\\\\"token\\\\\\\\\\\\\\": \\\\\\\\\\\\\\"{s}\\\\\\\\\\\\\\"', 32)
+_simple("URL-encoded JSON password", "body=%7B%22password%22%3A%22{s}%22%7D", 20)
+_simple("URL-encoded form password", "POST /login form=user%3Dbob%26password%3D{s}%26next%3D%2F", 20)
+_simple("INI password", "password = {s}", 20)
+_simple("INI quoted secret", 'client_secret = "{s}"', 32)
+_simple("TOML api_token", 'api_token = "{s}"', 40)
+_simple("YAML quoted passphrase", "  passphrase: '{s}'", 24)
+_simple("Java properties", "spring.datasource.password={s}", 20)
+_simple("Spring env var", "SPRING_DATASOURCE_PASSWORD={s}", 20)
+_simple("docker-compose env list", "      - MYSQL_PASSWORD={s}", 20)
+_simple("k8s env value", '{{"name": "DB_PASSWORD", "value": "{s}"}}', 20)
+_simple("Go struct dump", "config: {{Host:db User:app Password:{s} Port:5432}}", 20)
+_simple("Python repr", "Settings(user='app', password='{s}', host='db')", 20)
+_simple("Ruby hash", ':password => "{s}"', 20)
+_simple("logfmt secret", 'level=debug msg="init" client_secret={s} region=eu', 32)
+_simple("URL query password", "GET /login?user=bob&password={s}&next=/", 20)
+_simple("URL query apikey", "GET /v2/data?apikey={s}&q=1", 32)
+_simple("JDBC password property", "jdbc:postgresql://db:5432/app?user=app&password={s}", 20)
+_simple("ODBC PWD", "Driver={{ODBC Driver 18}};Server=db;UID=app;PWD={s};", 20)
+_simple("SQL Server connection", "Server=tcp:db,1433;Database=app;User ID=app;Password={s};Encrypt=true", 20)
+_simple("Redis AUTH command", "redis> AUTH {s}", 24)
+_simple("MySQL CHANGE MASTER", "CHANGE MASTER TO MASTER_HOST='db', MASTER_PASSWORD='{s}'", 20)
+
+# Credentials in URLs and connection strings (issue 22).
+_simple("Oracle thin URL", "jdbc:oracle:thin:scott/{s}@//db.internal:1521/ORCL", 20)
+_simple("sqlplus login", "sqlplus system/{s}@ORCL @migrate.sql", 20)
+_simple("pgpass line", "db.internal:5432:payments:app:{s}", 20)
+_simple("pgpass wildcard line", "*:*:*:replicator:{s}", 20)
+_simple("Sentry DSN", "SENTRY_DSN=https://{s}@o123456.ingest.sentry.io/4504", 32, HEX)
+_simple("Sentry DSN bare", "sentry init dsn https://{s}@o99.ingest.us.sentry.io/77", 32, HEX)
+_simple("Telegram bot URL", "POST https://api.telegram.org/bot123456789:{s}/sendMessage", 35, BASE64URL)
+_simple("Telegram bot token", "bot token 987654321:AA{s}", 33, BASE64URL)
+_simple("URL user token only", "git clone https://{s}@github.com/org/repo.git", 40)
+_simple("SMTP URL", "smtp://mailer:{s}@smtp.example.com:587", 20)
+_simple("LDAP bind URL", "ldaps://cn=admin:{s}@ldap.internal:636", 20)
+
+# Command-line flags of common tools (issue 22).
+_simple("redis-cli -a", "redis-cli -h cache.internal -p 6379 -a {s} PING", 24)
+_simple("ldapsearch -w", 'ldapsearch -x -D "cn=admin,dc=example,dc=org" -w {s} -b dc=example,dc=org', 20)
+_simple("keytool -storepass", "keytool -importcert -keystore app.jks -storepass {s} -file ca.pem", 20)
+_simple("keytool -keypass", "keytool -genkeypair -alias app -keypass {s} -keystore app.jks", 20)
+_simple("openssl pass:", "openssl pkcs12 -export -in cert.pem -passout pass:{s} -out bundle.p12", 20)
+_simple("openssl -passin", "openssl rsa -in key.pem -passin pass:{s} -noout", 20)
+_simple("smbclient -U user%pw", "smbclient //fs/share -U backup%{s} -c ls", 20)
+_simple("sqlcmd -P", "sqlcmd -S db.internal -U sa -P {s} -Q 'SELECT 1'", 20)
+_simple("mongosh -p", "mongosh --host mongo -u admin -p {s} --authenticationDatabase admin", 20)
+_simple("psql PGPASSWORD inline", "env PGPASSWORD='{s}' pg_dump -h db payments", 20)
+_simple("htpasswd -b", "htpasswd -b -c /etc/nginx/.htpasswd admin {s}", 20)
+_simple("vault login", "vault login -method=userpass username=ops password={s}", 20)
+_simple("docker run -e secret", "docker run -e API_SECRET={s} registry/app:1.2", 32)
+_simple("helm --set password", "helm upgrade app ./chart --set postgresql.auth.password={s}", 20)
+_simple("kubectl create secret", "kubectl create secret generic db --from-literal=password={s}", 20)
+_simple("git credential url", "git config credential.helper store; https://bot:{s}@git.example.com", 20)
+
+# Vendor tokens the rules did not know (issue 22).
+_simple("Twilio API key", "twilio key SK{s}", 32, HEX)
+_simple("Mailchimp key", "mailchimp {s}-us14", 32, HEX)
+_simple("Notion token", "notion ntn_{s}", 46)
+_simple("Figma token", "figd_{s}", 40, BASE64URL)
+_simple("Airtable PAT", "airtable patAbCdEfGh123456.{s}", 64, HEX)
+_simple("Azure AD client secret", "client secret abc8Q~{s}", 34, ALNUM + "_~.-")
+_simple("GitLab pipeline trigger", "glptt-{s}", 40, HEX)
+_simple("GitLab runner token", "glrt-{s}", 24, BASE64URL)
+_simple("Square access token", "EAAA{s}", 60, BASE64URL)
+_simple("Perplexity key", "pplx-{s}", 48)
+_simple("xAI key", "xai-{s}", 80)
+_simple("Pulumi token", "pul-{s}", 40, HEX)
+_simple("Supabase token", "sbp_{s}", 40, HEX)
+_simple("PlanetScale token", "pscale_tkn_{s}", 43, BASE64URL)
+_simple("PlanetScale password", "pscale_pw_{s}", 43, BASE64URL)
+_simple("RubyGems key", "rubygems_{s}", 48, HEX)
+_simple("Contentful token", "CFPAT-{s}", 43, BASE64URL)
+_simple("Brevo key", "xkeysib-{s}-AbCdEfGh12345678", 64, HEX)
+_simple("Alibaba access key", "LTAI{s}", 20)
+_simple("JFrog API key", "AKCp{s}", 69)
+_simple("Pinecone key", "pcsk_{s}", 60, ALNUM + "_")
+_simple("LangSmith key", "lsv2_pt_{s}_1a2b3c4d5e", 32, HEX)
+_simple("Shippo token", "shippo_live_{s}", 40, HEX)
+_simple("Twitter bearer", "AAAAAAAAAAAAAAAAAAAAA{s}", 80)
+_simple("Mapbox secret token", "sk.eyJ1{s}", 80, BASE64URL)
+_simple("Dynatrace token", "dt0c01.ABCDEFGHIJKLMNOPQRSTUVWX.{s}", 64, UPPER_ALNUM)
+_simple("Heroku API key", "HRKU-{s}", 60, BASE64URL)
+_simple("Fly.io token", "fo1_{s}", 43, BASE64URL)
+_simple("Readme key", "rdme_{s}", 70, LOWER_ALNUM)
+_simple("NuGet key", "oy2{s}", 43, LOWER_ALNUM)
+_simple("Typeform token", "tfp_{s}", 59, BASE64URL)
+_simple("EasyPost key", "EZAK{s}", 54)
+_simple("Prefect key", "pnu_{s}", 36)
+_simple("Hugging Face org token", "api_org_{s}", 34)
+_simple("Bitbucket app password", "ATBB{s}", 32)
+
+
+# No name, no known prefix: only the value's own shape (length, classes, entropy) gives it away (issue 22).
+_simple("unknown token mid-line", "upstream accepted {s} for tenant acme", 40)
+_simple("unknown token in a URL path", "POST https://hooks.example.net/in/{s}/deliver 202", 44)
+_simple("unknown base64url token in a JSON field", '"x_ref": "{s}", "ok": true', 48, BASE64URL)
+_simple("unknown token after an ordinary name", "upstream_ref={s} region=eu", 36)
+
+
 # Private keys on one line.
 @_format("service account private_key (JSON)")
 def _service_account(values: _Values) -> tuple[str, tuple[str, ...]]:
@@ -335,6 +447,26 @@ _MAKERS.append(
 _MAKERS.append(("PGP PRIVATE KEY BLOCK", _pem("PGP PRIVATE KEY BLOCK", 900, headers=("Version: GnuPG v2", ""))))
 
 
+# A value on the line after its name (issue 22): the name line ends with the separator, the value stands alone.
+NEXT_LINE = "next line: "
+PUNCTUATED = ALNUM + "!#%*-_.~"
+
+
+def _next_line(name_line: str, value_prefix: str, length: int, alphabet: str) -> FormatMaker:
+    def make(values: _Values) -> tuple[str, tuple[str, ...]]:
+        secret = values.text(length, alphabet)
+        return f"{name_line}\n{value_prefix}{secret}", (secret,)
+
+    return make
+
+
+_MAKERS.append((NEXT_LINE + "YAML password", _next_line("password:", "  ", 14, PUNCTUATED)))
+_MAKERS.append((NEXT_LINE + "YAML api_key", _next_line("  api_key:", "    ", 18, PUNCTUATED)))
+_MAKERS.append((NEXT_LINE + "Authorization Bearer", _next_line("Authorization: Bearer", "", 40, BASE64URL + "~.")))
+_MAKERS.append((NEXT_LINE + "env value after =", _next_line("DB_PASSWORD=", "", 16, PUNCTUATED)))
+_MAKERS.append((NEXT_LINE + "client_secret quoted", _next_line("client_secret:", "  ", 24, PUNCTUATED)))
+
+
 @_format("PuTTY private key")
 def _putty(values: _Values) -> tuple[str, tuple[str, ...]]:
     public, private = values.key_body(270), values.key_body(620)
@@ -351,11 +483,11 @@ def _putty(values: _Values) -> tuple[str, tuple[str, ...]]:
     return "\n".join(lines), tuple(private)
 
 
-def formats() -> list[Format]:
-    """Every format of the corpus, in a fixed order."""
+def formats(seed: str = "") -> list[Format]:
+    """Every format of the corpus, in a fixed order; another ``seed`` gives every format new values."""
     built = []
     for name, maker in _MAKERS:
-        text, secrets = maker(_Values(name))
+        text, secrets = maker(_Values(name + seed))
         built.append(Format(name=name, lines=tuple(text.split("\n")), secrets=secrets))
     return built
 
@@ -456,4 +588,63 @@ ORDINARY_LINES = (
     "----------------------------------------------------------------",
     "WARN index segment merge running",
     "loaded TLS certificate -----BEGIN CERTIFICATE----- for api.example.com (expires 2025-01-01)",
+    # More ordinary values that must stay (issue 22): ids, hashes, pod names, URLs without credentials, and the
+    # words of secrets used in ordinary sentences.
+    "request 5d41402abc4b2a76b9719d911017c592 served in 12ms",
+    "commit a94a8fe5ccb19ba61c4c0873d391e987982fbbd3 merged into main by ci-bot",
+    "git describe: v2.14.0-37-g1a2b3c4d",
+    "traceparent: 00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+    "X-Amzn-Trace-Id: Root=1-67891233-abcdef012345678912345678",
+    "X-Request-Id: 9f3c2b1a-7e6d-4c5b-8a9f-0e1d2c3b4a59",
+    "correlation_id=3fa85f64-5717-4562-b3fc-2c963f66afa6 tenant=acme",
+    "span 7d3e0b1a2c4f5e6d parent 1a2b3c4d5e6f7a8b duration 12.4ms",
+    "message id <CAF=8x1Q@mail.example.com> queued for delivery",
+    "kafka message key=order-884213 partition=7 offset=1200331",
+    "payload_id=YWJjZGVmZ2hpamtsbW5vcA== received from webhook gateway",
+    'etag W/"5e15153d-120f" matched, returning 304',
+    "blob sha1 2fd4e1c67a2d28fced849ee1bb76e7391b93eb12 stored",
+    "Pod payments-api-5f7b9c8d6-q2w8x in namespace prod became Ready",
+    "node ip-10-0-3-17.eu-west-1.compute.internal cordoned for maintenance",
+    'Pulling image "ghcr.io/acme/payments-api:1.42.0@sha256:3b1f0c9e2a7d4b6c8e0f1a2b3c4d5e6f7a8b9c0d1e2f3a4b5c6d'
+    '7e8f9a0b1c2d"',
+    "Deployment payments-api scaled from 3 to 5 replicas (hpa cpu 82%)",
+    "statefulset/postgres-0 volume pvc-6f1c2a9e-3b4d-4e5f-8a7b-9c0d1e2f3a4b attached",
+    "GET https://api.example.com/v1/customers?limit=50&starting_after=cus_9s6XKzkNRiz8i3 200",
+    "redirect to https://login.example.com/oauth2/authorize?client_id=web-app&response_type=code&scope=openid",
+    "fetching https://registry.npmjs.org/left-pad/-/left-pad-1.3.0.tgz",
+    "proxying ws://10.0.0.5:8080/socket.io/?EIO=4&transport=websocket",
+    "s3://acme-backups/postgres/2024/05/01/base.tar.gz uploaded (12.4 GiB)",
+    "file:///var/lib/app/config.yaml reloaded",
+    "mailto:oncall@example.com notified",
+    "password policy updated: minimum length 12, rotation every 90 days",
+    "user 8812 changed their password successfully",
+    "token bucket refilled: 100 tokens available",
+    "secret rotation scheduled for 2024-06-01 by vault-operator",
+    "API key rotation completed for 3 services",
+    "session expired after 30 minutes of inactivity",
+    "cookie consent banner shown to visitor",
+    "authorization check passed for role admin",
+    "Bearer authentication enabled on /v2",
+    "signature verification succeeded for webhook delivery 42",
+    "credentials loaded from instance metadata (role payments-api)",
+    "private key loaded from /etc/ssl/private/server.key (permissions 0600)",
+    "keyspace_hits=1200 keyspace_misses=30 expired_keys=5",
+    "passed 120 of 122 checks; 2 skipped",
+    "passwd entry for user deploy unchanged",
+    "token refresh scheduled for client web-frontend",
+    "auth: method=oidc issuer=https://login.example.com realm=prod",
+    "login succeeded for user alice from 198.51.100.7",
+    "mysql client version 8.0.36 connected to db.internal:3306",
+    "redis-cli PING -> PONG (0.3 ms)",
+    "ldap bind as cn=reader,dc=example,dc=org succeeded",
+    "keytool -list -keystore app.jks showed 3 entries",
+    "openssl x509 -in cert.pem -noout -enddate: notAfter=Jun  1 00:00:00 2025 GMT",
+    "htpasswd file /etc/nginx/.htpasswd has 4 users",
+    "psql -h db.internal -U app -d payments -c 'select 1'",
+    "curl -s https://status.example.com/api/v2/status.json",
+    "ssh-keygen -lf id_ed25519.pub: 256 SHA256:AbCd1234EfGh5678IjKl9012MnOp3456QrSt7890Uv",
+    "build 20240501.7 artifact app-1.42.0-linux-amd64.tar.gz 48.2 MiB",
+    "<status>OK</status><elapsed>12</elapsed>",
+    '{"name": "Content-Type", "value": "application/json"}',
+    '<add key="Payments.Timeout" value="30" />',
 )

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from incident_desk.core import redact as redact_module
 from incident_desk.core.redact import MASK, redact
+from incident_desk.core.redaction import engine as redact_module
 
 
 @pytest.mark.parametrize(
@@ -94,14 +94,16 @@ def test_a_private_key_block_is_masked_whole_and_keeps_its_lines() -> None:
     assert redact(head) == "\n".join(["start", "-----BEGIN RSA PRIVATE KEY-----", MASK, MASK])
 
 
-def test_every_rule_also_works_with_re_sub() -> None:
-    """Each rule's replacement takes an re.Match too, so code holding a rule can apply it with pattern.sub."""
-    from incident_desk.core.redact import _RULES
+def test_every_rule_applies_whole_replacements() -> None:
+    """Each rule's replacement builds text from its match's groups; none lets a missing group show as "None"."""
+    from incident_desk.core.redaction.engine import _apply
+    from incident_desk.core.redaction.rules import RULES
 
-    line = 'Authorization: Digest username="bob" password=hunter2 token=abcdefgh1234 redis://:pw@cache:6379'
-    for _triggers, pattern, replacement in _RULES:
-        assert "None" not in pattern.sub(replacement, line)
-    assert all(callable(replacement) for _t, _p, replacement in _RULES)
+    line = b'Authorization: Digest username="bob" password=hunter2 token=abcdefgh1234 redis://:pw@cache:6379'
+    for rule in RULES:
+        masked, _lowered = _apply(rule, line, line.lower())
+        assert b"None" not in masked
+    assert all(callable(rule.replace) for rule in RULES)
 
 
 class _RecordingTriggers(list[Any]):
@@ -117,7 +119,8 @@ class _RecordingTriggers(list[Any]):
 def test_a_large_block_holding_no_trigger_is_cleared_by_one_search_not_one_test_per_trigger(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(redact_module, "_TOP_TRIGGERS", _RecordingTriggers(redact_module._TOP_TRIGGERS))
+    # Trigger by trigger, only the lines that hold one are tested (as text); a clean block never is.
+    monkeypatch.setattr(redact_module, "_TOP_TEXT_TRIGGERS", _RecordingTriggers(redact_module._TOP_TEXT_TRIGGERS))
     _RecordingTriggers.walked = 0
     clean = "11:02:44 search-api WARN index segment merge running\n11:02:51 search-api INFO p99 latency 840ms\n" * 200
     assert redact(clean) == clean

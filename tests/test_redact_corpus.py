@@ -9,7 +9,9 @@ show. Ordinary log lines must come back exactly as written.
 
 from __future__ import annotations
 
+import json
 import re
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,14 +22,18 @@ from mcp_types import TextContent
 
 from incident_desk.core import logfile
 from incident_desk.core.redact import MASK, redact
-from tests.helpers import connect, text_of
-from tests.redact_corpus import ORDINARY_LINES, Format, formats, leaks, shaped_lines
+from tests.helpers import AppFactory, connect, text_of
+from tests.redact_corpus import NEXT_LINE, ORDINARY_LINES, Format, formats, leaks, shaped_lines
+from tests.restart_helpers import approve, desk, rows
 from tests.summarize_helpers import ScriptedModel
 
 pytestmark = pytest.mark.anyio
 
 FORMATS = formats()
 SINGLE_LINE = [fmt for fmt in FORMATS if not fmt.multiline]
+# Values on the line after their name: recognised by that line, not alone (a search looks at the line before).
+NEXT_LINE_FORMATS = [fmt for fmt in FORMATS if fmt.name.startswith(NEXT_LINE)]
+KEY_BLOCKS = [fmt for fmt in FORMATS if fmt.multiline and fmt not in NEXT_LINE_FORMATS]
 WINDOW_BYTES = 1024  # the smallest tail window the settings allow, so its edge is easy to place
 FILLER = "lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor "
 
@@ -35,6 +41,12 @@ FILLER = "lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod 
 def test_the_corpus_has_more_than_80_formats() -> None:
     assert len(FORMATS) >= 80
     assert len({fmt.name for fmt in FORMATS}) == len(FORMATS)
+
+
+def test_the_corpus_has_at_least_200_formats_and_100_ordinary_lines() -> None:
+    """Issue 22: grown from 137 by kind (syntaxes, URLs and connection strings, command lines, vendor tokens)."""
+    assert len(FORMATS) >= 200
+    assert len(set(ORDINARY_LINES)) >= 100
 
 
 @pytest.mark.parametrize("fmt", FORMATS, ids=lambda fmt: fmt.name)
@@ -48,7 +60,7 @@ def test_each_format_is_masked_in_each_shape(fmt: Format) -> None:
             assert MASK in shown, shape
 
 
-@pytest.mark.parametrize("fmt", [fmt for fmt in FORMATS if fmt.multiline], ids=lambda fmt: fmt.name)
+@pytest.mark.parametrize("fmt", KEY_BLOCKS, ids=lambda fmt: fmt.name)
 def test_key_bodies_are_masked_one_line_at_a_time_down_to_their_short_end(fmt: Format) -> None:
     """A search hit is one line: each body line must be recognised alone (the documented limit: a last line
     shorter than 20 characters)."""
@@ -277,3 +289,97 @@ async def test_ordinary_lines_come_back_unchanged_on_every_path(
     assert resource == log
     assert [line["text"] for line in page.structured_content["lines"]] == list(ORDINARY_LINES)
     assert [line["text"] for line in found.structured_content["matches"]] == list(ORDINARY_LINES)
+
+
+async def test_a_value_on_the_line_after_its_name_is_masked_across_page_and_window_edges(
+    make_server: Callable[..., MCPServer], tmp_path: Path, era: str
+) -> None:
+    """Issue 22: the name ends one page and the value starts the next; the window starts at the value, or inside
+    the name's line; a search shows the value's line alone. None of them shows the value."""
+    root = tmp_path / "desk"
+    pad = "2024-05-01T10:00:09Z INFO padding " + "p" * (WINDOW_BYTES - 40)
+    for number, fmt in enumerate(NEXT_LINE_FORMATS):
+        name_line, value_line = fmt.lines
+        page_log = "\n".join(["ok one", "ok two", name_line, value_line, "done"]) + "\n"
+        _incident(root, f"NEXT-PAGE-{number}", page_log)
+        tail = value_line + "\n" + pad[: WINDOW_BYTES - len(value_line) - 2] + "\n"
+        assert len(tail.encode()) == WINDOW_BYTES
+        _incident(root, f"NEXT-CLEAN-{number}", "\n".join(ORDINARY_LINES[:5]) + "\n" + name_line + "\n" + tail)
+        _incident(root, f"NEXT-PARTIAL-{number}", "\n".join(ORDINARY_LINES[:5]) + "\n" + name_line + "\n" + tail[3:])
+    (root / "runbooks").mkdir()
+    server = make_server(data_dir=root, log_window_bytes=WINDOW_BYTES)
+    async with connect(server, era) as client:
+        for number, fmt in enumerate(NEXT_LINE_FORMATS):
+            incident = f"NEXT-PAGE-{number}"
+            first = await client.call_tool("read_incident_log", {"incidentId": incident, "limit": 3})
+            cursor = first.structured_content["next_cursor"]
+            second = await client.call_tool("read_incident_log", {"incidentId": incident, "limit": 3, "cursor": cursor})
+            assert second.structured_content["lines"][0]["number"] == 4  # the line of the value
+            found, _count = await _all_matches(client, incident, ".")
+            probe = await client.call_tool(
+                "search_incident_log", {"incidentId": incident, "pattern": re.escape(fmt.secrets[0][:10])}
+            )
+            assert probe.structured_content["matches"] == [], fmt.name
+            shown = {"page after the name": text_of(second), "search": found}
+            for edge in ("CLEAN", "PARTIAL"):
+                window = text_of(await client.read_resource(f"incident://NEXT-{edge}-{number}/log"))
+                assert fmt.lines[0] not in window or edge == "PARTIAL", "the window was meant to start after the name"
+                shown[f"window starting {edge.lower()}"] = window
+            for where, text in shown.items():
+                assert MASK in text, (fmt.name, where)
+                _check(text, f"{where} of {fmt.name}", [fmt])
+
+
+def _first_error_log(fmt: Format) -> str:
+    """A log whose first error line holds the format (its first line; a block's other lines follow it)."""
+    first, *rest = fmt.lines
+    return (
+        "\n".join(["2026-11-29T10:00:00Z payments-api INFO ok", f"2026-11-29T10:00:01Z payments-api ERROR {first}"])
+        + ("\n" + "\n".join(rest) if rest else "")
+        + "\n"
+    )
+
+
+async def test_the_timeline_first_error_masks_the_corpus(
+    make_server: Callable[..., MCPServer], tmp_path: Path, era: str
+) -> None:
+    """Issue 22: the timeline shows the first error line's text; a secret on it is masked like everywhere."""
+    root = tmp_path / "desk"
+    for number, fmt in enumerate(FORMATS):
+        _incident(root, f"TL-{number}", _first_error_log(fmt))
+    (root / "runbooks").mkdir()
+    server = make_server(data_dir=root)
+    async with connect(server, era) as client:
+        for number, fmt in enumerate(FORMATS):
+            result = await client.call_tool("show_incident_timeline", {"incidentId": f"TL-{number}"})
+            text = text_of(result) if not result.structured_content else json.dumps(result.structured_content)
+            assert "first error" in text_of(result), fmt.name
+            if not fmt.multiline:
+                assert MASK in text_of(result), fmt.name
+            _check(text + text_of(result), f"timeline of {fmt.name}", [fmt])
+
+
+async def test_restart_output_and_the_journal_mask_the_corpus(make_app: AppFactory, tmp_path: Path, era: str) -> None:
+    """Issue 22: a restart command that prints every format (in every shape) shows none of them, in the result
+    or in the journal. The formats are printed in chunks, one service each, to stay within the output limit."""
+    printer = tmp_path / "print_file.py"
+    printer.write_text("import sys\nsys.stdout.write(open(sys.argv[1], encoding='utf-8').read())\n")
+    chunks = [FORMATS[index : index + 30] for index in range(0, len(FORMATS), 30)]
+    services: dict[str, Any] = {}
+    for number, chunk in enumerate(chunks):
+        lines = [line for fmt in chunk for _shape, shaped in shaped_lines(fmt) for line in shaped]
+        (tmp_path / f"chunk-{number}.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        services[f"svc-{number}"] = {
+            "kind": "command",
+            "argv": [sys.executable, str(printer), str(tmp_path / f"chunk-{number}.txt")],
+        }
+    app, server = desk(make_app, services=services)
+    async with connect(server, era, elicitation_callback=approve()) as client:
+        for number, chunk in enumerate(chunks):
+            result = await client.call_tool("restart_service", {"service": f"svc-{number}"})
+            assert result.structured_content is not None and result.structured_content["executed"] is True
+            shown = text_of(result) + json.dumps(result.structured_content)
+            assert MASK in shown
+            _check(shown, f"restart output of chunk {number}", chunk)
+    journal = json.dumps([decision.detail for decision in rows(app.journal)])
+    _check(journal, "the journal", FORMATS)

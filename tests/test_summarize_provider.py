@@ -151,3 +151,25 @@ async def test_failed_sampling_falls_through_to_the_provider(
     assert result.structured_content["mode"] == "provider"
     (skipped,) = result.structured_content["skipped"]
     assert skipped.startswith(reason)
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+async def test_a_provider_answer_that_quotes_its_key_or_a_secret_is_masked(
+    make_server: Callable[..., MCPServer],
+    era: str,
+    fake_provider: FakeProvider,
+    keyed: MemoryKeyring,
+    memory_keyring: MemoryKeyring,
+    kind: str,
+) -> None:
+    """Issue 22: the provider's own key (whatever its shape) and any secret the answer quotes never come back."""
+    plain_key = "plainkey-7Hq2xW9rT4vB8nL3mK6p"  # no vendor shape, no telling name: only the literal can catch it
+    memory_keyring.set_password("incident-desk", "provider-api-key", plain_key)
+    answer = f"Your key is {plain_key}. The log also shows password=Hunter2Secret99 and {KEY}."
+    (fake_provider.answer_openai if kind == "openai" else fake_provider.answer_anthropic)(answer)
+    options = _openai(fake_provider) if kind == "openai" else _anthropic(fake_provider)
+    result = await _summarize(make_server(**options), era)
+    assert result.structured_content is not None and result.structured_content["mode"] == "provider"
+    for secret in (plain_key, "Hunter2Secret99", KEY):
+        _assert_secret_absent(secret, result)
+    assert "Your key is [REDACTED]" in text_of(result)

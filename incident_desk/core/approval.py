@@ -6,13 +6,13 @@ the box ticked and a change ticket.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from incident_desk.core.audit import FIELD_LIMITS, cut
+from incident_desk.core.names import ALNUM, NameShape
 
-TICKET = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:#/-]{0,63}")
+TICKET = NameShape(ALNUM, ALNUM + "_.:#/-", 64)
 # A ticket longer than the journal keeps whole is refused with its own text, and kept cut (marked as cut).
 MAX_TICKET_CHARS = FIELD_LIMITS["ticket"]
 

@@ -14,7 +14,6 @@ import codecs
 import io
 import math
 import os
-import re
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -44,7 +43,7 @@ _SPACES = (b" ", b"\t", b"\r", b"\f", b"\v")
 _CUT_MARK = b" [line cut]"
 _LEADING_CUT_MARK = "[line cut] "
 # Characters of a token that can be a credential: base64, base64url, hex, percent-encoding, escaped newlines.
-_TOKEN_RUN = re.compile(r"[A-Za-z0-9+/=_.~%\\-]+")
+_TOKEN_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=_.~%\\-"  # noqa: S105
 
 Redactor = Callable[[str], str]
 StopReason = Literal["end of log", "match limit", "time budget", "byte budget", "cancelled"]
@@ -70,13 +69,18 @@ class Cursor:
 
     @classmethod
     def decode(cls, text: str) -> Cursor:
-        match = re.fullmatch(r"L(\d{1,12})@(\d{1,15})", text.strip())
-        if not match:
+        body = text.strip()
+        line, at, offset = body[1:].partition("@")
+        if not (body[:1] == "L" and at and _digits(line, 12) and _digits(offset, 15)):
             raise CursorError(f"malformed cursor {text!r}: expected the next_cursor of a previous page")
-        return cls(line=int(match[1]), offset=int(match[2]))
+        return cls(line=int(line), offset=int(offset))
 
 
 START = Cursor(line=1, offset=0)
+
+
+def _digits(text: str, most: int) -> bool:
+    return 0 < len(text) <= most and text.isascii() and text.isdigit()
 
 
 @dataclass(frozen=True)
@@ -128,6 +132,32 @@ def _decode(raw: bytes, redactor: Redactor) -> str:
     return redactor(raw.decode("utf-8", errors="replace"))
 
 
+def _decode_after(before: bytes | None, block: bytes, redactor: Redactor) -> str:
+    """``block`` decoded and redacted with the line before it as context (a secret's name may end that line and
+    its value start the block), which is then dropped: redaction never adds or removes a line."""
+    if before is None or redactor is _identity:
+        return _decode(block, redactor)
+    shown = _decode(before[-MAX_LINE_BYTES:] + b"\n" + block, redactor)
+    return shown[shown.index("\n") + 1 :]
+
+
+def _line_before(handle: BinaryIO, offset: int) -> bytes | None:
+    """The end (up to MAX_LINE_BYTES) of the line that ends just before ``offset``, a line start; None at 0."""
+    if offset <= 0:
+        return None
+    start = max(0, offset - 1 - MAX_LINE_BYTES)
+    handle.seek(start)
+    data = handle.read(offset - 1 - start)
+    return data[data.rfind(b"\n") + 1 :]
+
+
+def _may_dangle(line: bytes) -> bool:
+    """Whether ``line`` can end with a secret's name and no value (see core.redaction.multiline): cheap bytes
+    tests, so a search looks back only for the few lines it matches that follow such a line."""
+    end = line.rstrip()
+    return end[-1:] in (b":", b"=") or end[-6:].lower() in (b"bearer", b" basic", b" token")
+
+
 def read_tail(source: LogSource, *, max_lines: int, max_bytes: int, redactor: Redactor = _identity) -> TailWindow:
     """The last ``max_lines`` whole lines of the file, reading at most ``max_bytes`` of it."""
     with _opened(source) as handle:
@@ -147,21 +177,26 @@ def read_tail(source: LogSource, *, max_lines: int, max_bytes: int, redactor: Re
         if not starts_clean:
             handle.seek(position - 1)
             starts_clean = handle.read(1) == b"\n"
-    data = b"".join(reversed(chunks))
+        data = b"".join(reversed(chunks))
+        # The whole line before the first whole line read: a secret's name may end it and its value follow.
+        first_whole = position if starts_clean else position + data.find(b"\n") + 1
+        before_window = _line_before(handle, first_whole) if redactor is not _identity and first_whole else None
     ends_with_newline = data.endswith(b"\n")
     raw_lines = (data[:-1] if ends_with_newline else data).split(b"\n") if data else []
     # The first line read is partial unless it starts the file or follows a newline: drop it, unless it is the
     # only one (the last line is longer than the window), then show its end rather than nothing.
     end_of_long_line = not starts_clean and len(raw_lines) == 1
-    if not starts_clean and not end_of_long_line:
-        raw_lines = raw_lines[1:]
-    raw_lines = raw_lines[-max_lines:]
+    first_shown = 1 if not starts_clean and not end_of_long_line else 0
+    first_shown = max(first_shown, len(raw_lines) - max_lines)
+    # The line before the first shown: read whole above, unless it is itself a whole line read here.
+    before = raw_lines[first_shown - 1] if first_shown > 1 or (first_shown == 1 and starts_clean) else before_window
+    raw_lines = raw_lines[first_shown:]
     shown = sum(len(raw) + 1 for raw in raw_lines) - (0 if ends_with_newline or not raw_lines else 1)
     newline = "\n" if ends_with_newline and raw_lines else ""
     if end_of_long_line:
         text = _LEADING_CUT_MARK + _end_of_line(raw_lines[0], redactor) + newline
     else:
-        text = _decode(b"\n".join(_cut(raw, len(raw)) for raw in raw_lines), redactor) + newline
+        text = _decode_after(before, b"\n".join(_cut(raw, len(raw)) for raw in raw_lines), redactor) + newline
     return TailWindow(
         text=text,
         truncated=shown < total,
@@ -187,9 +222,9 @@ def _end_of_line(partial: bytes, redactor: Redactor) -> str:
     # No space near the cut: the token it splits is longer than the margin. Its end is dropped too when it has the
     # look of key material (a long JWT or base64 key whose start, and name, were never read).
     rest = text[_CUT_MARGIN:]
-    split = _TOKEN_RUN.match(rest)
-    if split is not None and _looks_like_key_material(split.group()):
-        return rest[split.end() :]
+    split = len(rest) - len(rest.lstrip(_TOKEN_CHARS))
+    if split and _looks_like_key_material(rest[:split]):
+        return rest[split:]
     return rest
 
 
@@ -244,11 +279,12 @@ def read_page(source: LogSource, *, cursor: Cursor = START, limit: int, redactor
             next_cursor = after
             if len(bodies) >= limit:
                 break
+        before = _line_before(handle, cursor.offset) if redactor is not _identity else None
     if next_cursor is not None and next_cursor.offset >= total:
         next_cursor = None
     # Redacted as one block, so a private key whose lines are all on the page is masked whole, short last line
     # included; the block has exactly as many lines as the page (lines hold no newline, redaction adds none).
-    texts = _decode(b"\n".join(bodies), redactor).split("\n") if bodies else []
+    texts = _decode_after(before, b"\n".join(bodies), redactor).split("\n") if bodies else []
     return Page(
         lines=[Line(n, t) for n, t in zip(numbers, texts, strict=True)], next_cursor=next_cursor, total_bytes=total
     )
@@ -442,7 +478,15 @@ class _RunState:
 
 
 # A line ending in a run of base64 may be the last line of a private key's body; the key block above it says so.
-_KEY_TAIL = re.compile(rb"[A-Za-z0-9+/=]{2,}\r?$")
+_BASE64_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="
+
+
+def _ends_in_base64(raw: bytes) -> bool:
+    """Whether ``raw`` ends (before a carriage return) in two or more base64 characters: two byte tests."""
+    tail = raw[-3:-1] if raw.endswith(b"\r") else raw[-2:]
+    return len(tail) == 2 and not tail.translate(None, _BASE64_BYTES)
+
+
 # How far back a search looks for the start of that key block: a 4096-bit RSA key in PEM is about 3.3 KB.
 _KEY_CONTEXT_BYTES = 16 * 1024
 
@@ -500,14 +544,27 @@ class _Search:
     def consider(self, number: int, raw: bytes, true_length: int, offset: int) -> None:
         """Decode and redact one candidate line; keep it if the pattern matches what would be shown."""
         text = _decode(_cut(raw, true_length), self.redactor)
-        if self.pattern.matches(text) and self.redactor is not _identity and _KEY_TAIL.search(raw):
-            # A private key's short last body line is only recognisable by the key block above it: shown alone,
-            # it would be unmasked. Redact it as a page would, with the lines before it.
-            text = self._redacted_in_context(raw, true_length, offset)
+        if self.pattern.matches(text) and self.redactor is not _identity:
+            if _ends_in_base64(raw):
+                # A private key's short last body line is only recognisable by the key block above it: shown
+                # alone, it would be unmasked. Redact it as a page would, with the lines before it.
+                text = self._redacted_in_context(raw, true_length, offset)
+            before = self._line_before(offset)
+            if before is not None and _may_dangle(before):
+                # The value of a name that ends the line before ("password:" then the value).
+                text = _decode_after(before, text.encode("utf-8", "surrogatepass"), self.redactor)
         if self.pattern.matches(text):
             self.matches.append(Line(number, text))
             if len(self.matches) >= self.limit:
                 self.stopped = "match limit"
+
+    def _line_before(self, offset: int) -> bytes | None:
+        """The end of the line before the one at ``offset``, read with pread (the scan's position stays)."""
+        if offset <= 0:
+            return None
+        start = max(0, offset - 1 - MAX_LINE_BYTES)
+        data = os.pread(self.fileno, offset - 1 - start, start)
+        return data[data.rfind(b"\n") + 1 :]
 
     def _redacted_in_context(self, raw: bytes, true_length: int, offset: int) -> str:
         """The line at ``offset`` as shown after redacting it together with up to _KEY_CONTEXT_BYTES before it."""

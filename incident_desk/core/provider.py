@@ -7,8 +7,8 @@ contains the API key or request headers: these messages reach tool results and l
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
+from functools import cache
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -20,8 +20,9 @@ ANTHROPIC_VERSION = "2023-06-01"
 
 _MAX_DETAIL_CHARS = 200
 DEFAULT_MAX_RESPONSE_BYTES = 1024 * 1024
-# Key-shaped strings a provider might echo back in an error body, redacted even when they are not our key.
-_KEYLIKE = re.compile(r"\b(?:sk-[A-Za-z0-9_\-]{8,}|Bearer\s+\S+)", re.IGNORECASE)
+# Key-shaped strings a provider might echo back in an error body, redacted even when they are not our key. The
+# body is the provider's text: matched by RE2 (linear time), compiled on first use.
+_KEYLIKE = r"(?i)\b(?:sk-[A-Za-z0-9_\-]{8,}|Bearer\s+\S+)"
 
 
 class ProviderError(Exception):
@@ -163,6 +164,8 @@ def _parse(config: ProviderConfig, api_key: str | None, response: outside.Respon
     if not text or not text.strip():
         raise ProviderError(prefix + "answer had no text")
     model = body.get("model") if isinstance(body, dict) else None
+    # An answer that quotes the key it was called with (a model asked to, or an echoing proxy) never shows it.
+    text = text.replace(api_key, "[REDACTED]") if api_key else text
     return ProviderAnswer(text=text.strip(), model=model if isinstance(model, str) and model else config.model)
 
 
@@ -221,7 +224,15 @@ def _error_detail(response: outside.Response, api_key: str | None) -> str:
 def _redact(text: str, api_key: str | None) -> str:
     if api_key:
         text = text.replace(api_key, "[redacted]")
-    return _KEYLIKE.sub("[redacted]", text)
+    redacted: str = _keylike().sub("[redacted]", text)
+    return redacted
+
+
+@cache
+def _keylike() -> Any:
+    import re2
+
+    return re2.compile(_KEYLIKE)
 
 
 def _prefix(config: ProviderConfig) -> str:

@@ -20,7 +20,6 @@ import contextlib
 import functools
 import os
 import queue
-import re
 import selectors
 import shutil
 import signal
@@ -64,7 +63,6 @@ ALLOWED_ENV = frozenset(
     }
 )
 ALLOWED_ENV_PREFIXES = ("LC_", "SYSTEMD_")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _POSIX = sys.platform != "win32"
 # Run by a shell that setpriv gives a parent-death signal: when the desk's thread waiting on the command dies (the
 # desk was killed), the shell kills its whole process group, the command and whatever it started. A command that
@@ -75,10 +73,15 @@ _CHUNK = 1024 * 1024
 _POLL_SECONDS = 0.05
 
 
+def _is_env_name(name: str) -> bool:
+    """A portable variable name: ASCII letters, digits and underscores, not starting with a digit."""
+    return bool(name) and name.isascii() and not name[0].isdigit() and name.replace("_", "a").isalnum()
+
+
 def check_pass_env(names: list[str]) -> list[str]:
     """Validate a config's ``pass_env``: plain variable names, none of the desk's own."""
     for name in names:
-        if not _ENV_NAME.match(name):
+        if not _is_env_name(name):
             raise ValueError(f"pass_env entry {name!r} is not an environment variable name")
         if name.upper().startswith(DESK_ENV_PREFIX):
             raise ValueError(f"pass_env entry {name!r} is one of the desk's own {DESK_ENV_PREFIX}* variables")

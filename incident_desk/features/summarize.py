@@ -112,10 +112,10 @@ def register(server: MCPServer, app: DeskApp) -> None:
 
         answer = await _from_provider(app, log_text)
         if isinstance(answer, provider.ProviderAnswer):
-            summary = Summary(
-                incident_id=incidentId, mode="provider", text=answer.text, model=answer.model, skipped=skipped
-            )
-            return results.ok(answer.text, summary)
+            # Masked like the log it summarises: a provider's answer may quote a secret (its own key among them).
+            text = await app.redacted(answer.text)
+            summary = Summary(incident_id=incidentId, mode="provider", text=text, model=answer.model, skipped=skipped)
+            return results.ok(text, summary)
         skipped.append(f"provider: {answer}")
         await _skipped(ctx, app, incidentId, "provider", answer)
 

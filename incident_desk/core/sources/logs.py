@@ -16,7 +16,6 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
-import re
 import secrets
 import threading
 import zlib
@@ -33,7 +32,6 @@ from incident_desk.core.sources.config import CommandLogConfig, FilesLogConfig, 
 from incident_desk.core.sources.spool import Spool
 
 _CHUNK = 1024 * 1024
-_ROTATION = re.compile(r"\.(\d+)(\.gz)?$")
 _OUTSIDE_ROOTS = "leads outside the allowed roots"
 
 
@@ -53,8 +51,9 @@ class _Input:
 
 def _rotation_key(item: _Input) -> tuple[int, int, str]:
     """Oldest first: app.log.3.gz, app.log.2, app.log.1, app.log; unnumbered rotations by modification time."""
-    found = _ROTATION.search(item.name)
-    return (-int(found.group(1)) if found else 0, item.signature[3], item.name)
+    _stem, dot, digits = item.name.removesuffix(".gz").rpartition(".")
+    number = int(digits) if dot and digits.isascii() and digits.isdigit() else 0
+    return (-number, item.signature[3], item.name)
 
 
 def _note(text: str) -> bytes:
