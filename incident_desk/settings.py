@@ -107,6 +107,13 @@ class Settings(BaseSettings):
         default=256 * 1024, ge=1024, le=64 * 1024 * 1024, description="Byte cap of that tail window."
     )
     page_lines: int = Field(default=100, ge=1, le=5_000, description="Default lines per read_incident_log page.")
+    page_max_bytes: int = Field(
+        default=512 * 1024,
+        ge=16 * 1024,
+        le=16 * 1024 * 1024,
+        description="Most bytes of log text in one read_incident_log page; a page of long lines stops early and "
+        "its cursor goes on from there.",
+    )
     log_spool_max_bytes: int = Field(
         default=DEFAULT_SPOOL_BYTES,
         ge=1024 * 1024,

@@ -329,3 +329,44 @@ def test_counting_a_runs_newlines_overlaps_with_reading_and_scanning_the_next(
     result = search(log, compile_pattern("needle-xyz"), limit=5, redaction=SECRETS)
     assert [line.number for line in result.matches] == [2_001]
     assert overlapped == [True]
+
+
+def test_a_page_of_long_lines_stops_at_its_byte_bound_and_pages_on(tmp_path: Path) -> None:
+    log = _write(tmp_path / "log.txt", b"".join(b"%05d " % i + b"x" * 8000 + b"\n" for i in range(1, 301)))
+    seen: list[int] = []
+    cursor: Cursor | None = logfile.START
+    while cursor is not None:
+        page = read_page(log, cursor=cursor, limit=5_000, max_bytes=64 * 1024)
+        assert 1 <= len(page.lines) <= 9, "8 lines hold 64 KiB: the ninth crosses the bound, none more"
+        seen += [line.number for line in page.lines]
+        cursor = page.next_cursor
+    assert seen == list(range(1, 301))
+    assert len(read_page(log, limit=5_000).lines) == 300, "no bound given: the line limit alone"
+    huge = _write(tmp_path / "huge.txt", b"y" * 100_000 + b"\nnext\n")
+    assert [line.number for line in read_page(huge, limit=10, max_bytes=1024).lines] == [1], "one line at least"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_read_incident_log_answers_a_bounded_page_however_long_the_lines(
+    tmp_path: Path, make_app: AppFactory, mode: str
+) -> None:
+    """5,000 lines of 8 KiB asked at once used to be one 40 MB answer, serialised on the event loop."""
+    root = tmp_path / "desk"
+    entry = root / "incidents" / "INC-WIDE"
+    entry.mkdir(parents=True)
+    (entry / "incident.toml").write_text(
+        'title="wide"\nservice="payments-api"\nseverity="SEV2"\nstatus="open"\nopened=2026-11-29T10:00:00Z\n'
+    )
+    (entry / "log.txt").write_bytes(b"".join(b"%05d " % i + b"z" * 8180 + b"\n" for i in range(1, 5_001)))
+    app = make_app(data_dir=root)
+    async with connect(build_server(app), mode) as client:
+        first = await client.call_tool("read_incident_log", {"incidentId": "INC-WIDE", "limit": 5_000})
+        second = await client.call_tool(
+            "read_incident_log",
+            {"incidentId": "INC-WIDE", "limit": 5_000, "cursor": first.structured_content["next_cursor"]},
+        )
+    lines = first.structured_content["lines"]
+    assert sum(len(line["text"]) for line in lines) <= app.settings.page_max_bytes + 8 * 1024
+    assert 1 < len(lines) < 5_000
+    assert second.structured_content["lines"][0]["number"] == len(lines) + 1

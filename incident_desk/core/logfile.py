@@ -265,19 +265,30 @@ def _check_cursor(handle: BinaryIO, cursor: Cursor, total: int) -> None:
             raise CursorError(f"cursor {cursor.encode()} does not point at the start of a line")
 
 
-def read_page(source: LogSource, *, cursor: Cursor = START, limit: int, redactor: Redactor = _identity) -> Page:
-    """``limit`` lines from ``cursor``, with the cursor of the next page (None at end of file)."""
+def read_page(
+    source: LogSource,
+    *,
+    cursor: Cursor = START,
+    limit: int,
+    max_bytes: int | None = None,
+    redactor: Redactor = _identity,
+) -> Page:
+    """``limit`` lines from ``cursor``, fewer once they hold ``max_bytes`` (always at least one line), with the
+    cursor of the next page (None at end of file). The byte bound keeps an answer small enough to serialise
+    without holding the event loop, however long the lines."""
     with _opened(source) as handle:
         total = handle.seek(0, os.SEEK_END)
         _check_cursor(handle, cursor, total)
         numbers: list[int] = []
         bodies: list[bytes] = []
         next_cursor: Cursor | None = cursor
+        held = 0
         for number, after, body in _iter_lines(handle, cursor, None):
             numbers.append(number)
             bodies.append(body)
             next_cursor = after
-            if len(bodies) >= limit:
+            held += len(body)
+            if len(bodies) >= limit or (max_bytes is not None and held >= max_bytes):
                 break
         before = _line_before(handle, cursor.offset) if redactor is not _identity else None
     if next_cursor is not None and next_cursor.offset >= total:

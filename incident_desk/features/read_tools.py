@@ -170,7 +170,11 @@ def register(server: MCPServer, app: DeskApp) -> None:
             page = await app.read_log_from_loop(
                 incidentId,
                 lambda handle: logfile.read_page(
-                    handle, cursor=start, limit=limit or app.settings.page_lines, redactor=app.redactor
+                    handle,
+                    cursor=start,
+                    limit=limit or app.settings.page_lines,
+                    max_bytes=app.settings.page_max_bytes,
+                    redactor=app.redactor,
                 ),
             )
         except (DeskError, logfile.CursorError) as exc:
