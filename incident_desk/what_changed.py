@@ -96,7 +96,7 @@ def labels_text(labels: dict[str, str]) -> str:
     return "{" + ", ".join(f'{k}="{v}"' for k, v in shown.items()) + "}" if shown else ""
 
 
-def series_lines(series: Sequence[MetricSeries], max_points: int) -> list[str]:
+def series_lines(series: Sequence[MetricSeries]) -> list[str]:
     """Each series as one line with its sparkline and min/max/last, and a line of note when it was cut."""
     lines: list[str] = []
     for s in series:
@@ -111,7 +111,7 @@ def series_lines(series: Sequence[MetricSeries], max_points: int) -> list[str]:
         if s.cut:
             lines.append(
                 f"  cut: showing the newest {len(s.points)} of {s.total_points} points (metrics_max_points = "
-                f"{max_points}); narrow minutes_before/minutes_after for the rest"
+                f"{len(s.points)}); narrow minutes_before/minutes_after for the rest"
             )
     return lines
 

@@ -31,12 +31,12 @@ class IncidentMetrics(BaseModel):
     notes: list[str]
 
 
-def render_text(view: IncidentMetrics, max_points: int) -> str:
+def render_text(view: IncidentMetrics) -> str:
     lines = [
         f"{view.incident_id} {view.service}: metrics {view.start:%Y-%m-%d %H:%M}–{view.end:%H:%M} UTC, "
         f"step {view.step_seconds:g}s"
     ]
-    lines += what_changed.series_lines(view.series, max_points) or ["no series in the window"]
+    lines += what_changed.series_lines(view.series) or ["no series in the window"]
     lines += [f"query {problem}" for problem in view.problems]
     lines += [f"note: {note}" for note in view.notes]
     return "\n".join(lines)
@@ -81,4 +81,4 @@ def register(server: MCPServer, app: DeskApp) -> None:
             problems=found.problems,
             notes=found.notes,
         )
-        return results.ok(render_text(view, app.settings.metrics_max_points), view)
+        return results.ok(render_text(view), view)
