@@ -46,6 +46,7 @@ const MINUTE_MS = 60_000;
 const MAX_BARS = 120;
 const BUCKET_MINUTES = [1, 2, 5, 10, 15, 30, 60, 120, 240];
 const LANE_HEIGHT = 46;
+const MAX_SPAN_MINUTES = 2 * 24 * 60;
 const MAX_LANES = 8;
 // About the width of one character of a 10px label, to cut labels to the chart's width.
 const CHAR_WIDTH = 6;
@@ -85,6 +86,26 @@ function bucketed(minutes: Minute[], width: number): Minute[] {
   return buckets;
 }
 
+/** The log's minutes widened with quiet ones to cover the metric points and change events too (at most two days),
+ * so all of them share one time axis. */
+function spanned(timeline: Timeline): Minute[] {
+  const minutes = timeline.minutes;
+  const times = [
+    ...(timeline.metrics ?? []).flatMap((s) => s.points.map((p) => p.time)),
+    ...(timeline.changes ?? []).map((c) => c.time),
+  ].map((iso) => Math.floor(Date.parse(iso) / MINUTE_MS) * MINUTE_MS).filter(Number.isFinite);
+  const first = Date.parse(minutes[0].start);
+  const last = Date.parse(minutes[minutes.length - 1].start);
+  const from = Math.max(Math.min(first, ...times), last - MAX_SPAN_MINUTES * MINUTE_MS);
+  const to = Math.min(Math.max(last, ...times), from + MAX_SPAN_MINUTES * MINUTE_MS);
+  const quiet = (at: number): Minute => ({ start: new Date(at).toISOString(), error: 0, warn: 0, info: 0, debug: 0 });
+  const before: Minute[] = [];
+  for (let at = from; at < first; at += MINUTE_MS) before.push(quiet(at));
+  const after: Minute[] = [];
+  for (let at = last + MINUTE_MS; at <= to; at += MINUTE_MS) after.push(quiet(at));
+  return [...before, ...minutes, ...after];
+}
+
 function seriesLabel(series: Series): string {
   const labels = Object.entries(series.labels).filter(([key]) => key !== "__name__")
     .map(([key, value]) => `${key}=${value}`).join(",");
@@ -103,8 +124,9 @@ function draw(timeline: Timeline): void {
     status.textContent = `No timed log lines; covers ${timeline.covers}`;
     return;
   }
-  const bucket = BUCKET_MINUTES.find((width) => timeline.minutes.length / width <= MAX_BARS) ?? 240;
-  const minutes = bucketed(timeline.minutes, bucket);
+  const filled = spanned(timeline);
+  const bucket = BUCKET_MINUTES.find((width) => filled.length / width <= MAX_BARS) ?? 240;
+  const minutes = bucketed(filled, bucket);
   const series = (timeline.metrics ?? []).slice(0, MAX_LANES);
   const logBottom = LOG_HEIGHT - PLOT.bottom;
   const height = LOG_HEIGHT + series.length * LANE_HEIGHT;
