@@ -32,6 +32,7 @@ needs_prometheus = pytest.mark.skipif(
 class Prometheus:
     url: str
     process: subprocess.Popen[bytes]
+    basic_auth: tuple[str, str] | None = None
 
     def query_range(self, query: str, start: float, end: float, step: float) -> list[dict[str, Any]]:
         """The API answered directly, for comparison with what the desk returns."""
@@ -39,6 +40,7 @@ class Prometheus:
             self.url + "/api/v1/query_range",
             params={"query": query, "start": f"{start:.3f}", "end": f"{end:.3f}", "step": f"{step:g}"},
             timeout=10,
+            auth=self.basic_auth,
         )
         assert response.status_code == 200, response.text
         result: list[dict[str, Any]] = response.json()["data"]["result"]
@@ -70,9 +72,17 @@ def openmetrics(samples: list[Sample], types: Mapping[str, str]) -> str:
 
 
 @contextmanager
-def running_prometheus(tmp_path: Path, history: str) -> Iterator[Prometheus]:
-    """Prometheus serving ``history`` (OpenMetrics text) from blocks promtool wrote; stopped at the end."""
+def running_prometheus(tmp_path: Path, history: str, basic_auth: tuple[str, str] | None = None) -> Iterator[Prometheus]:
+    """Prometheus serving ``history`` (OpenMetrics text) from blocks promtool wrote, behind basic auth when given;
+    stopped at the end."""
     assert PROMETHEUS is not None and PROMTOOL is not None
+    extra: list[str] = []
+    if basic_auth is not None:
+        from tests.alertmanager import bcrypt_hash
+
+        web = tmp_path / "prometheus-web.yml"
+        web.write_text(f"basic_auth_users:\n  {basic_auth[0]}: '{bcrypt_hash(basic_auth[1])}'\n", encoding="utf-8")
+        extra.append(f"--web.config.file={web}")
     data = tmp_path / "prometheus-history.om"
     data.write_text(history, encoding="utf-8")
     storage = tmp_path / "prometheus-data"
@@ -93,11 +103,12 @@ def running_prometheus(tmp_path: Path, history: str) -> Iterator[Prometheus]:
                 f"--storage.tsdb.path={storage}",
                 f"--web.listen-address=127.0.0.1:{port}",
                 "--storage.tsdb.retention.time=10y",
+                *extra,
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        server = Prometheus(f"http://127.0.0.1:{port}", process)
+        server = Prometheus(f"http://127.0.0.1:{port}", process, basic_auth)
         if _ready(server):
             break
         server.stop()
@@ -115,7 +126,7 @@ def _ready(server: Prometheus) -> bool:
         if server.process.poll() is not None:
             return False
         try:
-            if httpx2.get(server.url + "/-/ready", timeout=1).status_code == 200:
+            if httpx2.get(server.url + "/-/ready", timeout=1, auth=server.basic_auth).status_code == 200:
                 return True
         except httpx2.HTTPError:
             pass

@@ -270,3 +270,25 @@ async def test_basic_auth_secret_missing_is_named(make_app: AppFactory, tmp_path
         f"prometheus for {SERVICE} at http://127.0.0.1:9 needs a password: set it with "
         f"`incident-desk key set --metrics {SERVICE}` or INCIDENT_DESK_METRICS_PAYMENTS_API"
     )
+
+
+@needs_prometheus
+async def test_basic_auth_from_the_environment(
+    make_app: AppFactory, tmp_path: Path, era: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with running_prometheus(tmp_path, history(), basic_auth=("desk", "s3cret-prom")) as guarded:
+        config = metrics_config(guarded.url, auth="basic", username="desk")
+        app = make_app(data_dir=incident_desk(tmp_path / "desk"), services=config)
+        arguments = {"incidentId": "INC-7001", "name": "latency", "minutes_before": 5, "minutes_after": 5}
+        async with connect(build_server(app), era) as client:
+            monkeypatch.setenv("INCIDENT_DESK_METRICS_PAYMENTS_API", "wrong")
+            refused = await client.call_tool("query_incident_metrics", arguments)
+            monkeypatch.setenv("INCIDENT_DESK_METRICS_PAYMENTS_API", "s3cret-prom")
+            answered = await client.call_tool("query_incident_metrics", arguments)
+        assert answered.structured_content is not None, text_of(answered)
+        direct = _direct(guarded, LATENCY, answered.structured_content)
+    assert refused.is_error
+    assert text_of(refused) == f"prometheus for {SERVICE} at {guarded.url} refused the credentials (HTTP 401)"
+    assert not answered.is_error, text_of(answered)
+    assert _returned(answered.structured_content, "latency") == direct
+    assert "s3cret-prom" not in text_of(answered) + text_of(refused)
