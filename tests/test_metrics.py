@@ -292,3 +292,19 @@ async def test_basic_auth_from_the_environment(
     assert not answered.is_error, text_of(answered)
     assert _returned(answered.structured_content, "latency") == direct
     assert "s3cret-prom" not in text_of(answered) + text_of(refused)
+
+
+@needs_prometheus
+def test_doctor_s_check_of_a_service_s_prometheus(prometheus: Prometheus) -> None:
+    from incident_desk.core.metrics import MetricsConfig, check
+
+    def no_secret(name: str) -> None:
+        return None
+
+    answering = MetricsConfig(prometheus=prometheus.url, queries={"latency": LATENCY})
+    assert check(answering, SERVICE, no_secret) == (True, f"{prometheus.url} answers (1 named queries)")
+    down = f"http://127.0.0.1:{free_port()}"
+    assert check(MetricsConfig(prometheus=down), SERVICE, no_secret) == (
+        False,
+        f"prometheus for {SERVICE} at {down} cannot be reached: connection refused",
+    )

@@ -267,3 +267,27 @@ def queries_for(config: MetricsConfig | None, alert_query: str | None) -> Mappin
     if alert_query and ALERT_QUERY_NAME not in queries:
         queries[ALERT_QUERY_NAME] = alert_query
     return queries
+
+
+def check(config: MetricsConfig, service: str, secret: SecretReader) -> tuple[bool, str]:
+    """For ``doctor``: whether the service's Prometheus answers an instant query with these credentials."""
+    from incident_desk.core import outside
+
+    try:
+        request = range_request(
+            config,
+            service,
+            secret,
+            "vector(1)",
+            incident_window(datetime.now(UTC), datetime.now(UTC), 1, 0, config.step_seconds),
+        )
+        response = outside.exchange(request)
+    except MetricsUnavailable as exc:
+        return False, str(exc)
+    except outside.OutsideError as exc:
+        return False, str(exc)
+    if response.status_code in (401, 403):
+        return False, f"{request.what} refused the credentials (HTTP {response.status_code})"
+    if response.status_code != 200:
+        return False, f"{request.what} answered HTTP {response.status_code}"
+    return True, f"{config.prometheus} answers ({len(config.queries)} named queries)"
