@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -183,8 +184,14 @@ class DeskApp:
         each bounded by its deadline and cap)."""
         from incident_desk.core.changes import read_changes
 
-        call = partial(read_changes, self.settings.change_sources, service, incident_id, start, end)
-        return await anyio.to_thread.run_sync(call, limiter=outside.worker_threads("changes", CHANGE_THREADS))
+        cancel = threading.Event()
+        call = partial(read_changes, self.settings.change_sources, service, incident_id, start, end, cancel)
+        try:
+            return await anyio.to_thread.run_sync(
+                call, limiter=outside.worker_threads("changes", CHANGE_THREADS), abandon_on_cancel=True
+            )
+        finally:
+            cancel.set()  # a cancelled request's command is killed, not left to run to its deadline
 
     async def provider_key(self) -> credentials.SecretLookup:
         """The model provider's API key: the environment, else the keychain (which may block)."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -120,12 +121,16 @@ def read_changes(
     incident_id: str,
     start: datetime,
     end: datetime,
+    cancel: threading.Event | None = None,
 ) -> ChangeRead:
-    """Every source's events for ``service`` between ``start`` and ``end`` (blocks: call it off the event loop)."""
+    """Every source's events for ``service`` between ``start`` and ``end`` (blocks: call it off the event loop;
+    ``cancel`` stops a command under way and the sources not yet read)."""
     events: list[ChangeEvent] = []
     problems: list[str] = []
     skipped = 0
     for source in sources:
+        if cancel is not None and cancel.is_set():
+            break
         if source.service is not None and source.service != service:
             continue
         try:
@@ -171,7 +176,12 @@ def _file_lines(source: FilesChangeConfig) -> list[str]:
 
 
 def _command_lines(
-    source: CommandChangeConfig, service: str, incident_id: str, start: datetime, end: datetime
+    source: CommandChangeConfig,
+    service: str,
+    incident_id: str,
+    start: datetime,
+    end: datetime,
+    cancel: threading.Event | None = None,
 ) -> list[str]:
     values = {
         "service": service,
@@ -185,11 +195,18 @@ def _command_lines(
     buffer = io.BytesIO()
     output = runner.HeadOutput(buffer, source.max_bytes)
     result = runner.run(
-        argv, output, timeout=source.timeout_seconds, env=runner.child_environment(source.pass_env), cwd=source.cwd
+        argv,
+        output,
+        timeout=source.timeout_seconds,
+        env=runner.child_environment(source.pass_env),
+        cwd=source.cwd,
+        cancel=cancel,
     )
     what = f"change source {source.name!r}"
     if result.launch_error:
         raise ChangeSourceDown(f"{what}: {result.launch_error}")
+    if result.cancelled:
+        raise ChangeSourceDown(f"{what}: cancelled with its request")
     if result.timed_out:
         raise ChangeSourceDown(f"{what}: the command did not finish within {source.timeout_seconds:g}s")
     if result.exit_status not in (0, None) and not result.cut:
