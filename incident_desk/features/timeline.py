@@ -190,7 +190,7 @@ async def _around(app: DeskApp, incident: Incident, view: Timeline) -> Timeline:
             found = await what_changed.gather_metrics(
                 app,
                 incident,
-                now=end,
+                now=min(end, datetime.now(UTC)),
                 minutes_before=(incident.opened - start).total_seconds() / 60,
                 minutes_after=max(1.0, (end - incident.opened).total_seconds() / 60),
             )
