@@ -308,3 +308,38 @@ def test_doctor_s_check_of_a_service_s_prometheus(prometheus: Prometheus) -> Non
         False,
         f"prometheus for {SERVICE} at {down} cannot be reached: connection refused",
     )
+
+
+@needs_prometheus
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_over_stdio_from_a_config_file(prometheus: Prometheus, tmp_path: Path, mode: str) -> None:
+    """The desk as a client starts it: a subprocess reading the issue's TOML shape from its config file."""
+    import sys
+
+    from mcp import StdioServerParameters
+
+    from tests.helpers import ROOT, child_env
+
+    config = tmp_path / "desk.toml"
+    config.write_text(
+        f'data_dir = "{incident_desk(tmp_path / "desk")}"\n\n'
+        f"[services.{SERVICE}.metrics]\n"
+        f'prometheus = "{prometheus.url}"\n'
+        f"queries = {{ error_rate = '{ERRORS}', latency = '{LATENCY}' }}\n",
+        encoding="utf-8",
+    )
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "incident_desk", "--config", str(config)],
+        cwd=str(ROOT),
+        env=child_env(tmp_path / "audit.sqlite3"),
+    )
+    async with Client(params, mode=mode) as client:
+        result = await client.call_tool(
+            "query_incident_metrics", {"incidentId": "INC-7001", "name": "error_rate", "minutes_after": 60}
+        )
+    assert not result.is_error, text_of(result)
+    assert result.structured_content is not None
+    answer = result.structured_content
+    assert _returned(answer, "error_rate") == _direct(prometheus, ERRORS, answer)
+    assert text_of(result).splitlines()[1].startswith("error_rate: ")
