@@ -142,7 +142,16 @@ async def gather_metrics(
         queries = {name: queries[name]}
     if not queries:
         raise metrics.MetricsUnavailable(f"[services.{service}.metrics] names no queries")
-    after = MAX_MINUTES_AFTER if minutes_after is None else minutes_after
+    after = minutes_after
+    if after is None:
+        # To now, but no further than fits the point cap, so an old incident's window still holds its opening.
+        fits = (app.settings.metrics_max_points - 1) * config.step_seconds / 60 - minutes_before
+        after = min(MAX_MINUTES_AFTER, max(1.0, fits))
+        if incident.opened + timedelta(minutes=after) < now:
+            notes.append(
+                f"the window ends {after:g} minutes after the incident opened, so each series fits "
+                "metrics_max_points; pass minutes_after for a later end"
+            )
     window = metrics.incident_window(incident.opened, now, minutes_before, after, config.step_seconds)
     if window.step_seconds > config.step_seconds:
         notes.append(f"step widened to {window.step_seconds:g}s to keep the window within Prometheus's limits")

@@ -343,3 +343,25 @@ async def test_over_stdio_from_a_config_file(prometheus: Prometheus, tmp_path: P
     answer = result.structured_content
     assert _returned(answer, "error_rate") == _direct(prometheus, ERRORS, answer)
     assert text_of(result).splitlines()[1].startswith("error_rate: ")
+
+
+@needs_prometheus
+async def test_without_minutes_after_an_old_incident_s_window_still_holds_its_opening(
+    prometheus: Prometheus, make_app: AppFactory, tmp_path: Path, era: str
+) -> None:
+    app = make_app(
+        data_dir=incident_desk(tmp_path / "desk"), services=metrics_config(prometheus.url), metrics_max_points=100
+    )
+    async with connect(build_server(app), era) as client:
+        result = await client.call_tool("query_incident_metrics", {"incidentId": "INC-7001", "name": "error_rate"})
+    answer = result.structured_content
+    assert answer is not None
+    assert datetime.fromisoformat(answer["start"]) == OPENED - timedelta(minutes=30)
+    assert datetime.fromisoformat(answer["end"]) == OPENED + timedelta(minutes=69)
+    [series] = answer["series"]
+    assert not series["cut"] and len(series["points"]) == 100
+    assert answer["notes"] == [
+        "the window ends 69 minutes after the incident opened, so each series fits metrics_max_points; "
+        "pass minutes_after for a later end"
+    ]
+    assert "note: the window ends 69 minutes after" in text_of(result)

@@ -53,7 +53,12 @@ def register(server: MCPServer, app: DeskApp) -> None:
             float, Field(ge=0, le=7 * 24 * 60, description="Minutes before the incident opened (default 30)")
         ] = what_changed.DEFAULT_MINUTES_BEFORE,
         minutes_after: Annotated[
-            float | None, Field(ge=1, le=7 * 24 * 60, description="Minutes after it opened; omit to run to now")
+            float | None,
+            Field(
+                ge=1,
+                le=7 * 24 * 60,
+                description="Minutes after it opened; omit to run to now (or as far as metrics_max_points allows)",
+            ),
         ] = None,
     ) -> Annotated[CallToolResult, IncidentMetrics]:
         """Query the service's Prometheus around an incident: each named query (and an alert's own expression) as
