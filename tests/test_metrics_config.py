@@ -8,9 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from incident_desk import cli
+from incident_desk.app import source_secret
 from incident_desk.core.changes import CommandChangeConfig, FilesChangeConfig, parse_record
-from incident_desk.core.metrics import alert_expression, incident_window
+from incident_desk.core.metrics import alert_expression, incident_window, secret_name
 from incident_desk.settings import Settings, SettingsError, load_settings
+from tests.fakes import MemoryKeyring
 
 CONTRACT = """
 [services.payments-api]
@@ -102,3 +105,15 @@ def test_a_long_window_widens_the_step_to_stay_within_prometheus_s_limit() -> No
     assert window.end == now and (window.end - window.start).total_seconds() / window.step_seconds < 11_000
     short = incident_window(opened, now, 30, 60, 60)
     assert (short.step_seconds, short.end) == (60, datetime(2026, 11, 29, 11, 0, tzinfo=UTC))
+
+
+def test_key_set_metrics_stores_the_secret_the_desk_reads(
+    memory_keyring: MemoryKeyring, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr("getpass.getpass", lambda prompt="", stream=None: "prom-token-123")
+    assert cli.main(["key", "set", "--metrics", "payments-api"]) == 0
+    assert memory_keyring.store == {("incident-desk", "metrics-payments-api"): "prom-token-123"}
+    assert "prom-token-123" not in "".join(capsys.readouterr())
+    assert source_secret(load_settings())(secret_name("payments-api")) == "prom-token-123"
+    monkeypatch.setenv("INCIDENT_DESK_METRICS_PAYMENTS_API", "from-the-environment")
+    assert source_secret(load_settings())(secret_name("payments-api")) == "from-the-environment"
