@@ -198,18 +198,45 @@ function draw(timeline: Timeline): void {
   });
 
   const markers = svg("g", { class: "markers" }, chart);
+  // Marker labels are laid out greedily: each takes the first row and side (its preferred side first) where it
+  // fits inside the chart clear of the labels placed before it, or else the most room there is, cut to fit.
+  const placed: { row: number; from: number; to: number }[] = [];
+  const GAP = 4;
+  const roomFrom = (row: number, x: number, rightward: boolean): number => {
+    let room = rightward ? WIDTH - x - 3 : x - 3;
+    for (const other of placed.filter((p) => p.row === row)) {
+      if (rightward && other.to > x) room = Math.min(room, other.from - GAP - x - 3);
+      if (!rightward && other.from < x) room = Math.min(room, x - 3 - other.to - GAP);
+    }
+    return Math.max(0, room);
+  };
   const mark = (kind: string, iso: string, text: string): boolean => {
     const x = xAt(iso);
     if (x === null) return false;
-    const row = MARKER_ROWS[(markers.childElementCount) % MARKER_ROWS.length];
+    const wanted = cut(text, 32);
+    const width = wanted.length * CHAR_WIDTH;
+    const preferred = x < WIDTH / 2;
+    let best = { row: 0, rightward: preferred, room: -1 };
+    for (let row = 0; row < MARKER_ROWS.length && best.room < width; row++) {
+      for (const rightward of [preferred, !preferred]) {
+        const room = roomFrom(row, x, rightward);
+        if (room > best.room) best = { row, rightward, room };
+        if (room >= width) break;
+      }
+    }
+    const shown = best.room >= width ? wanted : cut(text, Math.max(1, Math.floor(best.room / CHAR_WIDTH)));
+    const shownWidth = shown.length * CHAR_WIDTH;
+    const y = MARKER_ROWS[best.row];
     const group = svg("g", { class: `marker ${kind}` }, markers);
-    svg("line", { x1: x, x2: x, y1: row + 2, y2: axisY }, group);
-    // Labels read to the right of their line, or to its left near the right edge, so none leaves the chart.
-    const rightward = x < WIDTH / 2;
-    const anchor = rightward ? "start" : "end";
-    const room = Math.floor((rightward ? WIDTH - x - 3 : x - 3) / CHAR_WIDTH);
-    const label = svg("text", { x: rightward ? x + 3 : x - 3, y: row, "text-anchor": anchor }, group);
-    label.textContent = cut(text, Math.min(32, room));
+    svg("line", { x1: x, x2: x, y1: y + 2, y2: axisY }, group);
+    const labelX = best.rightward ? x + 3 : x - 3;
+    const label = svg("text", { x: labelX, y, "text-anchor": best.rightward ? "start" : "end" }, group);
+    label.textContent = shown;
+    placed.push({
+      row: best.row,
+      from: best.rightward ? labelX : labelX - shownWidth,
+      to: best.rightward ? labelX + shownWidth : labelX,
+    });
     svg("title", {}, group).textContent = `${hhmm(iso)} ${text}`;
     return true;
   };
