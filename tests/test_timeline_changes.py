@@ -164,6 +164,7 @@ def _assert_drawn_cleanly(report: dict[str, Any]) -> None:
     assert report["consoleErrors"] == []
     assert report["labelsOutside"] == [], "a label is clipped at the chart's edge"
     assert report["markerLabelsOverBars"] == [], "a marker's label is drawn over the bars"
+    assert report["markerLabelsOverlapping"] == [], "marker labels are drawn over each other"
     dark, light = report["themes"]["dark"], report["themes"]["light"]
     assert (dark["dataTheme"], light["dataTheme"]) == ("dark", "light")
     for shot in (dark, light):

@@ -59,6 +59,12 @@ try {
         })),
         bucketMinutes: [...new Set([...chart.querySelectorAll("g.minute")].map((m) => m.getAttribute("data-minutes")))],
         markerLabels: [...chart.querySelectorAll("g.marker > text")].map((t) => t.textContent),
+        markerLabelsOverlapping: (() => {
+          const boxes = [...chart.querySelectorAll("g.marker > text")].map((t) => [t.textContent, t.getBBox()]);
+          const clash = (a, b) => a.x < b.x + b.width && b.x < a.x + a.width && a.y < b.y + b.height && b.y < a.y + a.height;
+          return boxes.flatMap(([text, box], i) => boxes.slice(i + 1).filter(([, other]) => clash(box, other))
+            .map(([other]) => `${text} / ${other}`));
+        })(),
       };
     })(),
     minutes: document.querySelectorAll("#chart g.minute").length,
