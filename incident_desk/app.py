@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
+from datetime import datetime
+from functools import cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
@@ -21,7 +23,7 @@ import anyio.to_thread
 import structlog
 
 from incident_desk.client_logging import ClientLogLevels
-from incident_desk.core import credentials, outside
+from incident_desk.core import credentials, metrics, outside
 from incident_desk.core.audit import AuditJournal, Decision, Journal
 from incident_desk.core.desk import (
     Desk,
@@ -36,6 +38,7 @@ from incident_desk.core.sources import IncidentSources
 from incident_desk.settings import Settings, user_data_dir
 
 if TYPE_CHECKING:
+    from incident_desk.core.changes import ChangeRead
     from incident_desk.core.cursors import CursorSeal
     from incident_desk.core.logfile import TailWindow
     from incident_desk.core.redact import Redaction
@@ -55,6 +58,8 @@ SOURCE_THREADS = 32
 # Searches get their own threads, so a long one never holds the default pool the journal's writes use. RE2
 # releases the interpreter lock while it scans, so these threads leave the event loop free.
 SEARCH_THREADS = 2
+# Change commands and files run in threads of their own, apart from the default pool and the outside calls'.
+CHANGE_THREADS = 4
 # How long a completion waits for a source another request is asking: a list to pick from must come quickly.
 COMPLETION_WAIT_SECONDS = 0.5
 
@@ -139,6 +144,58 @@ class DeskApp:
     async def redacted(self, text: str) -> str:
         """``text`` masked like a log line, in a worker thread: a provider's answer can be long."""
         return await anyio.to_thread.run_sync(self.redactor, text)
+
+    async def metric_series(
+        self, service: str, queries: Mapping[str, str], window: metrics.Window
+    ) -> tuple[list[metrics.Series], list[metrics.QueryProblem]]:
+        """Every named query of ``service`` over ``window``, asked at once, each in an outside call's thread with
+        its deadline; MetricsUnavailable (named, bounded) when Prometheus cannot answer, or when the service has
+        no ``[services.<name>.metrics]``."""
+        config = self.settings.service_metrics.get(service)
+        if config is None:
+            raise metrics.MetricsUnavailable(f"{service} has no [services.{service}.metrics] (a Prometheus to ask)")
+        secret = source_secret(self.settings)
+        answers: dict[str, list[metrics.Series] | metrics.QueryProblem | metrics.MetricsUnavailable] = {}
+
+        async def ask(name: str, query: str) -> None:
+            call = partial(
+                metrics.fetch_series, config, service, secret, name, query, window, self.settings.metrics_max_points
+            )
+            try:
+                answers[name] = await anyio.to_thread.run_sync(
+                    call, limiter=outside.outside_threads(), abandon_on_cancel=True
+                )
+            except metrics.MetricsUnavailable as exc:
+                answers[name] = exc
+
+        async with anyio.create_task_group() as group:
+            for name, query in queries.items():
+                group.start_soon(ask, name, query)
+        series: list[metrics.Series] = []
+        problems: list[metrics.QueryProblem] = []
+        for name in queries:
+            answer = answers[name]
+            if isinstance(answer, metrics.MetricsUnavailable):
+                raise answer
+            if isinstance(answer, metrics.QueryProblem):
+                problems.append(answer)
+            else:
+                series.extend(answer)
+        return series, problems
+
+    async def change_events(self, service: str, incident_id: str, start: datetime, end: datetime) -> ChangeRead:
+        """The change sources' events for ``service`` in the window (files read, commands run, off the loop and
+        each bounded by its deadline and cap)."""
+        from incident_desk.core.changes import read_changes
+
+        cancel = threading.Event()
+        call = partial(read_changes, self.settings.change_sources, service, incident_id, start, end, cancel)
+        try:
+            return await anyio.to_thread.run_sync(
+                call, limiter=outside.worker_threads("changes", CHANGE_THREADS), abandon_on_cancel=True
+            )
+        finally:
+            cancel.set()  # a cancelled request's command is killed, not left to run to its deadline
 
     async def provider_key(self) -> credentials.SecretLookup:
         """The model provider's API key: the environment, else the keychain (which may block)."""

@@ -191,6 +191,9 @@ def _add_key_parser(commands: Subparsers) -> None:
         "--kind", choices=["provider", "audit-db"], default="provider", help="which secret (default provider)"
     )
     key.add_argument("--source", help="an incident source's password or token instead (its [[incident_sources]] name)")
+    key.add_argument(
+        "--metrics", help="a service's Prometheus password or token instead (its [services.<name>.metrics])"
+    )
 
 
 def _add_token_parser(commands: Subparsers) -> None:
@@ -326,7 +329,7 @@ def _run(args: argparse.Namespace) -> int:
 
             return run_locks(settings, args.locks_action, getattr(args, "service", None), getattr(args, "reason", None))
         if args.command == "key":
-            return _key(settings, args.action, args.kind, args.source)
+            return _key(settings, args.action, args.kind, args.source, args.metrics)
         if args.command == "token":
             return _token(settings, args.action, args.kind)
         if args.command == "doctor":
@@ -422,12 +425,14 @@ def _token_without_a_keychain(name: str, problem: str) -> int:
     return 0
 
 
-def _key(settings: Settings, action: str, kind: str, source: str | None = None) -> int:
+def _key(settings: Settings, action: str, kind: str, source: str | None = None, metrics: str | None = None) -> int:
     from incident_desk.core.credentials import AUDIT_DB_PASSWORD, PROVIDER_API_KEY
 
     name = AUDIT_DB_PASSWORD if kind == "audit-db" else PROVIDER_API_KEY
     if source is not None:
         name = f"source-{source}"
+    if metrics is not None:
+        name = f"metrics-{metrics}"
     return _secret_command(settings, name, action, value_source="prompt")
 
 

@@ -160,6 +160,13 @@ def run_doctor(settings: Settings, config_file: Path | None = None) -> int:
         sources = IncidentSources(desk, settings.incident_sources, secret=source_secret(settings))
         for ok, what, detail in sources.check():
             report(ok, what, detail)
+    if settings.service_metrics:
+        from incident_desk.app import source_secret
+        from incident_desk.core import metrics
+
+        for service, config in sorted(settings.service_metrics.items()):
+            ok, detail = metrics.check(config, service, source_secret(settings))
+            report(ok, f"metrics of {service}", detail)
     for service, log_source in sorted(settings.service_logs.items()):
         ok, detail = _check_log_source(log_source)
         report(ok, f"log source of {service}", detail)

@@ -69,9 +69,9 @@ def build_server(app: DeskApp, *, defer_features: bool = False) -> MCPServer:
 def register_listed_features(server: MCPServer, app: DeskApp) -> None:
     """The tools, resources and prompts, which the initialize answer does not show. (Completions register with
     the server: their handler is what advertises the ``completions`` capability.)"""
-    from incident_desk.features import prompts, read_tools, resources_, restart, summarize
+    from incident_desk.features import metrics, prompts, read_tools, resources_, restart, summarize
 
-    for feature in (resources_, prompts, read_tools, summarize, restart):
+    for feature in (resources_, prompts, read_tools, summarize, restart, metrics):
         feature.register(server, app)
     _serve_template_results_in_hand(server)
 

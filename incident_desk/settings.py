@@ -27,7 +27,9 @@ from pydantic_settings import (
 
 from incident_desk.core.actions import RestartAction
 from incident_desk.core.audit import is_postgres_url, url_has_password
+from incident_desk.core.changes import ChangeSourceConfig
 from incident_desk.core.credentials import ENV_PREFIX, SECRET_SETTINGS
+from incident_desk.core.metrics import MetricsConfig
 from incident_desk.core.names import SERVICE_NAME, is_safe_name
 from incident_desk.core.sources.config import IncidentSourceConfig, LogSourceConfig, check_unique_names
 from incident_desk.core.sources.spool import DEFAULT_MAX_BYTES as DEFAULT_SPOOL_BYTES
@@ -230,20 +232,35 @@ class Settings(BaseSettings):
         description="Per-service log source, written [services.<name>.logs] (files, journald, command).",
     )
 
+    service_metrics: dict[str, MetricsConfig] = Field(
+        default_factory=dict,
+        description="Per-service Prometheus and named queries, written [services.<name>.metrics].",
+    )
+    change_sources: list[ChangeSourceConfig] = Field(
+        default_factory=list, description="Where change events come from ([[change_sources]]: files, command)."
+    )
+    metrics_max_points: int = Field(
+        default=500, ge=10, le=11_000, description="Most points per metric series in a result (the newest kept)."
+    )
+
     @model_validator(mode="before")
     @classmethod
     def _logs_out_of_services(cls, data: Any) -> Any:
         """``[services.<name>.logs]`` sits beside the restart action in the file; it is kept apart here."""
         if isinstance(data, dict) and isinstance(data.get("services"), dict):
             services, logs = {}, dict(data.get("service_logs") or {})
+            metrics = dict(data.get("service_metrics") or {})
             for name, table in data["services"].items():
-                if isinstance(table, dict) and "logs" in table:
-                    table = {key: value for key, value in table.items() if key != "logs"}
-                    logs[name] = data["services"][name]["logs"]
+                if isinstance(table, dict) and ("logs" in table or "metrics" in table):
+                    if "logs" in table:
+                        logs[name] = table["logs"]
+                    if "metrics" in table:
+                        metrics[name] = table["metrics"]
+                    table = {key: value for key, value in table.items() if key not in ("logs", "metrics")}
                     if not table:
-                        continue  # a service with a log source and no restart action
+                        continue  # a service with a log source or metrics and no restart action
                 services[name] = table
-            data = {**data, "services": services, "service_logs": logs}
+            data = {**data, "services": services, "service_logs": logs, "service_metrics": metrics}
         return data
 
     @field_validator("incident_sources")
@@ -296,7 +313,7 @@ class Settings(BaseSettings):
             raise ValueError(f"{value} is not a directory")
         return value
 
-    @field_validator("services", "service_logs")
+    @field_validator("services", "service_logs", "service_metrics")
     @classmethod
     def _service_names_are_valid(cls, value: dict[str, Any]) -> dict[str, Any]:
         bad = sorted(name for name in value if not is_safe_name(name, SERVICE_NAME))

@@ -60,7 +60,7 @@ async def test_tools_and_approval_per_mode_and_era(tmp_path: Path, stateless: bo
         declared = await _tools_and_calls(desk.url, "legacy", sampling_callback=_sample)
         stderr = desk.stderr()
     assert legacy["tools"] == modern["tools"]
-    assert len(legacy["tools"]) == 8  # the seven of DESIGN §2 and show_incident_timeline
+    assert len(legacy["tools"]) == 9  # the seven of DESIGN §2, show_incident_timeline and query_incident_metrics
     assert legacy["log"] == modern["log"] == SAMPLE_1043_LOG
     # 2026-07-28 keeps approval by multi round-trip in every mode.
     assert modern["restart"].startswith("RESTARTED payments-api under CHG-2291")
@@ -261,7 +261,7 @@ async def test_the_http_token_comes_from_the_keychain(tmp_path: Path) -> None:
             tools = (await client.list_tools()).tools
         stderr = desk.stderr()
     assert refused.status_code == 401
-    assert len(tools) == 8
+    assert len(tools) == 9
     assert "bearer token from keychain" in stderr
     assert token not in stderr
 

@@ -49,6 +49,7 @@ TOOL_CALLS: dict[str, list[dict[str, Any]]] = {
     "summarize_incident": [{"incidentId": "INC-1"}, {"incidentId": ALERT_ID}],
     "restart_service": [{"service": "db"}],
     "show_incident_timeline": [{"incidentId": "INC-1"}, {"incidentId": ALERT_ID}],
+    "query_incident_metrics": [{"incidentId": "INC-1"}],
 }
 RESOURCE_TEMPLATES = {
     "incident://{id}/log": ["incident://INC-1/log", f"incident://{ALERT_ID}/log"],
@@ -77,6 +78,9 @@ def desk_config(tmp_path: Path, source_url: str | None) -> Path:
     source = (
         f'\n[[incident_sources]]\nkind = "alertmanager"\nname = "prod"\nurl = "{source_url}"\n'
         f"timeout_seconds = {DEADLINE}\ncache_seconds = 0\n"
+        # The service's Prometheus is the same misbehaving neighbour.
+        f'\n[services.db.metrics]\nprometheus = "{source_url}"\nqueries = {{ up = "up" }}\n'
+        f"timeout_seconds = {DEADLINE}\n"
         if source_url
         else ""
     )
@@ -189,6 +193,12 @@ def assert_served_around_the_fault(
     assert alert_timeline.is_error and f"Incident {ALERT_ID} cannot be served: its source is down" in text_of(
         alert_timeline
     )
+    (metrics,) = answers["query_incident_metrics"]
+    prometheus_fault = FAULT_TEXT[neighbour.fault].replace("alertmanager 'prod'", "prometheus for db")
+    assert metrics.is_error and text_of(metrics).startswith(prometheus_fault.format(url=neighbour.url)), text_of(
+        metrics
+    )
+    assert "unavailable: prometheus for db" in text_of(folder_timeline)
     assert not answers["read_incident_log"][0].is_error and "disk 100%" in text_of(answers["read_incident_log"][0])
     assert text_of(answers["get_runbook"][0]).startswith("# db")
     assert "INC-1" in answers["complete"][0].completion.values

@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from incident_desk.tool_results import written_out
 from tests.helpers import connect
+from tests.prometheus import canned_prometheus
 
 pytestmark = pytest.mark.anyio
 
@@ -69,7 +70,13 @@ def test_the_format_checker_knows_a_date_time_needs_a_zone() -> None:
 async def test_every_tool_result_matches_its_output_schema(
     tmp_path: Path, make_server: Callable[..., MCPServer], era: str
 ) -> None:
-    server = make_server(data_dir=_desk(tmp_path / "desk"))
+    with canned_prometheus([(1795000000.0, "0.5"), (1795000060.0, "NaN"), (1795000120.0, "2")]) as prometheus:
+        await _check_every_tool(tmp_path, make_server, era, prometheus)
+
+
+async def _check_every_tool(tmp_path: Path, make_server: Callable[..., MCPServer], era: str, prometheus: str) -> None:
+    metrics = {"payments-api": {"metrics": {"prometheus": prometheus, "queries": {"errors": "up"}}}}
+    server = make_server(data_dir=_desk(tmp_path / "desk"), services=metrics)
     calls: list[tuple[str, dict[str, Any]]] = [
         ("list_incidents", {}),
         ("list_incidents", {"status": "all"}),
@@ -81,6 +88,7 @@ async def test_every_tool_result_matches_its_output_schema(
         ("restart_service", {"service": "payments-api"}),
         ("get_audit_log", {}),
         *[("show_incident_timeline", {"incidentId": incident_id}) for incident_id in OPENED_SHAPES],
+        ("query_incident_metrics", {"incidentId": "INC-1", "minutes_after": 60}),
     ]
     checked: set[str] = set()
     for callbacks in ({}, {"elicitation_callback": _accept, "sampling_callback": _sample}):

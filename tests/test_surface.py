@@ -18,6 +18,7 @@ EXPECTED_TOOLS = [
     "get_audit_log",
     "get_runbook",
     "list_incidents",
+    "query_incident_metrics",
     "read_incident_log",
     "restart_service",
     "search_incident_log",
@@ -148,6 +149,7 @@ async def test_tools_are_listed_with_annotations(make_server: Callable[..., MCPS
         "get_runbook",
         "get_audit_log",
         "summarize_incident",
+        "query_incident_metrics",
     ):
         annotations = tools[name].annotations
         assert annotations is not None, name

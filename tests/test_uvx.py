@@ -47,7 +47,7 @@ async def test_uvx_from_the_checkout_serves_the_sample_desk(tmp_path: Path) -> N
         tools = sorted(tool.name for tool in (await client.list_tools()).tools)
         log = text_of(await client.read_resource("incident://INC-1043/log"))
         listing = await client.call_tool("list_incidents", {})
-    assert "restart_service" in tools and len(tools) == 8
+    assert "restart_service" in tools and len(tools) == 9
     assert log == SAMPLE_1043_LOG
     assert [i["id"] for i in listing.structured_content["incidents"]] == ["INC-1042", "INC-1043"]
 
@@ -106,7 +106,7 @@ async def test_the_uvx_entry_starts_with_the_package_index_unreachable(tmp_path:
         tools = sorted(tool.name for tool in (await client.list_tools()).tools)
         listing = await client.call_tool("list_incidents", {})
     assert launcher.args[0] == "--offline"
-    assert "restart_service" in tools and len(tools) == 8
+    assert "restart_service" in tools and len(tools) == 9
     assert [i["id"] for i in listing.structured_content["incidents"]] == ["INC-1042", "INC-1043"]
 
 

@@ -95,6 +95,7 @@ class Incident:
     status: str
     opened: datetime
     source: str = "folder"  # the incident source that serves it (core/sources)
+    expression: str | None = None  # an alert's own PromQL (its generator URL's g0.expr), drawn beside the metrics
 
     @property
     def is_open(self) -> bool:

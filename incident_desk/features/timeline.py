@@ -18,8 +18,9 @@ from mcp_types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, Field
 
 from incident_desk import tool_results as results
+from incident_desk import what_changed
 from incident_desk.app import DeskApp
-from incident_desk.core import timeline
+from incident_desk.core import metrics, timeline
 from incident_desk.core.audit import MAX_RECENT_DECISIONS, Decision
 from incident_desk.core.desk import DeskError, Incident
 
@@ -68,6 +69,16 @@ class Timeline(BaseModel):
     unparsed_lines: int = Field(description="Lines read that had no time and level")
     stopped: str = Field(description="Why the pass stopped: end of log, time budget, byte budget, minute limit")
     covers: str = Field(description="What span of the log the series covers, in words")
+    metrics: list[what_changed.WrittenOutSeries] = Field(
+        default_factory=list, description="The service's metric series over the timeline's span"
+    )
+    changes: list[what_changed.WrittenOutChange] = Field(
+        default_factory=list, description="Change events of the service in the span, oldest first"
+    )
+    acts: list[what_changed.WrittenOutAct] = Field(
+        default_factory=list, description="What the desk did for the service (restart decisions), oldest first"
+    )
+    problems: list[str] = Field(default_factory=list, description="Metrics or change sources that could not be read")
 
 
 def view_html() -> str:
@@ -116,6 +127,7 @@ def _build(incident: Incident, scan: timeline.LevelScan, decisions: list[Decisio
         decisions=[
             RestartDecision(time=d.time, outcome=d.outcome, ticket=d.ticket, approver=d.approver) for d in decisions
         ],
+        acts=what_changed.restart_acts(decisions),
         scanned_bytes=scan.scanned_bytes,
         total_bytes=scan.total_bytes,
         scanned_lines=scan.scanned_lines,
@@ -141,6 +153,7 @@ def render_text(view: Timeline) -> str:
         lines.append(f"first error {at} (line {view.first_error.line}): {view.first_error.text}")
     else:
         lines.append("no error line in the span covered")
+    lines += _what_changed_lines(view)
     if view.decisions:
         lines.append(
             "restarts: "
@@ -152,6 +165,44 @@ def render_text(view: Timeline) -> str:
     else:
         lines.append(f"restarts: none journaled for {view.service}")
     return "\n".join(lines)
+
+
+def _what_changed_lines(view: Timeline) -> list[str]:
+    lines = [f"metric {line}" for line in what_changed.series_lines(view.metrics)]
+    if view.changes:
+        lines.append(
+            "changes: "
+            + "; ".join(f"{c.time.strftime('%Y-%m-%d %H:%M')} {c.summary} ({c.source})" for c in view.changes)
+        )
+    lines += [f"unavailable: {problem}" for problem in view.problems]
+    return lines
+
+
+async def _around(app: DeskApp, incident: Incident, view: Timeline) -> Timeline:
+    """``view`` with the service's metrics and change events over its span, each failure kept as a problem."""
+    first = view.minutes[0].start if view.minutes else None
+    last = view.minutes[-1].start if view.minutes else None
+    start, end = what_changed.window_around(incident, first, last)
+    problems: list[str] = []
+    series: list[what_changed.MetricSeries] = []
+    if incident.service in app.settings.service_metrics:
+        try:
+            found = await what_changed.gather_metrics(
+                app,
+                incident,
+                now=min(end, datetime.now(UTC)),
+                minutes_before=(incident.opened - start).total_seconds() / 60,
+                minutes_after=max(1.0, (end - incident.opened).total_seconds() / 60),
+            )
+            series, problems = found.series, found.problems
+        except metrics.MetricsUnavailable as exc:
+            problems.append(str(exc))
+    changes: list[what_changed.ChangeEventOut] = []
+    if app.settings.change_sources:
+        read = await app.change_events(incident.service, incident.id, start, end)
+        changes = [what_changed.ChangeEventOut(time=c.time, summary=c.summary, source=c.source) for c in read.events]
+        problems += read.problems
+    return view.model_copy(update={"metrics": series, "changes": changes, "problems": problems})
 
 
 def extension(app: DeskApp) -> Apps:
@@ -176,9 +227,9 @@ def extension(app: DeskApp) -> Apps:
     async def show_incident_timeline(
         incidentId: Annotated[str, Field(description="Incident id, e.g. INC-1042")],
     ) -> Annotated[CallToolResult, Timeline]:
-        """Show an incident's timeline: log lines per minute by level, when it opened, the first error and the
-        service's restart decisions. Reads the log from its start for at most a couple of seconds and says what
-        span it covers."""
+        """Show an incident's timeline: log lines per minute by level, when it opened, the first error, the
+        service's metrics and change events, and the desk's restart decisions, on one time axis. Reads the log from
+        its start for at most a couple of seconds and says what span it covers."""
         try:
             incident = await app.incident(incidentId)
         except DeskError as exc:
@@ -199,6 +250,7 @@ def extension(app: DeskApp) -> Apps:
             cancelled.set()
         decisions = await app.recent_decisions(MAX_RECENT_DECISIONS)
         view = _build(incident, scan, timeline.service_decisions(decisions, incident.service))
+        view = await _around(app, incident, view)
         return results.ok(render_text(view), view)
 
     return apps

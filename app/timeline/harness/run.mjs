@@ -38,6 +38,35 @@ try {
     || !document.getElementById("status").textContent.startsWith("Waiting"), null, { timeout: 5000 });
 
   const drawn = await view.evaluate(() => ({
+    ...(() => {
+      // Whether every label lies inside the chart, and every marker label clear of the bars (as page.mjs).
+      const chart = document.getElementById("chart");
+      const [, , width, height] = chart.getAttribute("viewBox").split(" ").map(Number);
+      const tops = [...chart.querySelectorAll("rect.bar")].map((bar) => bar.getBBox().y);
+      const top = Math.min(...tops);
+      const texts = [...chart.querySelectorAll("text")].map((text) => {
+        const box = text.getBBox();
+        return { text: text.textContent, marker: text.closest("g.marker") !== null, bottom: box.y + box.height,
+          inside: box.x >= 0 && box.y >= 0 && box.x + box.width <= width && box.y + box.height <= height };
+      });
+      return {
+        labelsOutside: texts.filter((t) => !t.inside).map((t) => t.text),
+        markerLabelsOverBars: texts.filter((t) => t.marker && t.bottom > top).map((t) => t.text),
+        lanes: [...chart.querySelectorAll("g.lane")].map((lane) => ({
+          name: lane.getAttribute("data-name"),
+          label: lane.querySelector("text")?.textContent,
+          points: (lane.querySelector("polyline")?.getAttribute("points") ?? "").split(" ").filter(Boolean).length,
+        })),
+        bucketMinutes: [...new Set([...chart.querySelectorAll("g.minute")].map((m) => m.getAttribute("data-minutes")))],
+        markerLabels: [...chart.querySelectorAll("g.marker > text")].map((t) => t.textContent),
+        markerLabelsOverlapping: (() => {
+          const boxes = [...chart.querySelectorAll("g.marker > text")].map((t) => [t.textContent, t.getBBox()]);
+          const clash = (a, b) => a.x < b.x + b.width && b.x < a.x + a.width && a.y < b.y + b.height && b.y < a.y + a.height;
+          return boxes.flatMap(([text, box], i) => boxes.slice(i + 1).filter(([, other]) => clash(box, other))
+            .map(([other]) => `${text} / ${other}`));
+        })(),
+      };
+    })(),
     minutes: document.querySelectorAll("#chart g.minute").length,
     bars: [...document.querySelectorAll("#chart rect.bar")].map((bar) => bar.getAttribute("class")),
     markers: [...document.querySelectorAll("#chart g.marker")].map((m) => m.getAttribute("class")),

@@ -16,6 +16,7 @@ from typing import Any
 
 from incident_desk.core import outside
 from incident_desk.core.desk import Incident, opened_time
+from incident_desk.core.metrics import alert_expression
 from incident_desk.core.names import INCIDENT_ID, SERVICE_NAME, is_safe_name
 from incident_desk.core.sources.config import AlertmanagerSourceConfig
 from incident_desk.core.untrusted import one_line
@@ -165,4 +166,7 @@ class AlertmanagerSource:
             status="firing",
             opened=opened,
             source=self.name,
+            expression=alert_expression(
+                alert.get("generatorURL") if isinstance(alert.get("generatorURL"), str) else None
+            ),
         )

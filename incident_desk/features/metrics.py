@@ -1,0 +1,89 @@
+"""``query_incident_metrics``: the service's Prometheus queries (and an alert's own expression) over the incident's
+window, as sparklines with min/max/last for a model and as points for a program."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated
+
+from mcp.server.mcpserver import MCPServer
+from mcp_types import CallToolResult, ToolAnnotations
+from pydantic import BaseModel, Field
+
+from incident_desk import tool_results as results
+from incident_desk import what_changed
+from incident_desk.app import DeskApp
+from incident_desk.core.desk import DeskError
+from incident_desk.core.metrics import MetricsUnavailable
+
+# Prometheus is a neighbour in the open world, but asking it changes nothing.
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=True)
+
+
+class IncidentMetrics(BaseModel):
+    incident_id: str
+    service: str
+    start: datetime
+    end: datetime
+    step_seconds: float
+    series: list[what_changed.WrittenOutSeries]
+    problems: list[str] = Field(description="Queries Prometheus refused, each with its reason")
+    notes: list[str]
+
+
+def render_text(view: IncidentMetrics) -> str:
+    lines = [
+        f"{view.incident_id} {view.service}: metrics {view.start:%Y-%m-%d %H:%M}–{view.end:%H:%M} UTC, "
+        f"step {view.step_seconds:g}s"
+    ]
+    lines += what_changed.series_lines(view.series) or ["no series in the window"]
+    lines += [f"query {problem}" for problem in view.problems]
+    lines += [f"note: {note}" for note in view.notes]
+    return "\n".join(lines)
+
+
+def register(server: MCPServer, app: DeskApp) -> None:
+    @server.tool(annotations=READ_ONLY)
+    async def query_incident_metrics(
+        incidentId: Annotated[str, Field(description="Incident id, e.g. INC-1042")],
+        name: Annotated[
+            str | None, Field(description="One query by its name (or 'alert' for the alert's own); omit for all")
+        ] = None,
+        minutes_before: Annotated[
+            float, Field(ge=0, le=7 * 24 * 60, description="Minutes before the incident opened (default 30)")
+        ] = what_changed.DEFAULT_MINUTES_BEFORE,
+        minutes_after: Annotated[
+            float | None,
+            Field(
+                ge=1,
+                le=7 * 24 * 60,
+                description="Minutes after it opened; omit to run to now (or as far as metrics_max_points allows)",
+            ),
+        ] = None,
+    ) -> Annotated[CallToolResult, IncidentMetrics]:
+        """Query the service's Prometheus around an incident: each named query (and an alert's own expression) as
+        a range from before it opened to now, with a sparkline, min, max and last per series."""
+        try:
+            incident = await app.incident(incidentId)
+            found = await what_changed.gather_metrics(
+                app,
+                incident,
+                now=datetime.now(UTC),
+                name=name,
+                minutes_before=minutes_before,
+                minutes_after=minutes_after,
+            )
+        except (DeskError, MetricsUnavailable) as exc:
+            return results.error(str(exc))
+        assert found.window is not None
+        view = IncidentMetrics(
+            incident_id=incident.id,
+            service=incident.service,
+            start=found.window.start,
+            end=found.window.end,
+            step_seconds=found.window.step_seconds,
+            series=found.series,
+            problems=found.problems,
+            notes=found.notes,
+        )
+        return results.ok(render_text(view), view)
