@@ -178,6 +178,20 @@ class Settings(BaseSettings):
         description="Shared key sealing multi-round-trip state across replicas (env or keychain).",
     )
 
+    metrics: bool = Field(
+        default=True, description="Serve Prometheus metrics at /metrics on the HTTP desk (behind its token)."
+    )
+    slow_call_seconds: float | None = Field(
+        default=None,
+        gt=0,
+        le=86_400,
+        description="Log a warning for each request slower than this; unset: 10 s over HTTP, off over stdio.",
+    )
+    otlp_endpoint: str | None = Field(
+        default=None,
+        description="Export OpenTelemetry traces over OTLP/HTTP to this URL (needs incident-desk[otel]).",
+    )
+
     sampling_timeout_seconds: float = Field(
         default=30.0, gt=0, le=3600, description="How long summarize_incident waits for the client's model."
     )

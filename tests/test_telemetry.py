@@ -1,0 +1,215 @@
+"""The desk's own telemetry: /metrics behind the token, scraped by a real Prometheus; the slow-call log line."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp_types import ElicitResult
+
+from incident_desk.app import build_app
+from incident_desk.server import build_server
+from incident_desk.settings import load_settings
+from tests.helpers import free_port
+from tests.http_desk import TOKEN, run_desk
+
+pytestmark = [pytest.mark.anyio, pytest.mark.http]
+
+PROMETHEUS = shutil.which("prometheus")
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+SAMPLE = re.compile(r"^(?P<name>[a-z_]+)(?:\{(?P<labels>[^}]*)\})? (?P<value>\S+)$")
+
+
+def parse_exposition(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """Every sample of a Prometheus text exposition, keyed by name and label set."""
+    samples: dict[tuple[str, frozenset[tuple[str, str]]], float] = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#"):
+            continue
+        matched = SAMPLE.match(line)
+        assert matched, f"not a sample line: {line!r}"
+        labels = frozenset(re.findall(r'([a-z_]+)="([^"]*)"', matched["labels"] or ""))
+        samples[(matched["name"], labels)] = float(matched["value"])
+    return samples
+
+
+def sample(samples: dict[tuple[str, frozenset[tuple[str, str]]], float], name: str, **labels: str) -> float | None:
+    return samples.get((name, frozenset(labels.items())))
+
+
+async def _approve(context: Any, params: Any) -> ElicitResult:
+    return ElicitResult(action="accept", content={"confirm": True, "ticket": "CHG-7001"})
+
+
+@asynccontextmanager
+async def _client(url: str) -> AsyncIterator[Client]:
+    async with (
+        httpx2.AsyncClient(headers=AUTH, timeout=30) as http,
+        Client(streamable_http_client(url, http_client=http), mode="legacy", elicitation_callback=_approve) as client,
+    ):
+        yield client
+
+
+async def _some_calls(url: str, listings: int) -> int:
+    """Make known calls; the bytes the search says it scanned."""
+    async with _client(url) as client:
+        for _ in range(listings):
+            assert not (await client.call_tool("list_incidents", {"status": "all"})).is_error
+        found = await client.call_tool("search_incident_log", {"incidentId": "INC-1043", "pattern": "timeout"})
+        assert not found.is_error
+        assert found.structured_content is not None
+        scanned: int = found.structured_content["scanned_bytes"]
+        assert (await client.call_tool("read_incident_log", {"incidentId": "INC-404"})).is_error
+        restart = await client.call_tool("restart_service", {"service": "payments-api"})
+        assert not restart.is_error
+    return scanned
+
+
+async def test_metrics_count_the_desks_own_calls_behind_its_token(tmp_path: Path) -> None:
+    with run_desk(tmp_path, INCIDENT_DESK_HTTP_TOKEN=TOKEN) as desk:
+        base = desk.url.removesuffix("/mcp")
+        assert httpx2.get(base + "/metrics", timeout=10).status_code == 401
+        scanned = await _some_calls(desk.url, listings=3)
+        scraped = httpx2.get(base + "/metrics", headers=AUTH, timeout=10)
+    assert scraped.status_code == 200
+    assert scraped.headers["content-type"].startswith("text/plain; version=0.0.4")
+    samples = parse_exposition(scraped.text)
+    assert all(name.startswith("incident_desk_") for name, _ in samples)
+    listed = sample(samples, "incident_desk_requests_total", method="tools/call", tool="list_incidents", outcome="ok")
+    assert listed == 3
+    missing = sample(
+        samples, "incident_desk_requests_total", method="tools/call", tool="read_incident_log", outcome="tool_error"
+    )
+    assert missing == 1
+    assert (sample(samples, "incident_desk_requests_total", method="initialize", tool="", outcome="ok") or 0) >= 1
+    count = sample(samples, "incident_desk_request_duration_seconds_count", method="tools/call", tool="list_incidents")
+    everything = sample(
+        samples, "incident_desk_request_duration_seconds_bucket", method="tools/call", tool="list_incidents", le="+Inf"
+    )
+    assert count == everything == 3
+    assert scanned > 0
+    assert sample(samples, "incident_desk_scan_bytes_total", tool="search_incident_log") == scanned
+    approvals = {dict(labels)["outcome"]: value for (name, labels), value in samples.items() if "approvals" in name}
+    assert sum(approvals.values()) == 1
+    assert set(approvals) <= {"executed", "simulated"}, approvals
+    assert sample(samples, "incident_desk_source_up", source="folder") == 1
+    assert TOKEN not in scraped.text
+
+
+async def test_metrics_can_be_turned_off(tmp_path: Path) -> None:
+    with run_desk(tmp_path, INCIDENT_DESK_METRICS="false") as desk:
+        assert httpx2.get(desk.url.removesuffix("/mcp") + "/metrics", timeout=10).status_code == 404
+
+
+async def test_a_call_slower_than_the_threshold_is_logged_with_its_tool(tmp_path: Path) -> None:
+    with run_desk(tmp_path, INCIDENT_DESK_SLOW_CALL_SECONDS="0.000001") as desk:
+        async with (
+            httpx2.AsyncClient(timeout=30) as http,
+            Client(streamable_http_client(desk.url, http_client=http), mode="legacy") as client,
+        ):
+            await client.call_tool("list_incidents", {"status": "all"})
+        time.sleep(0.2)
+        events = [json.loads(line) for line in desk.stderr().splitlines() if line.startswith("{")]
+    slow = [event for event in events if event.get("event") == "slow call" and event.get("tool") == "list_incidents"]
+    assert slow, desk.stderr()
+    assert slow[0]["seconds"] >= 0
+    assert slow[0]["request_id"]
+
+
+def test_a_stdio_desk_left_as_it_is_installs_no_telemetry() -> None:
+    stdio = build_server(build_app(load_settings({})))
+    assert not any(type(layer).__name__ == "CallTelemetry" for layer in stdio.middleware)
+    asked = build_server(build_app(load_settings({"slow_call_seconds": 2.0})))
+    layers = [layer for layer in asked.middleware if type(layer).__name__ == "CallTelemetry"]
+    assert len(layers) == 1
+    assert getattr(layers[0], "metrics", "absent") is None  # the slow-call log only: no series kept over stdio
+
+
+@contextmanager
+def running_prometheus(tmp_path: Path, target: str) -> Iterator[str]:
+    """Debian's Prometheus scraping ``target`` every second with the desk's bearer token."""
+    assert PROMETHEUS is not None
+    port = free_port()
+    config = tmp_path / "prometheus.yml"
+    config.write_text(
+        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\n"
+        "scrape_configs:\n  - job_name: desk\n"
+        f"    authorization:\n      type: Bearer\n      credentials: {TOKEN}\n"
+        f"    static_configs:\n      - targets: ['{target}']\n",
+        encoding="utf-8",
+    )
+    process = subprocess.Popen(
+        [
+            PROMETHEUS,
+            f"--config.file={config}",
+            f"--storage.tsdb.path={tmp_path / 'prometheus-data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx2.get(url + "/-/ready", timeout=1).status_code == 200:
+                    break
+            except httpx2.HTTPError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("prometheus did not start")
+            time.sleep(0.2)
+        yield url
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _query(url: str, promql: str) -> list[dict[str, Any]]:
+    answer = httpx2.get(url + "/api/v1/query", params={"query": promql}, timeout=5).json()
+    assert answer["status"] == "success", answer
+    result: list[dict[str, Any]] = answer["data"]["result"]
+    return result
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(PROMETHEUS is None, reason="prometheus is not installed (Debian package prometheus)")
+async def test_a_real_prometheus_scrapes_the_desk_and_answers_about_its_calls(tmp_path: Path) -> None:
+    with run_desk(tmp_path, INCIDENT_DESK_HTTP_TOKEN=TOKEN) as desk:
+        await _some_calls(desk.url, listings=4)
+        with running_prometheus(tmp_path, f"127.0.0.1:{desk.port}") as prometheus:
+            deadline = time.monotonic() + 60
+            listed: list[dict[str, Any]] = []
+            while time.monotonic() < deadline:
+                listed = _query(prometheus, 'sum(incident_desk_requests_total{tool="list_incidents"})')
+                if listed:
+                    break
+                time.sleep(0.5)
+            up = _query(prometheus, 'up{job="desk"}')
+            source = _query(prometheus, 'incident_desk_source_up{source="folder"}')
+            quantile = _query(
+                prometheus,
+                "histogram_quantile(0.5, sum by (le) "
+                '(incident_desk_request_duration_seconds_bucket{method="tools/call"}))',
+            )
+    assert listed, "Prometheus never answered about the desk's list_incidents calls"
+    assert float(listed[0]["value"][1]) == 4
+    assert up and up[0]["value"][1] == "1"
+    assert source and source[0]["value"][1] == "1"
+    assert quantile and float(quantile[0]["value"][1]) > 0
