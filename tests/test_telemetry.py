@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import http.server
 import json
 import re
 import shutil
 import subprocess
+import sys
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -21,8 +24,8 @@ from mcp_types import ElicitResult
 from incident_desk.app import build_app
 from incident_desk.server import build_server
 from incident_desk.settings import load_settings
-from tests.helpers import free_port
-from tests.http_desk import TOKEN, run_desk
+from tests.helpers import ROOT, free_port
+from tests.http_desk import HANDSHAKE, MCP_HEADERS, TOKEN, desk_env, open_session, run_desk
 
 pytestmark = [pytest.mark.anyio, pytest.mark.http]
 
@@ -213,3 +216,85 @@ async def test_a_real_prometheus_scrapes_the_desk_and_answers_about_its_calls(tm
     assert up and up[0]["value"][1] == "1"
     assert source and source[0]["value"][1] == "1"
     assert quantile and float(quantile[0]["value"][1]) > 0
+
+
+class _Collector:
+    """A stand-in OTLP/HTTP collector on loopback: keeps every span exported to it."""
+
+    def __init__(self) -> None:
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+        spans: list[Any] = []
+        self.spans = spans
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                request = ExportTraceServiceRequest()
+                request.ParseFromString(body)
+                for resource in request.resource_spans:
+                    for scope in resource.scope_spans:
+                        spans.extend(scope.spans)
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                return
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1/traces"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+@pytest.mark.slow
+async def test_traces_continue_the_callers_traceparent_and_reach_an_otlp_collector(tmp_path: Path) -> None:
+    pytest.importorskip("opentelemetry.sdk", reason="the [otel] extra is not installed")
+    collector = _Collector()
+    trace_id, parent_id = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+    try:
+        with run_desk(tmp_path, INCIDENT_DESK_OTLP_ENDPOINT=collector.url, OTEL_BSP_SCHEDULE_DELAY="200") as desk:
+            with httpx2.Client(timeout=30) as client:
+                session = open_session(client, desk.url).headers["mcp-session-id"]
+                headers = {**MCP_HEADERS, "mcp-session-id": session, "mcp-protocol-version": HANDSHAKE}
+                call = {
+                    "jsonrpc": "2.0",
+                    "id": 7,
+                    "method": "tools/call",
+                    "params": {
+                        "name": "list_incidents",
+                        "arguments": {"status": "all"},
+                        "_meta": {"traceparent": f"00-{trace_id}-{parent_id}-01"},
+                    },
+                }
+                assert client.post(desk.url, json=call, headers=headers).status_code == 200
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and not any(span.trace_id.hex() == trace_id for span in collector.spans):
+                time.sleep(0.2)
+    finally:
+        collector.server.shutdown()
+        collector.server.server_close()
+    ours = [span for span in collector.spans if span.trace_id.hex() == trace_id]
+    assert ours, f"no span of the caller's trace reached the collector: {[span.name for span in collector.spans]}"
+    assert ours[0].parent_span_id.hex() == parent_id
+    assert ours[0].name == "tools/call list_incidents"
+
+
+def test_an_otlp_endpoint_without_the_extra_is_a_clear_refusal(tmp_path: Path) -> None:
+    probe = (
+        "import sys\n"
+        "sys.modules['opentelemetry.sdk'] = None\n"  # as if the [otel] extra were not installed
+        "from incident_desk.cli import main\n"
+        "sys.exit(main(['--transport', 'http', '--port', '1']))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=ROOT,
+        env=desk_env(tmp_path, INCIDENT_DESK_OTLP_ENDPOINT="http://127.0.0.1:9/v1/traces"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "install incident-desk[otel]" in done.stderr
+    assert done.stdout == ""
