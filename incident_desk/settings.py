@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import tomllib
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -269,11 +270,11 @@ class Settings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         return init_settings, env_settings, _ConfigFile(settings_cls, toml_file=_config_file_path.get())
 
-    @field_validator("data_dir", "audit_db", mode="before")
+    @field_validator("data_dir", "audit_db", "provider_api_key", mode="before")
     @classmethod
     def _blank_is_unset(cls, value: object) -> object:
         # A client config with an empty optional field must not mean "the current directory".
-        return None if isinstance(value, str) and not value.strip() else value
+        return None if is_unset(value) else value
 
     @field_validator("data_dir")
     @classmethod
@@ -351,9 +352,18 @@ def _reading(config_file: Path | None) -> Iterator[None]:
         _config_file_path.reset(token)
 
 
+# What a bundle host (Claude Desktop's .mcpb) leaves in place of an optional user_config field left empty.
+_UNFILLED_PLACEHOLDER = re.compile(r"\$\{user_config\.[^}]*\}")
+
+
+def is_unset(value: object) -> bool:
+    """An optional value a client left empty: blank, or a bundle's user_config placeholder never filled in."""
+    return isinstance(value, str) and (not value.strip() or _UNFILLED_PLACEHOLDER.fullmatch(value.strip()) is not None)
+
+
 def load_settings(overrides: Mapping[str, Any] | None = None, config_file: Path | None = None) -> Settings:
     """Build settings from every source, turning validation failures into one message per bad setting."""
-    if config_file is None and os.environ.get(CONFIG_ENV_VAR):
+    if config_file is None and not is_unset(os.environ.get(CONFIG_ENV_VAR, "")):
         config_file = Path(os.environ[CONFIG_ENV_VAR]).expanduser()
     if config_file is not None and not config_file.is_file():
         # pydantic-settings skips a missing file; a typo in --config must not silently mean "no config".

@@ -205,3 +205,15 @@ async def test_the_built_wheel_passes_twine_and_serves_from_a_fresh_venv(tmp_pat
         assert client.server_info.version == __version__
         index = text_of(await client.read_resource("incident://index"))
     assert "INC-1043" in index
+
+
+def test_a_bundle_field_left_empty_is_an_unset_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A .mcpb host leaves ``${user_config.x}`` in place of an optional field the user did not fill in."""
+    from incident_desk.settings import load_settings
+
+    monkeypatch.setenv("INCIDENT_DESK_DATA_DIR", "${user_config.data_dir}")
+    monkeypatch.setenv(CONFIG_ENV_VAR, "${user_config.config_file}")
+    monkeypatch.setenv("INCIDENT_DESK_PROVIDER_API_KEY", "${user_config.provider_api_key}")
+    settings = load_settings({})
+    assert settings.data_dir is None
+    assert settings.provider_api_key is None
