@@ -217,3 +217,27 @@ def test_a_bundle_field_left_empty_is_an_unset_setting(monkeypatch: pytest.Monke
     settings = load_settings({})
     assert settings.data_dir is None
     assert settings.provider_api_key is None
+
+
+def test_the_release_workflow_builds_every_artifact_and_publishes_only_when_turned_on() -> None:
+    import yaml
+
+    text = (ROOT / ".github" / "workflows" / "release.yml").read_text(encoding="utf-8")
+    workflow = yaml.safe_load(text)
+    jobs = workflow["jobs"]
+    matrix = jobs["executables"]["strategy"]["matrix"]["include"]
+    built = {(entry["os"].split("-")[0], entry["arch"]) for entry in matrix}
+    assert built == {(os, arch) for os in ("ubuntu", "macos", "windows") for arch in ("x86-64", "arm64")}
+    steps = "\n".join(step.get("run", "") for step in jobs["executables"]["steps"])
+    assert "--mode both --archive --mcpb" in steps
+    assert workflow["env"]["MCPB_PACKAGE"] == load_script("build").MCPB_PACKAGE
+    assert "twine check --strict" in "\n".join(step.get("run", "") for step in jobs["python-package"]["steps"])
+    release = "\n".join(step.get("run", "") for step in jobs["release"]["steps"])
+    assert "sha256sum" in release
+    assert "packaging/server_json.py" in release
+    for name, variable in (("publish-pypi", "PUBLISH_PYPI"), ("publish-mcp-registry", "PUBLISH_MCP_REGISTRY")):
+        assert f"vars.{variable} == 'true'" in jobs[name]["if"], "publishing must stay off until turned on"
+    with_oidc = {name for name, job in jobs.items() if job.get("permissions", {}).get("id-token") == "write"}
+    assert with_oidc == {"publish-pypi", "publish-mcp-registry"}
+    assert workflow["permissions"] == {"contents": "read"}
+    assert "secrets." not in text, "trusted publishing needs no stored token"
