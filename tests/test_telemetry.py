@@ -298,3 +298,25 @@ def test_an_otlp_endpoint_without_the_extra_is_a_clear_refusal(tmp_path: Path) -
     assert done.returncode == 2, done.stderr
     assert "install incident-desk[otel]" in done.stderr
     assert done.stdout == ""
+
+
+async def test_an_outside_source_that_did_not_answer_is_down_in_the_metrics(tmp_path: Path) -> None:
+    closed = free_port()  # nothing listens here
+    sources = json.dumps(
+        [
+            {"kind": "folder"},
+            {"kind": "alertmanager", "name": "prod", "url": f"http://127.0.0.1:{closed}", "timeout_seconds": 2},
+        ]
+    )
+    with run_desk(tmp_path, INCIDENT_DESK_INCIDENT_SOURCES=sources) as desk:
+        metrics_url = desk.url.removesuffix("/mcp") + "/metrics"
+        before = parse_exposition(httpx2.get(metrics_url, timeout=10).text)
+        async with (
+            httpx2.AsyncClient(timeout=30) as http,
+            Client(streamable_http_client(desk.url, http_client=http), mode="legacy") as client,
+        ):
+            await client.call_tool("list_incidents", {"status": "all"})
+        after = parse_exposition(httpx2.get(metrics_url, timeout=10).text)
+    assert sample(before, "incident_desk_source_up", source="prod") is None, "never looked at: not guessed"
+    assert sample(after, "incident_desk_source_up", source="prod") == 0
+    assert sample(after, "incident_desk_source_up", source="folder") == 1
