@@ -81,9 +81,15 @@ def _install_telemetry(server: MCPServer, app: DeskApp, *, after: object) -> Non
         return
     from incident_desk.telemetry import CallTelemetry
 
+    async def target_names() -> frozenset[str]:
+        tools = await server.list_tools()
+        prompts = await server.list_prompts()
+        return frozenset(tool.name for tool in tools) | frozenset(prompt.name for prompt in prompts)
+
     telemetry = CallTelemetry(
         metrics=http and settings.metrics,
         slow_call_seconds=slow if slow is not None else HTTP_SLOW_CALL_SECONDS,
+        target_names=target_names,
     )
     server.middleware.insert(server.middleware.index(after) + 1, telemetry)  # type: ignore[arg-type]
 

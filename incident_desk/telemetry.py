@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 import structlog
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.shared.exceptions import MCPError
+from mcp_types.methods import SPEC_CLIENT_METHODS, SPEC_CLIENT_NOTIFICATION_METHODS
 from pydantic import BaseModel
 
 from incident_desk import __version__
@@ -27,6 +28,10 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 # Seconds: a ping answers in a millisecond, a restart may wait minutes for a human.
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 RESTART_TOOL = "restart_service"
+# Label values come from the client: only names the protocol or the desk defines become series, so a client
+# sending made-up methods or tool names cannot grow the desk's memory or a Prometheus server's.
+KNOWN_METHODS = SPEC_CLIENT_METHODS | SPEC_CLIENT_NOTIFICATION_METHODS | {"logging/setLevel"}
+OTHER = "other"
 Labels = tuple[tuple[str, str], ...]
 
 
@@ -144,9 +149,17 @@ class CallTelemetry:
     ``slow_call_seconds`` of None logs nothing; ``metrics`` of False keeps no series (the slow-call log only).
     """
 
-    def __init__(self, *, metrics: bool, slow_call_seconds: float | None) -> None:
+    def __init__(
+        self,
+        *,
+        metrics: bool,
+        slow_call_seconds: float | None,
+        target_names: Callable[[], Awaitable[frozenset[str]]] | None = None,
+    ) -> None:
         self.metrics = Metrics() if metrics else None
         self.slow_call_seconds = slow_call_seconds
+        self._target_names = target_names
+        self._targets: frozenset[str] | None = None
         if self.metrics is not None:
             for name, text in (
                 (REQUESTS, "MCP requests answered, by method, tool (or prompt) and outcome."),
@@ -161,8 +174,7 @@ class CallTelemetry:
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         started = time.perf_counter()
-        name = ctx.params.get("name") if ctx.params else None
-        target = name if isinstance(name, str) and ctx.method in ("tools/call", "prompts/get") else ""
+        target = await self._target(ctx)
         outcome = "error"
         result: HandlerResult = None
         try:
@@ -174,7 +186,16 @@ class CallTelemetry:
             raise
         finally:
             elapsed = time.perf_counter() - started
-            self._record(ctx.method, target, outcome, elapsed, result)
+            self._record(ctx.method if ctx.method in KNOWN_METHODS else OTHER, target, outcome, elapsed, result)
+
+    async def _target(self, ctx: ServerRequestContext[Any, Any]) -> str:
+        """The tool or prompt a request names, when the desk has one by that name; else "other" (or "")."""
+        if ctx.method not in ("tools/call", "prompts/get"):
+            return ""
+        name = ctx.params.get("name") if ctx.params else None
+        if self._targets is None and self._target_names is not None:
+            self._targets = await self._target_names()  # the desk's tools and prompts never change while it runs
+        return name if isinstance(name, str) and self._targets is not None and name in self._targets else OTHER
 
     def _record(self, method: str, target: str, outcome: str, elapsed: float, result: HandlerResult) -> None:
         slow = self.slow_call_seconds is not None and elapsed >= self.slow_call_seconds

@@ -320,3 +320,31 @@ async def test_an_outside_source_that_did_not_answer_is_down_in_the_metrics(tmp_
     assert sample(before, "incident_desk_source_up", source="prod") is None, "never looked at: not guessed"
     assert sample(after, "incident_desk_source_up", source="prod") == 0
     assert sample(after, "incident_desk_source_up", source="folder") == 1
+
+
+async def test_made_up_methods_and_tool_names_do_not_become_series(tmp_path: Path) -> None:
+    with run_desk(tmp_path) as desk, httpx2.Client(timeout=30) as http:
+        session = open_session(http, desk.url).headers["mcp-session-id"]
+        headers = {**MCP_HEADERS, "mcp-session-id": session, "mcp-protocol-version": HANDSHAKE}
+        for number in range(20):
+            junk = {"jsonrpc": "2.0", "id": 100 + number, "method": f"made/up-{number}", "params": {}}
+            http.post(desk.url, json=junk, headers=headers)
+            call = {"name": f"no_such_tool_{number}", "arguments": {}}
+            http.post(desk.url, json={"jsonrpc": "2.0", "id": 200 + number, "method": "tools/call", "params": call})
+            http.post(
+                desk.url,
+                json={"jsonrpc": "2.0", "id": 300 + number, "method": "tools/call", "params": call},
+                headers=headers,
+            )
+        scraped = httpx2.get(desk.url.removesuffix("/mcp") + "/metrics", timeout=10).text
+    assert "made/up" not in scraped
+    assert "no_such_tool" not in scraped
+    samples = parse_exposition(scraped)
+    others = {dict(labels)["method"] for name, labels in samples if name == "incident_desk_requests_total"}
+    assert "other" in others
+    called = [
+        value
+        for (name, labels), value in samples.items()
+        if name == "incident_desk_requests_total" and dict(labels).get("tool") == "other"
+    ]
+    assert sum(called) == 20
