@@ -24,10 +24,12 @@ from incident_desk.http_peers import ClientAddress, RebindingGuard
 from incident_desk.http_replica import ReplicaTag
 from incident_desk.http_sessions import SessionLimiter
 from incident_desk.settings import Settings, is_loopback
+from incident_desk.telemetry import CONTENT_TYPE, CallTelemetry
 
 logger = structlog.get_logger(__name__)
 
 MCP_PATH = "/mcp"
+METRICS_PATH = "/metrics"
 DESCRIPTOR_RESERVE = 64  # the journal, data files being read, the listening socket, logs
 
 
@@ -56,6 +58,16 @@ def build_asgi(server: MCPServer, app: DeskApp, token: str | None) -> ASGIApp:
     # The SDK's route decorator is untyped; registering through it keeps mypy strict elsewhere.
     add_route = server.custom_route(HEALTH_PATH, methods=["GET"], include_in_schema=False)
     add_route(healthz)
+    telemetry = next((layer for layer in server.middleware if isinstance(layer, CallTelemetry)), None)
+    if telemetry is not None and telemetry.metrics is not None:
+        counted = telemetry
+
+        async def metrics(_: Request) -> Response:
+            # Behind BearerAuth like /mcp: call counts and tool names are the operator's business.
+            return Response(counted.exposition(app.desk.health), media_type=CONTENT_TYPE)
+
+        add_metrics = server.custom_route(METRICS_PATH, methods=["GET"], include_in_schema=False)
+        add_metrics(metrics)
 
     security = transport_security(settings)
     asgi: ASGIApp = server.streamable_http_app(

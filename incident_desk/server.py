@@ -57,6 +57,7 @@ def build_server(app: DeskApp, *, defer_features: bool = False) -> MCPServer:
         extensions=[timeline.extension(app)],
     )
     server.middleware.append(DeskWordsForArgumentErrors(server))
+    _install_telemetry(server, app, after=log_context)
     serve_set_level(server, app.log_levels)
     completions.register(server, app)
     if defer_features:
@@ -64,6 +65,33 @@ def build_server(app: DeskApp, *, defer_features: bool = False) -> MCPServer:
     else:
         register_listed_features(server, app)
     return server
+
+
+# Over HTTP a call slower than this is logged unless the operator chose another threshold.
+HTTP_SLOW_CALL_SECONDS = 10.0
+
+
+def _install_telemetry(server: MCPServer, app: DeskApp, *, after: object) -> None:
+    """Metrics and the slow-call log on the HTTP desk; over stdio the slow-call log only when asked for, so a
+    stdio desk left as it is imports and runs none of it."""
+    settings = app.settings
+    http = settings.transport == "http"
+    slow = settings.slow_call_seconds
+    if not http and slow is None:
+        return
+    from incident_desk.telemetry import CallTelemetry
+
+    async def target_names() -> frozenset[str]:
+        tools = await server.list_tools()
+        prompts = await server.list_prompts()
+        return frozenset(tool.name for tool in tools) | frozenset(prompt.name for prompt in prompts)
+
+    telemetry = CallTelemetry(
+        metrics=http and settings.metrics,
+        slow_call_seconds=slow if slow is not None else HTTP_SLOW_CALL_SECONDS,
+        target_names=target_names,
+    )
+    server.middleware.insert(server.middleware.index(after) + 1, telemetry)  # type: ignore[arg-type]
 
 
 def register_listed_features(server: MCPServer, app: DeskApp) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 import tomllib
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -187,6 +188,20 @@ class Settings(BaseSettings):
         description="Shared key sealing multi-round-trip state across replicas (env or keychain).",
     )
 
+    metrics: bool = Field(
+        default=True, description="Serve Prometheus metrics at /metrics on the HTTP desk (behind its token)."
+    )
+    slow_call_seconds: float | None = Field(
+        default=None,
+        gt=0,
+        le=86_400,
+        description="Log a warning for each request slower than this; unset: 10 s over HTTP, off over stdio.",
+    )
+    otlp_endpoint: str | None = Field(
+        default=None,
+        description="Export OpenTelemetry traces over OTLP/HTTP to this URL (needs incident-desk[otel]).",
+    )
+
     sampling_timeout_seconds: float = Field(
         default=30.0, gt=0, le=3600, description="How long summarize_incident waits for the client's model."
     )
@@ -279,11 +294,11 @@ class Settings(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         return init_settings, env_settings, _ConfigFile(settings_cls, toml_file=_config_file_path.get())
 
-    @field_validator("data_dir", "audit_db", mode="before")
+    @field_validator("data_dir", "audit_db", "provider_api_key", mode="before")
     @classmethod
     def _blank_is_unset(cls, value: object) -> object:
         # A client config with an empty optional field must not mean "the current directory".
-        return None if isinstance(value, str) and not value.strip() else value
+        return None if is_unset(value) else value
 
     @field_validator("data_dir")
     @classmethod
@@ -361,9 +376,18 @@ def _reading(config_file: Path | None) -> Iterator[None]:
         _config_file_path.reset(token)
 
 
+# What a bundle host (Claude Desktop's .mcpb) leaves in place of an optional user_config field left empty.
+_UNFILLED_PLACEHOLDER = re.compile(r"\$\{user_config\.[^}]*\}")
+
+
+def is_unset(value: object) -> bool:
+    """An optional value a client left empty: blank, or a bundle's user_config placeholder never filled in."""
+    return isinstance(value, str) and (not value.strip() or _UNFILLED_PLACEHOLDER.fullmatch(value.strip()) is not None)
+
+
 def load_settings(overrides: Mapping[str, Any] | None = None, config_file: Path | None = None) -> Settings:
     """Build settings from every source, turning validation failures into one message per bad setting."""
-    if config_file is None and os.environ.get(CONFIG_ENV_VAR):
+    if config_file is None and not is_unset(os.environ.get(CONFIG_ENV_VAR, "")):
         config_file = Path(os.environ[CONFIG_ENV_VAR]).expanduser()
     if config_file is not None and not config_file.is_file():
         # pydantic-settings skips a missing file; a typo in --config must not silently mean "no config".

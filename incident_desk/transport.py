@@ -44,6 +44,23 @@ def serve(settings: Settings) -> int:
 
     for warning in unknown_environment_variables(Settings.model_fields):
         logger.warning(warning)
+    stop_tracing = None
+    if settings.otlp_endpoint:
+        from incident_desk.tracing import start_tracing
+
+        try:
+            stop_tracing = start_tracing(settings.otlp_endpoint)
+        except RuntimeError as exc:
+            sys.stderr.write(f"incident-desk: {exc}\n")
+            return 2
+    try:
+        return _serve(settings)
+    finally:
+        if stop_tracing is not None:
+            stop_tracing()  # the spans still batched go out before the process ends
+
+
+def _serve(settings: Settings) -> int:
     from incident_desk.app import build_app
     from incident_desk.core.audit import AuditError
     from incident_desk.server import build_server

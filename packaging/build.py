@@ -48,6 +48,7 @@ EXPECTED_INDEX = "INC-1042\nINC-1043"
 EXPECTED_TOOLS = {"list_incidents", "read_incident_log", "get_runbook", "summarize_incident", "restart_service"}
 IMPORT_PROBLEMS = re.compile(r"ModuleNotFoundError|ImportError|No module named|Traceback \(most recent call last\)")
 STEP_TIMEOUT = 90.0
+MCPB_PACKAGE = "@anthropic-ai/mcpb@2.1.2"  # the official bundle tool, pinned: it validates against its own schema
 
 
 class SmokeFailure(Exception):
@@ -365,18 +366,43 @@ def archive(exe: Path, mode: str, release_dir: Path) -> Path:
     return target
 
 
-def mcpb(onedir_exe: Path, release_dir: Path) -> Path:
-    """A Claude Desktop bundle for this platform: the manifest plus the onedir build under server/."""
+def mcpb_cli() -> list[str]:
+    """The official bundle tool: $MCPB_CLI, an ``mcpb`` on PATH, or the pinned npm package through npx."""
+    chosen = os.environ.get("MCPB_CLI") or shutil.which("mcpb")
+    if chosen:
+        return [chosen]
+    npx = shutil.which("npx")
+    if npx is None:
+        raise SmokeFailure(f"packing a .mcpb needs the official tool: npm install -g {MCPB_PACKAGE} (or npx)")
+    return [npx, "--yes", MCPB_PACKAGE]
+
+
+def _run_mcpb(cli: Sequence[str], *args: str) -> str:
+    done = subprocess.run([*cli, *args], capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise SmokeFailure(f"mcpb {args[0]} failed ({done.returncode}):\n{done.stdout}{done.stderr}")
+    return done.stdout + done.stderr
+
+
+def mcpb(onedir_exe: Path, release_dir: Path, cli: Sequence[str] | None = None) -> Path:
+    """A Claude Desktop bundle for this platform, packed by the official tool: the manifest plus the onedir build
+    under server/; the manifest is validated before packing and the bundle read back after."""
     from incident_desk import __version__
 
+    cli = list(cli) if cli is not None else mcpb_cli()
     manifest = json.loads(MANIFEST.read_text(encoding="utf-8"))
     manifest["version"] = __version__
     manifest["compatibility"] = {**manifest.get("compatibility", {}), "platforms": [sys.platform]}
     release_dir.mkdir(parents=True, exist_ok=True)
     target = release_dir / f"{NAME}-{__version__}-{platform_tag()}.mcpb"
-    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zf:
-        zf.writestr("manifest.json", json.dumps(manifest, indent=2) + "\n")
-        _zip_dir(zf, onedir_exe.parent, "server")
+    with tempfile.TemporaryDirectory(prefix="incident-desk-mcpb-") as tmp:
+        stage = Path(tmp) / NAME
+        shutil.copytree(onedir_exe.parent, stage / "server", symlinks=True)
+        (stage / "manifest.json").write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        _run_mcpb(cli, "validate", str(stage / "manifest.json"))
+        target.unlink(missing_ok=True)
+        _run_mcpb(cli, "pack", str(stage), str(target))
+    _run_mcpb(cli, "info", str(target))
     return target
 
 

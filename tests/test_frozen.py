@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import shutil
 import signal
+import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -115,3 +118,87 @@ def test_frozen_executable_stops_on_a_signal(frozen_exe: Path, tmp_path: Path, s
     took, status = stop_stdio_desk([str(frozen_exe)], env, tmp_path, signum)
     assert took < 1.0, f"still running {took:.2f}s after {signum.name}"
     assert status == 128 + signum
+
+
+# The host side of a bundle: what Claude Desktop does with manifest.json, done by the official library's own
+# function, so the test runs the command a host would run.
+RESOLVE_HOST_CONFIG = """
+const [library, manifestPath, extensionPath, userConfig] = process.argv.slice(1);
+const { getMcpConfigForManifest } = await import(library);
+const { readFileSync } = await import("node:fs");
+const manifest = JSON.parse(readFileSync(manifestPath, "utf8"));
+const config = await getMcpConfigForManifest({
+  manifest, extensionPath, systemDirs: { HOME: process.env.HOME }, userConfig: JSON.parse(userConfig),
+  pathSeparator: "/",
+});
+process.stdout.write(JSON.stringify(config));
+"""
+
+
+def _host_config(mcpb: Path, unpacked: Path, user_config: dict[str, str]) -> dict[str, Any]:
+    library = mcpb.parent.parent / "@anthropic-ai" / "mcpb" / "dist" / "index.js"
+    done = subprocess.run(
+        [
+            "node",
+            "--input-type=module",
+            "-e",
+            RESOLVE_HOST_CONFIG,
+            library.as_uri(),
+            str(unpacked / "manifest.json"),
+            str(unpacked),
+            json.dumps(user_config),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    config: dict[str, Any] = json.loads(done.stdout)
+    return config
+
+
+@pytest.mark.anyio
+@pytest.mark.skipif(sys.platform != "linux", reason="the test packs the Linux bundle")
+async def test_the_bundle_packed_by_the_official_tool_serves_its_declared_command(
+    build_script: ModuleType, frozen_exe: Path, tmp_path: Path
+) -> None:
+    from mcp import Client, StdioServerParameters
+
+    from tests.npm_tools import MCPB, npm_tool
+
+    mcpb = npm_tool(MCPB, "mcpb")
+    try:
+        bundle = Path(build_script.mcpb(frozen_exe, tmp_path / "release", cli=[str(mcpb)]))
+    except build_script.SmokeFailure as exc:
+        pytest.fail(str(exc))
+    from incident_desk import __version__
+
+    assert bundle.name.startswith(f"incident-desk-{__version__}-linux-")
+    assert bundle.suffix == ".mcpb"
+    info = subprocess.run([str(mcpb), "info", str(bundle)], capture_output=True, text=True, timeout=120, check=True)
+    assert "incident-desk" in info.stdout + info.stderr
+    unpacked = tmp_path / "unpacked"
+    subprocess.run([str(mcpb), "unpack", str(bundle), str(unpacked)], capture_output=True, timeout=300, check=True)
+    manifest = json.loads((unpacked / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["version"] == __version__
+    assert manifest["compatibility"]["platforms"] == ["linux"]
+    assert manifest["user_config"]["provider_api_key"]["sensitive"] is True
+    assert {manifest["user_config"][key]["type"] for key in ("data_dir", "config_file")} == {"directory", "file"}
+    validated = subprocess.run(
+        [str(mcpb), "validate", str(unpacked / "manifest.json")], capture_output=True, text=True, timeout=120
+    )
+    assert validated.returncode == 0, validated.stdout + validated.stderr
+
+    data = tmp_path / "desk"
+    shutil.copytree(ROOT / "incident_desk" / "data" / "sample_desk", data)
+    shutil.copytree(data / "incidents" / "INC-1043", data / "incidents" / "INC-7777")
+    for user_config, expected in (({"data_dir": str(data)}, "INC-7777"), ({}, "INC-1043")):
+        config = _host_config(mcpb, unpacked, user_config)
+        assert Path(config["command"]).is_relative_to(unpacked)
+        env = {**child_env(tmp_path / "audit.sqlite3", XDG_DATA_HOME=str(tmp_path / "xdg")), **config["env"]}
+        params = StdioServerParameters(command=config["command"], args=config["args"], env=env, cwd=str(tmp_path))
+        async with Client(params, mode="legacy") as client:
+            assert client.server_info is not None
+            assert client.server_info.version == __version__
+            index = text_of(await client.read_resource("incident://index"))
+        assert expected in index.split(), (user_config, index)

@@ -140,6 +140,9 @@ NOT_NEEDED_TO_ANSWER = (
     "incident_desk.features.prompts",
     "incident_desk.core.provider",
     "incident_desk.core.pattern",
+    "incident_desk.telemetry",
+    "incident_desk.tracing",
+    "opentelemetry.sdk",
 )
 
 

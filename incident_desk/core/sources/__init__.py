@@ -80,6 +80,7 @@ class IncidentSources:
         only = self.sources[0] if len(self.sources) == 1 else None
         self._only_the_data_directory = isinstance(only, _Folder) and only.name == "folder" and only.desk is data
         self.spool = Spool(spool_max_bytes)  # its directory is made on first use
+        self._answered: dict[str, bool] = {}  # each outside source: whether its last look succeeded
         self.logs: dict[str, FilesLog | CommandLog] = {
             service: FilesLog(service, config, self.spool)
             if isinstance(config, FilesLogConfig)
@@ -110,8 +111,10 @@ class IncidentSources:
                 try:
                     found = source.incidents(wait)
                 except SourceDown as exc:
+                    self._answered[source.name] = False
                     problems.append(Problem(f"source {source.name}", str(exc)))
                     continue
+                self._answered[source.name] = True
             for key, incident in found.items():
                 if key in incidents:
                     problems.append(Problem(f"{source.name}/{key}", f"id already served by {incidents[key].source}"))
@@ -202,6 +205,17 @@ class IncidentSources:
         listing = self.listing(wait)
         names = set(self.data.services(extra=extra)) | {i.service for i in listing.incidents.values()}
         return sorted(names | set(self.logs))
+
+    def health(self) -> dict[str, bool]:
+        """Each source's state without asking anyone: a folder is up while it is a directory, an outside source
+        by its last look (one never looked at yet is left out rather than guessed)."""
+        states: dict[str, bool] = {}
+        for source in self.sources:
+            if isinstance(source, _Folder):
+                states[source.name] = source.desk.root.is_dir()
+            elif source.name in self._answered:
+                states[source.name] = self._answered[source.name]
+        return states
 
     def check(self) -> list[tuple[bool, str, str]]:
         """Each source asked once, for ``doctor``: (ok, what, detail)."""
