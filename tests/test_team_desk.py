@@ -44,6 +44,8 @@ pytestmark = [
 ]
 
 SEALING_KEY = "shared-sealing-key-for-the-team-desk-0001"
+# The replicas' desk in the shared journal: what the tests read back must be the desk the replicas wrote as.
+TEAM_DESK = "team-desk"
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +61,7 @@ def journal_url(cluster: Cluster) -> str:
 
 
 def _journal(url: str) -> PostgresJournal:
-    return PostgresJournal(url, PASSWORD)
+    return PostgresJournal(url, PASSWORD, desk=TEAM_DESK)
 
 
 def _replica_env(url: str, restarts: Restarts, **extra: str) -> dict[str, str]:
@@ -67,6 +69,7 @@ def _replica_env(url: str, restarts: Restarts, **extra: str) -> dict[str, str]:
         "INCIDENT_DESK_AUDIT_DB": url,
         "INCIDENT_DESK_AUDIT_DB_PASSWORD": PASSWORD,
         "INCIDENT_DESK_SEALING_KEY": SEALING_KEY,
+        "INCIDENT_DESK_DESK_NAME": TEAM_DESK,
         "INCIDENT_DESK_SERVICES": json.dumps(restarts.services()),
         **extra,
     }
@@ -119,7 +122,7 @@ def test_the_postgres_journal_keeps_decisions_and_refuses_a_nonce_twice_across_r
             second.record(decision)
         second.record(Decision(SERVICE, "refused_stale", "CHG-1", "os:alice", "2026-07-28", detail="replayed"))
         assert [str(d.outcome) for d in first.recent()] == ["refused_stale", "approved"]
-        assert first.count() == 2 and first.schema_version() == 1
+        assert first.count() == 2 and first.schema_version() == 2
         first.probe()  # doctor's check: written, read back, rolled back
         assert second.count() == 2
     finally:
@@ -341,7 +344,7 @@ def test_doctor_checks_the_postgres_journal(tmp_path: Path, cluster: Cluster, jo
     healthy = doctor(INCIDENT_DESK_AUDIT_DB_PASSWORD=PASSWORD)
     assert healthy.returncode == 0, healthy.stdout + healthy.stderr
     assert (
-        f"[ok] audit journal: {journal_url} (schema version 1, 0 decisions, a test row written and read back)"
+        f"[ok] audit journal: {journal_url} (schema version 2, 0 decisions, a test row written and read back)"
         in healthy.stdout
     )
     assert _outcomes(journal_url) == []  # the doctor's row was rolled back
@@ -404,7 +407,7 @@ def test_the_readme_guides_config_and_doctor_lines_work_as_written(tmp_path: Pat
     checked = run(doctor)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert (
-        f"[ok] audit journal: postgresql://desk@127.0.0.1:{cluster.port}/desk (schema version 1, 0 decisions, "
+        f"[ok] audit journal: postgresql://desk@127.0.0.1:{cluster.port}/desk (schema version 2, 0 decisions, "
         "a test row written and read back)" in checked.stdout
     )
     assert guide_password not in checked.stdout + checked.stderr

@@ -95,6 +95,9 @@ class Incident:
     status: str
     opened: datetime
     source: str = "folder"  # the incident source that serves it (core/sources)
+    # An Alertmanager alert's labels (what a silence matches on) and the silences muting it now.
+    labels: tuple[tuple[str, str], ...] = ()
+    silenced_by: tuple[str, ...] = ()
 
     @property
     def is_open(self) -> bool:
