@@ -160,3 +160,22 @@ def test_a_version_1_sqlite_journal_is_upgraded_in_place_without_losing_rows(tmp
     assert AuditJournal(path, desk="someone-else").recent(10) == []
     # Opening it again (already upgraded) changes nothing.
     assert len(AuditJournal(path, desk="upgraded").recent(10)) == 4
+
+
+async def test_the_timeline_and_the_postmortem_include_the_activity_log(make_app: AppFactory, era: str) -> None:
+    app = make_app()
+    async with connect(build_server(app), era, elicitation_callback=approve("CHG-3")) as client:
+        plain = await client.get_prompt("postmortem", {"incidentId": "INC-1043"})
+        await client.call_tool("acknowledge_incident", {"incidentId": "INC-1043"})
+        await client.call_tool("add_incident_note", {"incidentId": "INC-1043", "text": "scaled search-api to 6"})
+        await client.call_tool("resolve_incident", {"incidentId": "INC-1043", "resolution": "latency back under SLO"})
+        drawn = await client.call_tool("show_incident_timeline", {"incidentId": "INC-1043"})
+        prompt = await client.get_prompt("postmortem", {"incidentId": "INC-1043"})
+    assert [a["act"] for a in drawn.structured_content["acts"]] == ["acknowledge", "note", "resolve"]
+    (acts_line,) = [line for line in text_of(drawn).splitlines() if line.startswith("acts: ")]
+    assert acts_line.count(f"by {APPROVER}") == 3 and "resolve by" in acts_line and "CHG-3" in acts_line
+    plain_text = plain.messages[0].content.text  # type: ignore[union-attr]
+    text = prompt.messages[0].content.text  # type: ignore[union-attr]
+    assert "journalled" not in plain_text  # nothing done yet: the prompt of DESIGN §2, unchanged
+    assert text.startswith(plain_text + "\n\nWhat the on-call desk journalled for this incident (who did what, UTC):\n")
+    assert "note by" in text and "scaled search-api to 6" in text and "resolve by" in text and "CHG-3" in text

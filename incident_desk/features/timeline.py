@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field
 from incident_desk import tool_results as results
 from incident_desk.app import DeskApp
 from incident_desk.core import timeline
+from incident_desk.core.activity import MAX_ACTIVITY_EVENTS, Event
 from incident_desk.core.audit import MAX_RECENT_DECISIONS, Decision
 from incident_desk.core.desk import DeskError, Incident
 
@@ -48,8 +49,17 @@ class RestartDecision(BaseModel):
     approver: str
 
 
+class ActMark(BaseModel):
+    time: datetime
+    act: str = Field(description="acknowledge, note, resolve, silence or unsilence")
+    actor: str
+    ticket: str | None
+    text: str
+
+
 # Nested schemas written out rather than referenced: see tool_results.written_out.
 WrittenOutMinute = Annotated[TimelineMinute, results.written_out(TimelineMinute)]
+WrittenOutAct = Annotated[ActMark, results.written_out(ActMark)]
 WrittenOutFirstError = Annotated[FirstError, results.written_out(FirstError)]
 WrittenOutDecision = Annotated[RestartDecision, results.written_out(RestartDecision)]
 
@@ -62,6 +72,10 @@ class Timeline(BaseModel):
     minutes: list[WrittenOutMinute] = Field(description="Lines per minute by level, oldest first, quiet minutes as 0")
     first_error: WrittenOutFirstError | None
     decisions: list[WrittenOutDecision] = Field(description="Restart decisions for the service, oldest first")
+    acts: list[WrittenOutAct] = Field(
+        default_factory=list,
+        description="Acknowledgements, notes, silences and resolution that took effect, oldest first",
+    )
     scanned_bytes: int
     total_bytes: int
     scanned_lines: int
@@ -101,7 +115,9 @@ def _covers(scan: timeline.LevelScan, minutes: list[timeline.Minute]) -> str:
     )
 
 
-def _build(incident: Incident, scan: timeline.LevelScan, decisions: list[Decision]) -> Timeline:
+def _build(
+    incident: Incident, scan: timeline.LevelScan, decisions: list[Decision], events: list[Event] | None = None
+) -> Timeline:
     minutes = timeline.filled_series(scan.minutes)
     first = scan.first_error
     return Timeline(
@@ -115,6 +131,11 @@ def _build(incident: Incident, scan: timeline.LevelScan, decisions: list[Decisio
         first_error=FirstError(line=first.line, time=first.time, text=first.text) if first else None,
         decisions=[
             RestartDecision(time=d.time, outcome=d.outcome, ticket=d.ticket, approver=d.approver) for d in decisions
+        ],
+        acts=[
+            ActMark(time=e.time, act=str(e.act), actor=e.actor, ticket=e.ticket, text=e.text)
+            for e in events or []
+            if e.took_effect
         ],
         scanned_bytes=scan.scanned_bytes,
         total_bytes=scan.total_bytes,
@@ -151,6 +172,14 @@ def render_text(view: Timeline) -> str:
         )
     else:
         lines.append(f"restarts: none journaled for {view.service}")
+    if view.acts:
+        lines.append(
+            "acts: "
+            + "; ".join(
+                f"{a.time.strftime('%Y-%m-%d %H:%M')} {a.act} by {a.actor}" + (f" {a.ticket}" if a.ticket else "")
+                for a in view.acts
+            )
+        )
     return "\n".join(lines)
 
 
@@ -198,7 +227,8 @@ def extension(app: DeskApp) -> Apps:
         finally:
             cancelled.set()
         decisions = await app.recent_decisions(MAX_RECENT_DECISIONS)
-        view = _build(incident, scan, timeline.service_decisions(decisions, incident.service))
+        events = await app.activity(incidentId, MAX_ACTIVITY_EVENTS)
+        view = _build(incident, scan, timeline.service_decisions(decisions, incident.service), events)
         return results.ok(render_text(view), view)
 
     return apps
