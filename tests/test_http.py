@@ -262,7 +262,7 @@ async def test_the_http_token_comes_from_the_keychain(tmp_path: Path) -> None:
             tools = (await client.list_tools()).tools
         stderr = desk.stderr()
     assert refused.status_code == 401
-    assert len(tools) == 8
+    assert len(tools) == len(ALL_TOOLS)
     assert "bearer token from keychain" in stderr
     assert token not in stderr
 

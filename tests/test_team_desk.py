@@ -44,8 +44,6 @@ pytestmark = [
 ]
 
 SEALING_KEY = "shared-sealing-key-for-the-team-desk-0001"
-# The replicas' desk in the shared journal: what the tests read back must be the desk the replicas wrote as.
-TEAM_DESK = "team-desk"
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +59,7 @@ def journal_url(cluster: Cluster) -> str:
 
 
 def _journal(url: str) -> PostgresJournal:
-    return PostgresJournal(url, PASSWORD, desk=TEAM_DESK)
+    return PostgresJournal(url, PASSWORD)
 
 
 def _replica_env(url: str, restarts: Restarts, **extra: str) -> dict[str, str]:
@@ -69,7 +67,6 @@ def _replica_env(url: str, restarts: Restarts, **extra: str) -> dict[str, str]:
         "INCIDENT_DESK_AUDIT_DB": url,
         "INCIDENT_DESK_AUDIT_DB_PASSWORD": PASSWORD,
         "INCIDENT_DESK_SEALING_KEY": SEALING_KEY,
-        "INCIDENT_DESK_DESK_NAME": TEAM_DESK,
         "INCIDENT_DESK_SERVICES": json.dumps(restarts.services()),
         **extra,
     }

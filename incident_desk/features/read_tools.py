@@ -36,7 +36,10 @@ class IncidentEntry(BaseModel):
     status: str
     opened: datetime
     source: str = Field(description="The incident source serving it: folder, or a configured source's name")
-    state: str = Field(description="open, acknowledged, silenced or resolved (from this desk's journal and the source)")
+    state: str = Field(
+        description="open, acknowledged, silenced or resolved (from this desk's journal and the source); unknown "
+        "while the journal cannot be read"
+    )
     acknowledged_by: str | None = Field(default=None, description="Who acknowledged it, when someone did")
 
 
@@ -113,12 +116,21 @@ def _continuation(next_cursor: str | None, what: str) -> str:
 
 
 def _render_listing(
-    current: Listing, status: str, standings: dict[str, Standing], wanted: str | None
+    current: Listing,
+    status: str,
+    standings: dict[str, Standing],
+    wanted: str | None,
+    *,
+    unknown_states: str | None = None,
 ) -> tuple[str, dict[str, Any]]:
-    """The text and structured content of ``list_incidents`` for one view of the incidents and the journal."""
+    """The text and structured content of ``list_incidents`` for one view of the incidents and the journal;
+    ``unknown_states`` says why the journal could not give the states (each is then ``unknown``)."""
     incidents = [current.incidents[key] for key in sorted(current.incidents)]
     incidents = [i for i in incidents if status == "all" or i.is_open]
-    states = {i.id: state_of(standings.get(i.id), silenced=bool(i.silenced_by)) for i in incidents}
+    states = {
+        i.id: "unknown" if unknown_states else state_of(standings.get(i.id), silenced=bool(i.silenced_by))
+        for i in incidents
+    }
     if wanted is not None:
         incidents = [i for i in incidents if states[i.id] == wanted]
 
@@ -133,7 +145,7 @@ def _render_listing(
             standing = standings[incident_id]
             assert standing.acknowledged is not None
             return f", acknowledged by {standing.acknowledged.actor} at {stamp(standing.acknowledged.time)}Z"
-        return "" if state == "open" else f", {state}"
+        return "" if state in ("open", "unknown") else f", {state}"
 
     listing = IncidentList(
         incidents=[
@@ -161,6 +173,8 @@ def _render_listing(
         text = f"No {status} incidents." if wanted is None else f"No {status} incidents are {wanted}."
     if listing.skipped:
         text += "\n" + "\n".join(f"skipped {p.entry}: {p.reason}" for p in listing.skipped)
+    if unknown_states:
+        text += f"\nstates unknown: {unknown_states}"
     return text, listing.model_dump(mode="json", by_alias=True)
 
 
@@ -183,7 +197,11 @@ def register(server: MCPServer, app: DeskApp) -> None:
         try:
             standings = await app.standings()
         except AuditError as exc:
-            return results.error(f"The incidents' states cannot be read: {exc}")
+            # The incidents are still worth listing while the journal is down; their states are said unknown.
+            if state is not None:
+                return results.error(f"Cannot filter on state: the incidents' states cannot be read: {exc}")
+            text, structured = _render_listing(current, status, {}, None, unknown_states=str(exc))
+            return results.ok_rendered(text, structured)
         rendered = rendered_listings.get((status, state))
         if rendered is None or rendered[0] is not current or rendered[1] != standings:
             rendered = (current, standings, *_render_listing(current, status, standings, state))
