@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -17,11 +18,13 @@ from typing import Any
 import httpx2
 import jsonschema
 import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.stdio import stdio_client
 from mcp_types import ElicitResult, InputRequiredResult, InputResponses
 
 from incident_desk.server import build_server
 from tests.alertmanager import Alertmanager, alert, needs_alertmanager, running_alertmanager
-from tests.helpers import AppFactory, connect, text_of
+from tests.helpers import ROOT, AppFactory, child_env, connect, text_of
 from tests.restart_helpers import APPROVER, Operator, approve
 from tests.test_output_schemas import FORMAT_CHECKER
 from tests.test_sources_alertmanager import STARTED, folder_desk, sources
@@ -187,3 +190,51 @@ async def test_a_declined_silence_makes_none_and_a_2026_round_trip_makes_one(
     assert text_of(done).startswith(f"SILENCED {incident_id} until ")
     assert text_of(replayed) == "NOT SILENCED -- this approval was already used"
     assert len(_silences(manager)) == 1
+
+
+async def test_end_to_end_over_stdio_acknowledge_note_silence_and_resolve_an_alert(
+    manager: Alertmanager, tmp_path: Path
+) -> None:
+    """As a new user would: a desk launched over stdio with an Alertmanager source, driven by a stock client."""
+    manager.post(alert("DiskFull", starts=STARTED, service="db", severity="critical", summary="disk at 100%"))
+    config = tmp_path / "desk.toml"
+    config.write_text(
+        f'data_dir = "{folder_desk(tmp_path / "desk")}"\n\n[[incident_sources]]\nkind = "folder"\n\n'
+        f'[[incident_sources]]\nkind = "alertmanager"\nname = "prod"\nurl = "{manager.url}"\ncache_seconds = 0\n',
+        encoding="utf-8",
+    )
+    env = child_env(tmp_path / "audit.sqlite3")
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "incident_desk", "--config", str(config)], env=env, cwd=str(ROOT)
+    )
+    callbacks: dict[str, Any] = {"elicitation_callback": approve("CHG-42")}
+    async with Client(stdio_client(params), mode="legacy", **callbacks) as client:
+        listed = await client.call_tool("list_incidents", {})
+        (incident_id,) = [e["id"] for e in listed.structured_content["incidents"] if e["source"] == "prod"]
+        texts = [
+            text_of(await client.call_tool("acknowledge_incident", {"incidentId": incident_id})),
+            text_of(await client.call_tool("add_incident_note", {"incidentId": incident_id, "text": "rotating logs"})),
+            text_of(
+                await client.call_tool("silence_incident", {"incidentId": incident_id, "minutes": 60, "reason": "fix"})
+            ),
+            text_of(
+                await client.call_tool("resolve_incident", {"incidentId": incident_id, "resolution": "logs rotated"})
+            ),
+        ]
+        final = await client.call_tool("list_incidents", {"status": "all"})
+        activity = text_of(await client.read_resource(f"incident://{incident_id}/activity"))
+    assert texts[0] == f"ACKNOWLEDGED {incident_id} by {APPROVER}"
+    assert texts[1] == f"NOTE ADDED to {incident_id} by {APPROVER}"
+    assert re.fullmatch(rf"SILENCED {incident_id} until {STAMP} under CHG-42 \(silence [0-9a-f-]+\)", texts[2])
+    assert texts[3] == f"RESOLVED {incident_id} under CHG-42: logs rotated"
+    states = {e["id"]: e["state"] for e in final.structured_content["incidents"]}
+    assert states[incident_id] == "resolved"
+    assert activity.startswith("silenced until ") and f"by {APPROVER}" in activity
+    assert [line.split(" ", 2)[1] for line in activity.splitlines()[1:]] == [
+        "acknowledge",
+        "note",
+        "silence",
+        "silence",
+        "resolve",
+        "resolve",
+    ]
