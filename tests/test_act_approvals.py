@@ -3,6 +3,7 @@ and stateless HTTP; no elicitation is the refusal; a replayed or rebound answer 
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 import uuid
@@ -60,22 +61,10 @@ async def _desk(
     make_app: AppFactory, manager: Alertmanager, tmp_path: Path, act: str, **settings: Any
 ) -> tuple[Any, str]:
     """A desk with one alert of its own (a label no other test uses), silenced already when the act lifts one."""
-    run = uuid.uuid4().hex[:12]
-    manager.post(alert("HighLatency", starts=STARTED, service="payments-api", run=run))
+    incident_id = _alert_of_its_own(manager, act)
     app = make_app(
         data_dir=folder_desk(tmp_path / "desk"), incident_sources=sources(manager, cache_seconds=0), **settings
     )
-    (incident_id,) = [i.id for i in (await app.listing()).incidents.values() if dict(i.labels).get("run") == run]
-    if act == "unsilence":
-        ends = (datetime.now(UTC) + timedelta(hours=1)).isoformat()
-        body = {
-            "matchers": [{"name": "run", "value": run, "isRegex": False}],
-            "startsAt": STARTED.isoformat(),
-            "endsAt": ends,
-            "createdBy": "test",
-            "comment": "to lift",
-        }
-        assert httpx2.post(manager.url + "/api/v2/silences", json=body, timeout=5).status_code == 200
     return app, incident_id
 
 
@@ -162,27 +151,77 @@ async def test_2026_replayed_tampered_and_rebound_answers_are_refused(make_app: 
     assert outcomes == ["approved", "done", "refused_stale"]
 
 
-async def test_over_stdio_resolve_is_approved_and_shown_resolved(tmp_path: Path) -> None:
-    env = child_env(tmp_path / "audit.sqlite3")
+def _alert_of_its_own(manager: Alertmanager, act: str) -> str:
+    """Post an alert no other test matches (silenced already when the act lifts one); its incident id."""
+    run = uuid.uuid4().hex[:12]
+    manager.post(alert("HighLatency", starts=STARTED, service="payments-api", run=run))
+    if act == "unsilence":
+        body = {
+            "matchers": [{"name": "run", "value": run, "isRegex": False}],
+            "startsAt": STARTED.isoformat(),
+            "endsAt": (datetime.now(UTC) + timedelta(hours=1)).isoformat(),
+            "createdBy": "test",
+            "comment": "to lift",
+        }
+        assert httpx2.post(manager.url + "/api/v2/silences", json=body, timeout=5).status_code == 200
+    alerts = httpx2.get(manager.url + "/api/v2/alerts", timeout=5).json()
+    (fingerprint,) = [a["fingerprint"] for a in alerts if a["labels"].get("run") == run]
+    return f"prod-{fingerprint}"
+
+
+def _source_env(manager: Alertmanager, tmp_path: Path) -> dict[str, str]:
+    source = [{"kind": "folder"}, {"kind": "alertmanager", "name": "prod", "url": manager.url, "cache_seconds": 0}]
+    return {
+        "INCIDENT_DESK_DATA_DIR": str(folder_desk(tmp_path / "desk")),
+        "INCIDENT_DESK_INCIDENT_SOURCES": json.dumps(source),
+    }
+
+
+@pytest.mark.parametrize("act", ["resolve", "silence", "unsilence"])
+@pytest.mark.parametrize("answer", ["accept", "decline"])
+async def test_over_stdio_each_act_is_asked_and_answered(
+    manager: Alertmanager, tmp_path: Path, era: str, act: str, answer: str
+) -> None:
+    incident_id = _alert_of_its_own(manager, act)
+    env = child_env(tmp_path / "audit.sqlite3", **_source_env(manager, tmp_path))
     params = StdioServerParameters(command=sys.executable, args=["-m", "incident_desk"], env=env, cwd=str(ROOT))
-    callbacks: dict[str, Any] = {"elicitation_callback": approve("CHG-5")}
-    async with Client(stdio_client(params), mode="legacy", **callbacks) as client:
-        resolved = await client.call_tool("resolve_incident", {"incidentId": "INC-1043", "resolution": "scaled up"})
-        listing = await client.call_tool("list_incidents", {"state": "resolved"})
-    assert text_of(resolved) == "RESOLVED INC-1043 under CHG-5: scaled up"
-    assert [entry["id"] for entry in listing.structured_content["incidents"]] == ["INC-1043"]
+    action, content, reason, _ = ANSWERS[answer]
+    callbacks: dict[str, Any] = {"elicitation_callback": Operator(action, content)}
+    async with Client(stdio_client(params), mode=era, **callbacks) as client:
+        result = await client.call_tool(f"{act}_incident", _arguments(act, incident_id))
+        states = await client.call_tool("list_incidents", {})
+    text = text_of(result)
+    if reason is None:
+        assert text.startswith(f"{DONE[act]} {incident_id} "), text
+        expected = {"resolve": "resolved", "silence": "silenced", "unsilence": "open"}[act]
+    else:
+        assert text == f"{NOT[act]} -- {reason}"
+        expected = {"resolve": "open", "silence": "open", "unsilence": "silenced"}[act]
+    assert {e["id"]: e["state"] for e in states.structured_content["incidents"]}[incident_id] == expected
 
 
-async def test_over_stateless_http_2026_approves_and_2025_gets_the_refusal(tmp_path: Path) -> None:
-    arguments = {"incidentId": "INC-1042", "resolution": "rolled back"}
-    callbacks: dict[str, Any] = {"elicitation_callback": approve("CHG-8")}
-    with run_desk(tmp_path, "--stateless") as desk:
-        results = {}
-        for mode in ("legacy", "2026-07-28"):
+@pytest.mark.parametrize("act", ["resolve", "silence", "unsilence"])
+async def test_over_stateless_http_2026_is_asked_and_2025_gets_the_refusal(
+    manager: Alertmanager, tmp_path: Path, act: str
+) -> None:
+    texts: dict[str, str] = {}
+    with run_desk(tmp_path, "--stateless", **_source_env(manager, tmp_path)) as desk:
+        for mode, answer in (("legacy", "accept"), ("2026-07-28", "decline"), ("2026-07-28", "accept")):
+            incident_id = _alert_of_its_own(manager, act)
+            action, content, _, _ = ANSWERS[answer]
+            callbacks: dict[str, Any] = {"elicitation_callback": Operator(action, content)}
             async with (
                 httpx2.AsyncClient(timeout=30) as http,
                 Client(streamable_http_client(desk.url, http_client=http), mode=mode, **callbacks) as client,
             ):
-                results[mode] = text_of(await client.call_tool("resolve_incident", arguments))
-    assert results["legacy"] == "ELICITATION_UNAVAILABLE -- refusing to resolve INC-1042 without an approval channel"
-    assert results["2026-07-28"] == "RESOLVED INC-1042 under CHG-8: rolled back"
+                texts[f"{mode} {answer}"] = text_of(
+                    await client.call_tool(f"{act}_incident", _arguments(act, incident_id))
+                )
+            texts[f"{mode} {answer} id"] = incident_id
+    legacy_id = texts["legacy accept id"]
+    assert texts["legacy accept"] == (
+        f"ELICITATION_UNAVAILABLE -- refusing to {act} {legacy_id} without an approval channel"
+    )
+    assert texts["2026-07-28 decline"] == f"{NOT[act]} -- operator declined"
+    accepted = texts["2026-07-28 accept"]
+    assert accepted.startswith(f"{DONE[act]} {texts['2026-07-28 accept id']} "), accepted
