@@ -48,7 +48,6 @@ class ActReport(BaseModel):
 class _Approved:
     ticket: str
     nonce: str
-    text: str
 
 
 class _Journal:
@@ -98,7 +97,6 @@ async def _approval(
     words: approval.ActWords,
     question: str,
     binding: dict[str, str],
-    done_text: str,
 ) -> _Approved | CallToolResult | InputRequiredResult:
     """Ask the human (``restart_service``'s form and rules); an approval, or the result to return as it is."""
     await app.check_journal_writable()
@@ -128,13 +126,14 @@ async def _approval(
         await journal(outcome, text=answer.reason)
         text = words.timed_out_text(timeout) if answer.kind == "timed_out" else f"{words.refused} -- {answer.reason}"
         return results.ok(text, journal.report(outcome, reason=answer.reason))
-    verdict = approval.decide_act(words, answer.action, answer.content, lambda ticket: done_text)
+    # The act's own text comes once it is done (a silence's id, say): the verdict's is not shown.
+    verdict = approval.decide_act(words, answer.action, answer.content, lambda ticket: f"approved under {ticket}")
     if not verdict.approved:
         outcome = EventOutcome(verdict.outcome)
         await journal(outcome, ticket=verdict.ticket)
         return results.ok(verdict.text, journal.report(outcome, ticket=verdict.ticket, reason=verdict.text))
     assert verdict.ticket is not None
-    return _Approved(ticket=verdict.ticket, nonce=answer.nonce, text=verdict.text)
+    return _Approved(ticket=verdict.ticket, nonce=answer.nonce)
 
 
 async def _single_use(journal: _Journal, words: approval.ActWords, approved: _Approved, text: str) -> str | None:
@@ -174,7 +173,6 @@ def register(server: MCPServer, app: DeskApp) -> None:
                 words,
                 f"Resolve {incidentId}? Resolution: {resolution}",
                 {"tool": "resolve_incident", "incidentId": incidentId, "resolution": resolution},
-                "",
             )
             if not isinstance(asked, _Approved):
                 return asked
@@ -211,7 +209,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
         )
         binding = {"tool": "silence_incident", "incidentId": incidentId, "minutes": str(minutes), "reason": reason}
         try:
-            asked = await _approval(ctx, app, journal, words, question, binding, "")
+            asked = await _approval(ctx, app, journal, words, question, binding)
             if not isinstance(asked, _Approved):
                 return asked
             if (replayed := await _single_use(journal, words, asked, reason)) is not None:
@@ -249,7 +247,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
         words = approval.UNSILENCE
         binding = {"tool": "unsilence_incident", "incidentId": incidentId}
         try:
-            asked = await _approval(ctx, app, journal, words, f"Lift the silence on {incidentId}?", binding, "")
+            asked = await _approval(ctx, app, journal, words, f"Lift the silence on {incidentId}?", binding)
             if not isinstance(asked, _Approved):
                 return asked
             ids = ", ".join(found.silenced_by)
