@@ -14,7 +14,7 @@ import sys
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from functools import cached_property, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
@@ -24,6 +24,7 @@ import structlog
 
 from incident_desk.client_logging import ClientLogLevels
 from incident_desk.core import credentials, metrics, outside
+from incident_desk.core.activity import Event, Standing, standings
 from incident_desk.core.audit import AuditJournal, Decision, Journal
 from incident_desk.core.desk import (
     Desk,
@@ -34,7 +35,8 @@ from incident_desk.core.desk import (
     UnknownService,
     bundled_sample_desk,
 )
-from incident_desk.core.sources import IncidentSources
+from incident_desk.core.sources import IncidentSources, silences
+from incident_desk.core.sources.alertmanager import AlertmanagerSource
 from incident_desk.settings import Settings, user_data_dir
 
 if TYPE_CHECKING:
@@ -64,6 +66,10 @@ CHANGE_THREADS = 4
 COMPLETION_WAIT_SECONDS = 0.5
 
 
+class NoSilences(Exception):
+    """The incident has no Alertmanager: a folder incident has nothing to silence."""
+
+
 @dataclass
 class DeskApp:
     """What the feature modules share: settings, data, and the services built from them."""
@@ -74,6 +80,15 @@ class DeskApp:
     sealing_keys: list[bytes] = field(default_factory=list)
     log_levels: ClientLogLevels = field(default_factory=ClientLogLevels)
     _readers_loaded: bool = field(default=False, init=False, repr=False)
+
+    @property
+    def desk_name(self) -> str:
+        """Whose events the journal rows are: desks sharing a journal see only their own."""
+        return self.journal.desk
+
+    def has_alerts(self, incident: Incident) -> bool:
+        """Whether the incident comes from an Alertmanager (a folder incident has nothing to silence)."""
+        return self.desk.alertmanager_of(incident) is not None
 
     @property
     def data_root(self) -> Path:
@@ -136,6 +151,59 @@ class DeskApp:
 
     async def record_decision(self, decision: Decision) -> None:
         await anyio.to_thread.run_sync(self.journal.record, decision)
+
+    async def record_event(self, event: Event) -> None:
+        """Journal one act or note of an incident (``DuplicateApproval`` for an approval already used)."""
+        await anyio.to_thread.run_sync(self.journal.record_event, event)
+
+    async def activity(self, incident_id: str, limit: int) -> list[Event]:
+        """The incident's activity on this desk, oldest first."""
+        events = await anyio.to_thread.run_sync(self.journal.activity, incident_id, limit)
+        return list(reversed(events))
+
+    async def standings(self) -> dict[str, Standing]:
+        """Who acknowledged and who resolved each incident, on this desk."""
+        events = await anyio.to_thread.run_sync(
+            lambda: self.journal.activity(None, 100_000, ("acknowledge", "resolve"))
+        )
+        return standings(reversed(events))
+
+    async def silence(
+        self, incident: Incident, ends: datetime, created_by: str, comment: str
+    ) -> tuple[str, AlertmanagerSource]:
+        """Make a silence of exactly this alert in its Alertmanager (SilenceError); its id. NoSilences for a
+        folder incident."""
+        source = self._alertmanager(incident)
+        now = datetime.now(UTC)
+        made = await self._outside(silences.create, source, incident.labels, now, ends, created_by, comment)
+        return made, source
+
+    async def expire_silence(self, incident: Incident, silence_id: str) -> None:
+        await self._outside(silences.expire, self._alertmanager(incident), silence_id)
+
+    async def silences_of(self, incident: Incident) -> list[silences.Silence]:
+        """The silences muting the incident now, as its Alertmanager shows them (SilenceError)."""
+        source = self._alertmanager(incident)
+        return [await self._outside(silences.read, source, silence_id) for silence_id in incident.silenced_by]
+
+    async def fresh_incident(self, incident_id: str) -> Incident:
+        """The incident as its source shows it now (an Alertmanager is asked again, not its cache)."""
+        for source in self.desk.sources:
+            if isinstance(source, AlertmanagerSource) and incident_id.startswith(source.id_prefix):
+                source.forget()
+        return await self.incident(incident_id)
+
+    def _alertmanager(self, incident: Incident) -> AlertmanagerSource:
+        source = self.desk.alertmanager_of(incident)
+        if source is None:
+            raise NoSilences(f"{incident.id} comes from a folder, which has no alerts to silence")
+        return source
+
+    @staticmethod
+    async def _outside(func: Callable[..., T], *args: Any) -> T:
+        """A call to a neighbour: in the outside calls' threads, abandoned when the request is cancelled (it ends
+        by its own deadline)."""
+        return await anyio.to_thread.run_sync(func, *args, limiter=outside.outside_threads(), abandon_on_cancel=True)
 
     async def check_journal_writable(self) -> None:
         """AuditError when the journal cannot take a decision now (checked before a human is asked)."""
@@ -313,14 +381,14 @@ def source_secret(settings: Settings) -> Callable[[str], str | None]:
 def open_journal(settings: Settings) -> Journal:
     """The SQLite journal (the default), or the PostgreSQL one replicas share; ``AuditError`` names the setting."""
     if settings.audit_url is None:
-        return AuditJournal(settings.audit_path)
+        return AuditJournal(settings.audit_path, desk=settings.journal_desk)
     from incident_desk.core.audit_pg import PostgresJournal
 
     # The password never comes from the URL (settings refuse one there): environment first, then the keychain.
     found = credentials.resolve_secret(
         settings.audit_db_password, settings.keyring_service, credentials.AUDIT_DB_PASSWORD
     )
-    return PostgresJournal(settings.audit_url, found.value)
+    return PostgresJournal(settings.audit_url, found.value, desk=settings.journal_desk)
 
 
 def build_app(settings: Settings, sealing_keys: list[bytes] | None = None) -> DeskApp:

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
-SUBCOMMANDS = ("serve", "audit", "locks", "key", "token", "config", "doctor", "demo", "timeline")
+SUBCOMMANDS = ("serve", "audit", "tools", "locks", "key", "token", "config", "doctor", "demo", "timeline")
 
 
 def _out(text: str) -> None:
@@ -40,6 +40,9 @@ def _add_settings_flags(parser: argparse._ActionsContainer, *, default: Any = No
     )
     parser.add_argument(
         "--audit-db", default=default, help="audit journal: SQLite file path or postgresql:// URL (no password)"
+    )
+    parser.add_argument(
+        "--desk-name", default=default, help="the desk's name in a shared journal (default: from its data and sources)"
     )
     parser.add_argument(
         "--log-level",
@@ -62,6 +65,9 @@ def _add_serve_flags(parser: argparse._ActionsContainer, *, default: Any = None)
     parser.add_argument("--port", type=int, default=default, help="HTTP port (default 8765)")
     parser.add_argument(
         "--stateless", action="store_true", default=default, help="stateless HTTP for load-balanced replicas"
+    )
+    parser.add_argument(
+        "--read-only", action="store_true", default=default, help="serve no acting tool (acknowledge, restart, ...)"
     )
     parser.add_argument(
         "--no-redact",
@@ -102,6 +108,14 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         )
     if only in (None, "audit"):
         _add_audit_parser(commands)
+    if only in (None, "tools"):
+        tools = commands.add_parser(
+            "tools",
+            help="print which tools this configuration serves",
+            description="Print every tool, on or off, for these settings (read_only, enabled_tools, disabled_tools).",
+        )
+        _add_settings_flags(tools)
+        tools.add_argument("--read-only", action="store_true", default=None, help="as the desk's --read-only")
     if only in (None, "locks"):
         _add_locks_parser(commands)
     if only in (None, "key"):
@@ -258,6 +272,8 @@ def _settings_from(args: argparse.Namespace) -> Settings:
         for name in (
             "data_dir",
             "audit_db",
+            "desk_name",
+            "read_only",
             "log_level",
             "log_format",
             "transport",
@@ -324,6 +340,8 @@ def _run(args: argparse.Namespace) -> int:
             return serve(settings)
         if args.command == "audit":
             return _audit(settings, args.limit)
+        if args.command == "tools":
+            return _tools(settings)
         if args.command == "locks":
             from incident_desk.locks_cli import run_locks
 
@@ -346,6 +364,16 @@ def _run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         return 130
     return 2
+
+
+def _tools(settings: Settings) -> int:
+    from incident_desk.tool_selection import ALL_TOOLS, tools_off
+
+    off = tools_off(read_only=settings.read_only, enabled=settings.enabled_tools, disabled=settings.disabled_tools)
+    width = max(len(name) for name in ALL_TOOLS)
+    for name in ALL_TOOLS:
+        _out(f"{name.ljust(width)}  {'off (' + off[name] + ')' if name in off else 'on'}")
+    return 0
 
 
 def _audit(settings: Settings, limit: int) -> int:

@@ -361,7 +361,7 @@ def era_features(*, stateless: bool) -> dict[str, str]:
     if stateless:
         legacy = (
             "tools listed in full; no back-channel: summarize_incident uses the provider or the raw log, "
-            "restart_service refuses (ELICITATION_UNAVAILABLE)"
+            "restart_service and the approved incident acts refuse (ELICITATION_UNAVAILABLE)"
         )
     else:
         legacy = "sampling and elicitation on the open call (stateful sessions)"

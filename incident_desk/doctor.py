@@ -27,7 +27,10 @@ def _launch_command() -> tuple[str, list[str]]:
     return sys.executable, ["-m", "incident_desk"]
 
 
-_NUMBER_WORDS = ("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven")
+_NUMBER_WORDS = (
+    *("no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"),
+    *("thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty"),
+)
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from incident_desk.client_features import HideAppViewsFromPlainClients
 from incident_desk.client_logging import RequestLogContext, serve_set_level
 from incident_desk.features import completions, timeline
 from incident_desk.tool_arguments import DeskWordsForArgumentErrors
+from incident_desk.tool_selection import instructions_note, tools_off
 
 logger = structlog.get_logger(__name__)
 
@@ -30,8 +31,18 @@ SERVER_NAME = "incident-desk"
 _ANSWERED_WITHOUT_FEATURES = frozenset({"initialize", "server/discover", "ping"})
 
 
-def instructions() -> str:
-    return (resources.files("incident_desk") / "data" / "instructions.md").read_text(encoding="utf-8")
+def instructions(app: DeskApp | None = None) -> str:
+    """The desk's instructions, with what its operator turned off."""
+    text = (resources.files("incident_desk") / "data" / "instructions.md").read_text(encoding="utf-8")
+    if app is None:
+        return text
+    note = instructions_note(_tools_off(app), read_only=app.settings.read_only)
+    return text.rstrip("\n") + ("\n" + note + "\n" if note else "\n")
+
+
+def _tools_off(app: DeskApp) -> dict[str, str]:
+    settings = app.settings
+    return tools_off(read_only=settings.read_only, enabled=settings.enabled_tools, disabled=settings.disabled_tools)
 
 
 def build_server(app: DeskApp, *, defer_features: bool = False) -> MCPServer:
@@ -51,7 +62,7 @@ def build_server(app: DeskApp, *, defer_features: bool = False) -> MCPServer:
         SERVER_NAME,
         version=__version__,
         title="Incident desk",
-        instructions=instructions(),
+        instructions=instructions(app),
         request_state_security=sealing,
         middleware=[log_context, HideAppViewsFromPlainClients()],
         extensions=[timeline.extension(app)],
@@ -97,10 +108,21 @@ def _install_telemetry(server: MCPServer, app: DeskApp, *, after: object) -> Non
 def register_listed_features(server: MCPServer, app: DeskApp) -> None:
     """The tools, resources and prompts, which the initialize answer does not show. (Completions register with
     the server: their handler is what advertises the ``completions`` capability.)"""
-    from incident_desk.features import metrics, prompts, read_tools, resources_, restart, summarize
+    from incident_desk.features import (
+        approved_acts,
+        incident_acts,
+        metrics,
+        prompts,
+        read_tools,
+        resources_,
+        restart,
+        summarize,
+    )
 
-    for feature in (resources_, prompts, read_tools, summarize, restart, metrics):
+    for feature in (resources_, prompts, read_tools, summarize, restart, metrics, incident_acts, approved_acts):
         feature.register(server, app)
+    for name in _tools_off(app):
+        server.remove_tool(name)
     _serve_template_results_in_hand(server)
 
 

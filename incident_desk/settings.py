@@ -27,7 +27,7 @@ from pydantic_settings import (
 )
 
 from incident_desk.core.actions import RestartAction
-from incident_desk.core.audit import is_postgres_url, url_has_password
+from incident_desk.core.audit import DEFAULT_DESK, is_postgres_url, url_has_password
 from incident_desk.core.changes import ChangeSourceConfig
 from incident_desk.core.credentials import ENV_PREFIX, SECRET_SETTINGS
 from incident_desk.core.metrics import MetricsConfig
@@ -234,6 +234,23 @@ class Settings(BaseSettings):
     audit_db_password: SecretStr | None = Field(
         default=None, description="PostgreSQL journal password (environment only; prefer `incident-desk key set`)."
     )
+    desk_name: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=200,
+        description="The desk's name in the journal: desks sharing one see only their own events; unset: derived "
+        "from data_dir and the incident sources.",
+    )
+    max_silence_minutes: int = Field(
+        default=240, ge=1, le=7 * 24 * 60, description="Longest silence silence_incident may set, in minutes."
+    )
+    read_only: bool = Field(
+        default=False, description="Serve no acting tool (acknowledge, note, resolve, silence, restart)."
+    )
+    enabled_tools: list[str] | None = Field(
+        default=None, description="Serve only these tools (unset: all); the instructions say which are off."
+    )
+    disabled_tools: list[str] = Field(default_factory=list, description="Tools not to serve.")
     keyring_service: str = Field(default=APP_NAME, min_length=1, description="Keychain service name.")
     services: dict[str, RestartAction] = Field(
         default_factory=dict, description="Per-service restart action (command argv or simulate)."
@@ -347,6 +364,15 @@ class Settings(BaseSettings):
         return self
 
     @model_validator(mode="after")
+    def _tool_names_are_known(self) -> Settings:
+        from incident_desk.tool_selection import ALL_TOOLS, unknown_names
+
+        for setting, names in (("enabled_tools", self.enabled_tools or []), ("disabled_tools", self.disabled_tools)):
+            if unknown := unknown_names(names):
+                raise ValueError(f"{setting}: no such tool {', '.join(unknown)} (tools: {', '.join(ALL_TOOLS)})")
+        return self
+
+    @model_validator(mode="after")
     def _provider_needs_a_model(self) -> Settings:
         if self.provider != "none" and not self.provider_model:
             raise ValueError(f"provider_model is required when provider is {self.provider!r}")
@@ -361,6 +387,16 @@ class Settings(BaseSettings):
     def audit_path(self) -> Path:
         """The SQLite journal's file (meaningless when ``audit_url`` is set)."""
         return self.audit_db if isinstance(self.audit_db, Path) else user_data_dir() / "audit.sqlite3"
+
+    @property
+    def journal_desk(self) -> str:
+        """``desk_name``, else a name made of the data directory and the incident sources, so two desks on one
+        journal file see only their own events."""
+        if self.desk_name:
+            return self.desk_name
+        where = DEFAULT_DESK if self.data_dir is None else str(self.data_dir.resolve())
+        sources = sorted(source.name for source in self.incident_sources)
+        return where + (f" [{', '.join(sources)}]" if sources else "")
 
     @property
     def audit_location(self) -> str:

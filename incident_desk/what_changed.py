@@ -18,8 +18,10 @@ from pydantic import BaseModel, Field
 from incident_desk import tool_results as results
 from incident_desk.app import DeskApp
 from incident_desk.core import metrics
+from incident_desk.core.activity import Event
 from incident_desk.core.audit import Decision
 from incident_desk.core.desk import Incident
+from incident_desk.core.untrusted import one_line
 
 DEFAULT_MINUTES_BEFORE = 30.0
 # Without minutes_after the window runs to now, but never more than this past the incident's opening.
@@ -57,9 +59,12 @@ class DeskAct(BaseModel):
     """Something the desk did (a restart decision today; more kinds of act can join)."""
 
     time: datetime
-    kind: str = Field(description="restart, and later other acts of the desk")
+    kind: str = Field(description="restart, acknowledge, note, silence, unsilence or resolve")
     summary: str
 
+
+# A note's text as the timeline shows it beside the act: the activity log has it whole.
+ACT_TEXT_CHARS = 80
 
 WrittenOutSeries = Annotated[MetricSeries, results.written_out(MetricSeries)]
 WrittenOutChange = Annotated[ChangeEventOut, results.written_out(ChangeEventOut)]
@@ -168,6 +173,22 @@ def restart_acts(decisions: Sequence[Decision]) -> list[DeskAct]:
             summary=f"restart {d.outcome}" + (f" {d.ticket}" if d.ticket else "") + f" by {d.approver}",
         )
         for d in sorted(decisions, key=lambda d: d.time)
+    ]
+
+
+def activity_acts(events: Sequence[Event]) -> list[DeskAct]:
+    """An incident's acts that took effect (acknowledge, note, silence, unsilence, resolve), oldest first; the kind
+    is the act, so the view styles each kind its own way."""
+    return [
+        DeskAct(
+            time=e.time,
+            kind=str(e.act),
+            summary=f"{e.act} by {e.actor}"
+            + (f" {e.ticket}" if e.ticket else "")
+            + (f": {one_line(e.text, ACT_TEXT_CHARS)}" if e.text else ""),
+        )
+        for e in sorted(events, key=lambda e: e.time)
+        if e.took_effect
     ]
 
 

@@ -16,6 +16,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CreateMessageResult, ElicitResult, InputRequiredResult, InputResponses, TextContent
 
+from incident_desk.tool_selection import ALL_TOOLS
 from tests.helpers import ROOT, SAMPLE_1043_LOG, text_of
 from tests.http_desk import TOKEN, desk_env, run_desk
 
@@ -60,7 +61,8 @@ async def test_tools_and_approval_per_mode_and_era(tmp_path: Path, stateless: bo
         declared = await _tools_and_calls(desk.url, "legacy", sampling_callback=_sample)
         stderr = desk.stderr()
     assert legacy["tools"] == modern["tools"]
-    assert len(legacy["tools"]) == 9  # the seven of DESIGN §2, show_incident_timeline and query_incident_metrics
+    # DESIGN §2's, show_incident_timeline, query_incident_metrics and §4b's acts
+    assert len(legacy["tools"]) == len(ALL_TOOLS)
     assert legacy["log"] == modern["log"] == SAMPLE_1043_LOG
     # 2026-07-28 keeps approval by multi round-trip in every mode.
     assert modern["restart"].startswith("RESTARTED payments-api under CHG-2291")
@@ -261,7 +263,7 @@ async def test_the_http_token_comes_from_the_keychain(tmp_path: Path) -> None:
             tools = (await client.list_tools()).tools
         stderr = desk.stderr()
     assert refused.status_code == 401
-    assert len(tools) == 9
+    assert len(tools) == len(ALL_TOOLS)
     assert "bearer token from keychain" in stderr
     assert token not in stderr
 

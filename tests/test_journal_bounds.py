@@ -18,7 +18,7 @@ import pytest
 from mcp_types import ErrorData
 
 from incident_desk.cli import main as cli_main
-from incident_desk.core.audit import FIELD_LIMITS, AuditJournal, Decision
+from incident_desk.core.audit import DEFAULT_DESK, FIELD_LIMITS, AuditJournal, Decision
 from tests.helpers import AppFactory, connect, text_of
 from tests.restart_helpers import SERVICE, Operator, desk, rows
 
@@ -109,9 +109,10 @@ def _hand_written_journal(path: Path, count: int, size: int) -> None:
     AuditJournal(path)
     with closing(sqlite3.connect(path)) as conn, conn:
         for index in range(count):
+            # Written as the default desk: each desk reads only its own rows.
             conn.execute(
-                "INSERT INTO decisions (time, service, outcome, ticket, approver, protocol_era, exit_status, detail) "
-                "VALUES (?, ?, 'no_ticket', ?, ?, ?, NULL, ?)",
+                "INSERT INTO decisions (time, service, outcome, ticket, approver, protocol_era, exit_status, detail, "
+                "desk) VALUES (?, ?, 'no_ticket', ?, ?, ?, NULL, ?, ?)",
                 (
                     "2026-01-01T00:00:00+00:00",
                     f"svc{index}-" + "s" * size,
@@ -119,6 +120,7 @@ def _hand_written_journal(path: Path, count: int, size: int) -> None:
                     "a" * size,
                     "2025-11-25",
                     "d" * size,
+                    DEFAULT_DESK,
                 ),
             )
 
@@ -146,7 +148,7 @@ async def test_every_audit_reader_shows_oversized_rows_cut(
 ) -> None:
     path = tmp_path / "audit.sqlite3"
     _hand_written_journal(path, count=3, size=2_000_000)
-    server = make_server(audit_db=path)
+    server = make_server(audit_db=path, desk_name=DEFAULT_DESK)
     async with connect(server, era) as client:
         tool = await client.call_tool("get_audit_log", {"limit": 50})
         resource = text_of(await client.read_resource("audit://recent"))

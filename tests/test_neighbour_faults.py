@@ -50,8 +50,15 @@ TOOL_CALLS: dict[str, list[dict[str, Any]]] = {
     "restart_service": [{"service": "db"}],
     "show_incident_timeline": [{"incidentId": "INC-1"}, {"incidentId": ALERT_ID}],
     "query_incident_metrics": [{"incidentId": "INC-1"}],
+    "acknowledge_incident": [{"incidentId": "INC-1"}, {"incidentId": ALERT_ID}],
+    "add_incident_note": [{"incidentId": "INC-1", "text": "n"}, {"incidentId": ALERT_ID, "text": "n"}],
+    "get_incident_activity": [{"incidentId": "INC-1"}, {"incidentId": ALERT_ID}],
+    "resolve_incident": [{"incidentId": "INC-1", "resolution": "r"}, {"incidentId": ALERT_ID, "resolution": "r"}],
+    "silence_incident": [{"incidentId": ALERT_ID, "minutes": 5, "reason": "r"}],
+    "unsilence_incident": [{"incidentId": ALERT_ID}],
 }
 RESOURCE_TEMPLATES = {
+    "incident://{id}/activity": ["incident://INC-1/activity", f"incident://{ALERT_ID}/activity"],
     "incident://{id}/log": ["incident://INC-1/log", f"incident://{ALERT_ID}/log"],
     "runbook://{service}": ["runbook://db"],
 }
@@ -201,6 +208,9 @@ def assert_served_around_the_fault(
     assert "unavailable: prometheus for db" in text_of(folder_timeline)
     assert not answers["read_incident_log"][0].is_error and "disk 100%" in text_of(answers["read_incident_log"][0])
     assert text_of(answers["get_runbook"][0]).startswith("# db")
+    folder_ack, alert_ack = answers["acknowledge_incident"]
+    assert text_of(folder_ack).startswith("ACKNOWLEDGED INC-1 by ")
+    assert alert_ack.is_error and "its source is down" in text_of(alert_ack)
     assert "INC-1" in answers["complete"][0].completion.values
     for name, outcomes in answers.items():
         for outcome in outcomes:

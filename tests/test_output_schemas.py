@@ -53,6 +53,9 @@ def _desk(root: Path) -> Path:
     return root
 
 
+CHECKED_WITH_ALERTMANAGER = {"silence_incident", "unsilence_incident"}
+
+
 async def _accept(context: Any, params: Any) -> ElicitResult:
     return ElicitResult(action="accept", content={"confirm": True, "ticket": "CHG-1"})
 
@@ -87,6 +90,11 @@ async def _check_every_tool(tmp_path: Path, make_server: Callable[..., MCPServer
         ("summarize_incident", {"incidentId": "INC-5"}),
         ("restart_service", {"service": "payments-api"}),
         ("get_audit_log", {}),
+        ("acknowledge_incident", {"incidentId": "INC-3", "note": "on it"}),
+        ("add_incident_note", {"incidentId": "INC-3", "text": "rolled back the deploy"}),
+        ("get_incident_activity", {"incidentId": "INC-3"}),
+        ("list_incidents", {"status": "all", "state": "acknowledged"}),
+        ("resolve_incident", {"incidentId": "INC-3", "resolution": "rolled back"}),
         *[("show_incident_timeline", {"incidentId": incident_id}) for incident_id in OPENED_SHAPES],
         ("query_incident_metrics", {"incidentId": "INC-1", "minutes_after": 60}),
     ]
@@ -110,7 +118,8 @@ async def _check_every_tool(tmp_path: Path, make_server: Callable[..., MCPServer
             assert listed["INC-5"]["opened"] == "2026-11-29T00:00:00Z"  # a date is its midnight, UTC
             assert listed["INC-2"]["opened"] == "2026-11-29T10:58:12+02:00"
             assert [s["entry"] for s in listing.structured_content["skipped"]] == ["incidents/INC-9"]
-    assert checked == set(schemas), f"tools never checked: {set(schemas) - checked}"
+    # Silences need an Alertmanager: tests/test_silences.py checks their results against these same schemas.
+    assert checked | CHECKED_WITH_ALERTMANAGER == set(schemas), f"tools never checked: {set(schemas) - checked}"
 
 
 async def test_no_output_schema_refers_to_definitions(make_server: Callable[..., MCPServer], era: str) -> None:

@@ -313,9 +313,9 @@ async def test_list_incidents_renders_each_view_of_the_data_directory_once(
     rendered: list[str] = []
     original = read_tools._render_listing
 
-    def counting(current: Any, status: str) -> Any:
+    def counting(current: Any, status: str, *journal_view: Any) -> Any:
         rendered.append(status)
-        return original(current, status)
+        return original(current, status, *journal_view)
 
     monkeypatch.setattr(read_tools, "_render_listing", counting)
     server = build_server(make_app(data_freshness_seconds=60))

@@ -15,15 +15,21 @@ from tests.helpers import SAMPLE_1043_LOG, connect, text_of
 pytestmark = pytest.mark.anyio
 
 EXPECTED_TOOLS = [
+    "acknowledge_incident",
+    "add_incident_note",
     "get_audit_log",
+    "get_incident_activity",
     "get_runbook",
     "list_incidents",
     "query_incident_metrics",
     "read_incident_log",
+    "resolve_incident",
     "restart_service",
     "search_incident_log",
     "show_incident_timeline",
+    "silence_incident",
     "summarize_incident",
+    "unsilence_incident",
 ]
 
 
@@ -38,6 +44,7 @@ async def test_resources_and_templates_are_listed(make_server: Callable[..., MCP
         "resource ui://incident-desk/timeline name=incident-timeline mime=text/html;profile=mcp-app",
     ]
     assert sorted(f"template {t.uri_template} name={t.name}" for t in templates) == [
+        "template incident://{id}/activity name=incident-activity",
         "template incident://{id}/log name=incident-log",
         "template runbook://{service} name=runbook",
     ]
@@ -148,6 +155,7 @@ async def test_tools_are_listed_with_annotations(make_server: Callable[..., MCPS
         "search_incident_log",
         "get_runbook",
         "get_audit_log",
+        "get_incident_activity",
         "summarize_incident",
         "query_incident_metrics",
     ):
@@ -159,6 +167,13 @@ async def test_tools_are_listed_with_annotations(make_server: Callable[..., MCPS
     assert restart_annotations is not None
     assert restart_annotations.destructive_hint is True
     assert restart_annotations.read_only_hint is False
+    for name in ("resolve_incident", "silence_incident", "unsilence_incident"):
+        annotations = tools[name].annotations
+        assert annotations is not None and annotations.destructive_hint is True, name
+    for name in ("acknowledge_incident", "add_incident_note"):
+        annotations = tools[name].annotations
+        assert annotations is not None and annotations.read_only_hint is False, name
+        assert annotations.destructive_hint is False, name
 
 
 @pytest.mark.parametrize("mode", ["legacy", "auto"])

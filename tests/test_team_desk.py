@@ -119,7 +119,7 @@ def test_the_postgres_journal_keeps_decisions_and_refuses_a_nonce_twice_across_r
             second.record(decision)
         second.record(Decision(SERVICE, "refused_stale", "CHG-1", "os:alice", "2026-07-28", detail="replayed"))
         assert [str(d.outcome) for d in first.recent()] == ["refused_stale", "approved"]
-        assert first.count() == 2 and first.schema_version() == 1
+        assert first.count() == 2 and first.schema_version() == 2
         first.probe()  # doctor's check: written, read back, rolled back
         assert second.count() == 2
     finally:
@@ -341,7 +341,7 @@ def test_doctor_checks_the_postgres_journal(tmp_path: Path, cluster: Cluster, jo
     healthy = doctor(INCIDENT_DESK_AUDIT_DB_PASSWORD=PASSWORD)
     assert healthy.returncode == 0, healthy.stdout + healthy.stderr
     assert (
-        f"[ok] audit journal: {journal_url} (schema version 1, 0 decisions, a test row written and read back)"
+        f"[ok] audit journal: {journal_url} (schema version 2, 0 decisions, a test row written and read back)"
         in healthy.stdout
     )
     assert _outcomes(journal_url) == []  # the doctor's row was rolled back
@@ -404,7 +404,7 @@ def test_the_readme_guides_config_and_doctor_lines_work_as_written(tmp_path: Pat
     checked = run(doctor)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert (
-        f"[ok] audit journal: postgresql://desk@127.0.0.1:{cluster.port}/desk (schema version 1, 0 decisions, "
+        f"[ok] audit journal: postgresql://desk@127.0.0.1:{cluster.port}/desk (schema version 2, 0 decisions, "
         "a test row written and read back)" in checked.stdout
     )
     assert guide_password not in checked.stdout + checked.stderr

@@ -1,4 +1,5 @@
-"""The restart decision, era-agnostic: given what the human answered, may the desk restart, and what does it say?
+"""The approval decision (restarts, and the incident acts of DESIGN §4b), era-agnostic: given what the human
+answered, may the desk act, and what does it say?
 
 No MCP imports. The texts are the product contract (DESIGN §4); nothing restarts without an explicit accept with
 the box ticked and a change ticket.
@@ -6,6 +7,7 @@ the box ticked and a change ticket.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -16,15 +18,46 @@ TICKET = NameShape(ALNUM, ALNUM + "_.:#/-", 64)
 # A ticket longer than the journal keeps whole is refused with its own text, and kept cut (marked as cut).
 MAX_TICKET_CHARS = FIELD_LIMITS["ticket"]
 
-FORM_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "confirm": {"type": "boolean", "description": "Tick to approve the restart"},
-        "ticket": {"type": "string", "description": "Change ticket number, e.g. CHG-2291"},
-    },
-    # Only the box is required: a person who unticks it must not have to invent a ticket (the seed's flaw).
-    "required": ["confirm"],
-}
+
+def form_schema(what: str) -> dict[str, Any]:
+    """The approval form (DESIGN §4): a box to tick for ``what`` (e.g. "the restart") and a change ticket."""
+    return {
+        "type": "object",
+        "properties": {
+            "confirm": {"type": "boolean", "description": f"Tick to approve {what}"},
+            "ticket": {"type": "string", "description": "Change ticket number, e.g. CHG-2291"},
+        },
+        # Only the box is required: a person who unticks it must not have to invent a ticket (the seed's flaw).
+        "required": ["confirm"],
+    }
+
+
+FORM_SCHEMA: dict[str, Any] = form_schema("the restart")
+
+
+@dataclass(frozen=True)
+class ActWords:
+    """How an approved act names itself: ``verb`` in refusals ("restart"), ``refused`` before each reason
+    ("NOT RESTARTED"), and ``what`` the form's box approves ("the restart")."""
+
+    verb: str
+    refused: str
+    what: str
+
+    def no_channel_text(self, target: str) -> str:
+        return f"ELICITATION_UNAVAILABLE -- refusing to {self.verb} {target} without an approval channel"
+
+    def timed_out_text(self, seconds: float) -> str:
+        return f"{self.refused} -- no answer within {seconds:g}s"
+
+    def schema(self) -> dict[str, Any]:
+        return form_schema(self.what)
+
+
+RESTART = ActWords("restart", "NOT RESTARTED", "the restart")
+RESOLVE = ActWords("resolve", "NOT RESOLVED", "the resolution")
+SILENCE = ActWords("silence", "NOT SILENCED", "the silence")
+UNSILENCE = ActWords("unsilence", "NOT UNSILENCED", "lifting the silence")
 
 # What decide() can conclude from an answer; the journal's outcomes (core.audit.Outcome) are a superset.
 Outcome = Literal["approved", "unticked", "declined", "cancelled", "no_ticket"]
@@ -35,7 +68,7 @@ def question(service: str) -> str:
 
 
 def no_channel_text(service: str) -> str:
-    return f"ELICITATION_UNAVAILABLE -- refusing to restart {service} without an approval channel"
+    return RESTART.no_channel_text(service)
 
 
 def restarted_text(service: str, ticket: str) -> str:
@@ -43,11 +76,11 @@ def restarted_text(service: str, ticket: str) -> str:
 
 
 def timed_out_text(seconds: float) -> str:
-    return f"NOT RESTARTED -- no answer within {seconds:g}s"
+    return RESTART.timed_out_text(seconds)
 
 
-def ticket_too_long_text(length: int) -> str:
-    return f"NOT RESTARTED -- the change ticket is too long ({length} characters, at most {MAX_TICKET_CHARS})"
+def ticket_too_long_text(length: int, words: ActWords = RESTART) -> str:
+    return f"{words.refused} -- the change ticket is too long ({length} characters, at most {MAX_TICKET_CHARS})"
 
 
 @dataclass(frozen=True)
@@ -62,20 +95,27 @@ class Verdict:
 
 
 def decide(service: str, action: str, content: dict[str, Any]) -> Verdict:
-    """Turn the human's answer into a verdict. Anything but an explicit, ticketed accept is a no."""
+    """Turn the human's answer to a restart question into a verdict."""
+    return decide_act(RESTART, action, content, lambda ticket: restarted_text(service, ticket))
+
+
+def decide_act(words: ActWords, action: str, content: dict[str, Any], done: Callable[[str], str]) -> Verdict:
+    """Turn the human's answer into a verdict for the act ``words`` names; ``done(ticket)`` is the approved text.
+    Anything but an explicit, ticketed accept is a no."""
+    no = words.refused
     if action == "decline":
-        return Verdict("declined", "NOT RESTARTED -- operator declined")
+        return Verdict("declined", f"{no} -- operator declined")
     if action != "accept":
-        return Verdict("cancelled", "NOT RESTARTED -- operator dismissed the dialog")
+        return Verdict("cancelled", f"{no} -- operator dismissed the dialog")
     raw_ticket = content.get("ticket")
     typed = raw_ticket.strip() if isinstance(raw_ticket, str) and raw_ticket.strip() else None
     # What the verdict carries into the journal and the report: never more than the journal keeps.
     ticket = None if typed is None else cut(typed, MAX_TICKET_CHARS)
     # `is True`, not truthiness: a client sending "false" or 1 has not ticked a boolean box.
     if content.get("confirm") is not True:
-        return Verdict("unticked", "NOT RESTARTED -- form submitted with the box unticked", ticket)
+        return Verdict("unticked", f"{no} -- form submitted with the box unticked", ticket)
     if typed is not None and len(typed) > MAX_TICKET_CHARS:
-        return Verdict("no_ticket", ticket_too_long_text(len(typed)), ticket)
+        return Verdict("no_ticket", ticket_too_long_text(len(typed), words), ticket)
     if ticket is None or not TICKET.fullmatch(ticket):
-        return Verdict("no_ticket", "NOT RESTARTED -- a change ticket is required", ticket)
-    return Verdict("approved", restarted_text(service, ticket), ticket)
+        return Verdict("no_ticket", f"{no} -- a change ticket is required", ticket)
+    return Verdict("approved", done(ticket), ticket)

@@ -20,9 +20,17 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
+from incident_desk.core.activity import Event, event_from_row
+from incident_desk.core.fields import FIELD_LIMITS, cut, storable
 from incident_desk.core.restart_locks import ProcessLocks, RestartLocks
 
-SCHEMA_VERSION = 1
+__all__ = ["FIELD_LIMITS", "cut", "storable"]
+
+
+# 2: every row belongs to one desk (``desk``), and the ``activity`` table holds each incident's acts and notes.
+SCHEMA_VERSION = 2
+# The desk a journal opened without a name reads and writes as: the bundled sample desk's (settings.journal_desk).
+DEFAULT_DESK = "sample"
 BUSY_TIMEOUT_SECONDS = 10.0
 
 _SCHEMA = """
@@ -36,13 +44,36 @@ CREATE TABLE decisions (
     protocol_era TEXT NOT NULL,
     exit_status INTEGER,
     detail TEXT NOT NULL DEFAULT '',
-    nonce TEXT UNIQUE
+    nonce TEXT UNIQUE,
+    desk TEXT NOT NULL DEFAULT ''
 )
 """
 
-# The most characters the journal keeps of each free-text field. Tickets, service names and client-given reasons
-# arrive from clients and forms: unbounded, 20 answers of 10 MB once made a 200 MB journal that took 14 s to read.
-FIELD_LIMITS: dict[str, int] = {"service": 200, "ticket": 200, "approver": 200, "protocol_era": 64, "detail": 4000}
+# Version 1 journals gain the desk column (their rows go to the desk that upgrades them) and the activity table.
+_ACTIVITY_SCHEMA = [
+    """CREATE TABLE activity (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    desk TEXT NOT NULL,
+    time TEXT NOT NULL,
+    incident_id TEXT NOT NULL,
+    act TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    actor TEXT NOT NULL,
+    text TEXT NOT NULL DEFAULT '',
+    ticket TEXT,
+    protocol_era TEXT NOT NULL DEFAULT '',
+    nonce TEXT UNIQUE
+)""",
+    "CREATE INDEX activity_by_incident ON activity (desk, incident_id, id)",
+    "CREATE INDEX decisions_by_desk ON decisions (desk, id)",
+]
+_SELECT_ACTIVITY = """
+SELECT id, desk, time, incident_id, act, outcome, actor, text, ticket, protocol_era, nonce FROM activity
+WHERE desk = :desk AND (:incident_id IS NULL OR incident_id = :incident_id)
+    AND (:acts IS NULL OR instr(',' || :acts || ',', ',' || act || ',') > 0)
+ORDER BY id DESC LIMIT :limit
+"""
+
 # Nonces are made by the desk and must stay whole to stay unique: one longer than this is a bug, not input to cut.
 MAX_NONCE_CHARS = 64
 
@@ -54,7 +85,7 @@ SELECT id, substr(time, 1, 64), substr(service, 1, :service), substr(outcome, 1,
     substr(approver, 1, :approver), substr(protocol_era, 1, :protocol_era),
     CASE WHEN typeof(exit_status) = 'integer' THEN exit_status END,
     substr(detail, 1, :detail), substr(nonce, 1, :nonce)
-FROM decisions ORDER BY id DESC LIMIT :limit
+FROM decisions WHERE desk = :desk ORDER BY id DESC LIMIT :limit
 """
 _SELECTED_CHARS = {**{name: limit + 1 for name, limit in FIELD_LIMITS.items()}, "nonce": MAX_NONCE_CHARS}
 
@@ -124,29 +155,6 @@ def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def storable(text: str) -> str:
-    """``text`` as every journal can keep it: a NUL (which PostgreSQL text refuses) becomes the four characters
-    ``\\x00``, and a lone surrogate (which no UTF-8 database can store) its ``\\udXXX`` escape."""
-    if "\x00" in text:
-        text = text.replace("\x00", "\\x00")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return text
-
-
-def cut(text: str, limit: int) -> str:
-    """``text`` if it fits in ``limit`` characters, else its start marked with how long it was, ``limit`` in all.
-
-    Idempotent: a cut text fits, so reading a row back and recording it again changes nothing.
-    """
-    if len(text) <= limit:
-        return text
-    marker = f"…[cut: {len(text)} characters]"
-    return text[: max(0, limit - len(marker))] + marker
-
-
 @dataclass(frozen=True)
 class Decision:
     """One journal row. ``id`` is set only on decisions read back from the journal."""
@@ -184,8 +192,12 @@ class Journal(Protocol):
     location: str
     locks: RestartLocks
 
+    desk: str
+
     def record(self, decision: Decision) -> int: ...
     def recent(self, limit: int = 50) -> list[Decision]: ...
+    def record_event(self, event: Event) -> int: ...
+    def activity(self, incident_id: str | None, limit: int = 500, acts: tuple[str, ...] = ()) -> list[Event]: ...
     def count(self) -> int: ...
     def probe(self) -> None: ...
     def check_writable(self) -> None: ...
@@ -195,8 +207,9 @@ class Journal(Protocol):
 class AuditJournal:
     """An append-only SQLite journal of decisions at ``path``."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, desk: str = DEFAULT_DESK) -> None:
         self.path = Path(path)
+        self.desk = desk
         self.location = str(self.path)
         # One process per SQLite desk: its own restarts are all there is to exclude.
         self.locks: RestartLocks = ProcessLocks()
@@ -222,20 +235,56 @@ class AuditJournal:
             decision.exit_status,
             decision.detail,
             decision.nonce,
+            self.desk,
         )
+        return self._insert(
+            "INSERT INTO decisions (time, service, outcome, ticket, approver, protocol_era, "
+            "exit_status, detail, nonce, desk) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            row,
+            decision.nonce,
+        )
+
+    def record_event(self, event: Event) -> int:
+        """Append one activity event for this desk; a nonce already used raises ``DuplicateApproval``."""
+        if event.nonce is not None and len(event.nonce) > MAX_NONCE_CHARS:
+            raise ValueError(f"a nonce of {len(event.nonce)} characters; the desk makes none over {MAX_NONCE_CHARS}")
+        row = (
+            self.desk,
+            event.time.isoformat(),
+            event.incident_id,
+            str(event.act),
+            str(event.outcome),
+            event.actor,
+            event.text,
+            event.ticket,
+            event.protocol_era,
+            event.nonce,
+        )
+        return self._insert(
+            "INSERT INTO activity (desk, time, incident_id, act, outcome, actor, text, ticket, protocol_era, nonce) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            row,
+            event.nonce,
+        )
+
+    def activity(self, incident_id: str | None, limit: int = 500, acts: tuple[str, ...] = ()) -> list[Event]:
+        """This desk's events, newest first: one incident's, or every incident's (``None``), of ``acts`` only
+        when given."""
+        params = {"desk": self.desk, "incident_id": incident_id, "acts": ",".join(acts) or None, "limit": limit}
+        with self._connect() as conn:
+            rows = conn.execute(_SELECT_ACTIVITY, params).fetchall()
+        return [event_from_row(row) for row in rows]
+
+    def _insert(self, sql: str, row: tuple[Any, ...], nonce: str | None) -> int:
         with self._connect() as conn:
             conn.execute("BEGIN IMMEDIATE")
             try:
-                cursor = conn.execute(
-                    "INSERT INTO decisions (time, service, outcome, ticket, approver, protocol_era, "
-                    "exit_status, detail, nonce) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    row,
-                )
+                cursor = conn.execute(sql, row)
                 conn.execute("COMMIT")
             except sqlite3.IntegrityError:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
-                raise DuplicateApproval(f"approval {decision.nonce} is already recorded in {self.path}") from None
+                raise DuplicateApproval(f"approval {nonce} is already recorded in {self.path}") from None
             except BaseException:
                 if conn.in_transaction:
                     conn.execute("ROLLBACK")
@@ -272,13 +321,13 @@ class AuditJournal:
         if limit < 1:
             raise ValueError(f"limit must be at least 1, got {limit}")
         with self._connect() as conn:
-            rows = conn.execute(_SELECT_RECENT, {**_SELECTED_CHARS, "limit": limit}).fetchall()
+            rows = conn.execute(_SELECT_RECENT, {**_SELECTED_CHARS, "desk": self.desk, "limit": limit}).fetchall()
         return [row_to_decision(row) for row in rows]
 
     def count(self) -> int:
         """How many decisions the journal holds."""
         with self._connect() as conn:
-            (total,) = conn.execute("SELECT COUNT(*) FROM decisions").fetchone()
+            (total,) = conn.execute("SELECT COUNT(*) FROM decisions WHERE desk = ?", (self.desk,)).fetchone()
         return int(total)
 
     @contextmanager
@@ -320,6 +369,15 @@ class AuditJournal:
                         f"(it holds tables {', '.join(sorted(t[0] for t in tables))})"
                     )
                 conn.execute(_SCHEMA)
+                for statement in _ACTIVITY_SCHEMA:
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
+            elif version == 1:
+                # In place, in this transaction: the rows stay, and belong to the desk that upgrades the journal.
+                conn.execute("ALTER TABLE decisions ADD COLUMN desk TEXT NOT NULL DEFAULT ''")
+                conn.execute("UPDATE decisions SET desk = ?", (self.desk,))
+                for statement in _ACTIVITY_SCHEMA:
+                    conn.execute(statement)
                 conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
             conn.execute("COMMIT")
         except BaseException:

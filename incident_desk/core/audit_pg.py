@@ -16,7 +16,9 @@ import psycopg
 from psycopg.conninfo import make_conninfo
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from incident_desk.core.activity import Event, event_from_row
 from incident_desk.core.audit import (
+    DEFAULT_DESK,
     FIELD_LIMITS,
     MAX_NONCE_CHARS,
     PROBE_INSERT,
@@ -61,16 +63,41 @@ _SCHEMA = [
         detail TEXT NOT NULL DEFAULT '',
         nonce TEXT UNIQUE
     )""",
+    "ALTER TABLE decisions ADD COLUMN desk TEXT NOT NULL DEFAULT ''",
     # Who holds each service's restart lock, for the busy refusal; the lock itself is an advisory lock.
     "CREATE TABLE restart_holders (service TEXT PRIMARY KEY, holder TEXT NOT NULL, since TIMESTAMPTZ NOT NULL)",
     "CREATE TABLE incident_desk_schema (version INTEGER NOT NULL)",
 ]
+# Version 2, made on a new journal or added to a version 1 one in place (its rows go to the desk upgrading it).
+_ACTIVITY_SCHEMA = [
+    """CREATE TABLE activity (
+        id BIGSERIAL PRIMARY KEY,
+        desk TEXT NOT NULL,
+        time TIMESTAMPTZ NOT NULL,
+        incident_id TEXT NOT NULL,
+        act TEXT NOT NULL,
+        outcome TEXT NOT NULL,
+        actor TEXT NOT NULL,
+        text TEXT NOT NULL DEFAULT '',
+        ticket TEXT,
+        protocol_era TEXT NOT NULL DEFAULT '',
+        nonce TEXT UNIQUE
+    )""",
+    "CREATE INDEX activity_by_incident ON activity (desk, incident_id, id)",
+    "CREATE INDEX decisions_by_desk ON decisions (desk, id)",
+]
+_SELECT_ACTIVITY = """
+SELECT id, desk, time, incident_id, act, outcome, actor, text, ticket, protocol_era, nonce FROM activity
+WHERE desk = %(desk)s AND (%(incident_id)s::text IS NULL OR incident_id = %(incident_id)s)
+    AND (%(acts)s::text[] IS NULL OR act = ANY(%(acts)s::text[]))
+ORDER BY id DESC LIMIT %(limit)s
+"""
 
 _SELECT_RECENT = """
 SELECT id, time, left(service, %(service)s), left(outcome, 64), left(ticket, %(ticket)s),
     left(approver, %(approver)s), left(protocol_era, %(protocol_era)s), exit_status,
     left(detail, %(detail)s), left(nonce, %(nonce)s)
-FROM decisions ORDER BY id DESC LIMIT %(limit)s
+FROM decisions WHERE desk = %(desk)s ORDER BY id DESC LIMIT %(limit)s
 """
 _SELECTED_CHARS = {**{name: limit + 1 for name, limit in FIELD_LIMITS.items()}, "nonce": MAX_NONCE_CHARS}
 
@@ -78,8 +105,16 @@ _SELECTED_CHARS = {**{name: limit + 1 for name, limit in FIELD_LIMITS.items()}, 
 class PostgresJournal:
     """An append-only journal of decisions in the PostgreSQL database at ``url``."""
 
-    def __init__(self, url: str, password: str | None = None, *, pool_timeout: float = POOL_TIMEOUT_SECONDS) -> None:
+    def __init__(
+        self,
+        url: str,
+        password: str | None = None,
+        *,
+        pool_timeout: float = POOL_TIMEOUT_SECONDS,
+        desk: str = DEFAULT_DESK,
+    ) -> None:
         self.location = display_url(url)
+        self.desk = desk
         conninfo = make_conninfo(url, password=password) if password else url
         try:
             with psycopg.connect(conninfo, autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS) as conn:
@@ -125,17 +160,52 @@ class PostgresJournal:
             decision.exit_status,
             decision.detail,
             decision.nonce,
+            self.desk,
         )
+        return self._insert(
+            "INSERT INTO decisions (time, service, outcome, ticket, approver, protocol_era, exit_status, "
+            "detail, nonce, desk) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) "
+            "ON CONFLICT (nonce) DO NOTHING RETURNING id",
+            row,
+            decision.nonce,
+        )
+
+    def record_event(self, event: Event) -> int:
+        """Append one activity event for this desk; a nonce already used raises ``DuplicateApproval``."""
+        if event.nonce is not None and len(event.nonce) > MAX_NONCE_CHARS:
+            raise ValueError(f"a nonce of {len(event.nonce)} characters; the desk makes none over {MAX_NONCE_CHARS}")
+        row = (
+            self.desk,
+            event.time,
+            event.incident_id,
+            str(event.act),
+            str(event.outcome),
+            event.actor,
+            event.text,
+            event.ticket,
+            event.protocol_era,
+            event.nonce,
+        )
+        return self._insert(
+            "INSERT INTO activity (desk, time, incident_id, act, outcome, actor, text, ticket, protocol_era, nonce) "
+            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (nonce) DO NOTHING RETURNING id",
+            row,
+            event.nonce,
+        )
+
+    def activity(self, incident_id: str | None, limit: int = 500, acts: tuple[str, ...] = ()) -> list[Event]:
+        """This desk's events, newest first (one incident's, or all; of ``acts`` only when given)."""
+        params = {"desk": self.desk, "incident_id": incident_id, "acts": list(acts) or None, "limit": limit}
+        with self._connection("read", READ_TIMEOUT_SECONDS) as conn:
+            rows = conn.execute(_SELECT_ACTIVITY, params).fetchall()
+        return [event_from_row(row) for row in rows]
+
+    def _insert(self, sql: str, row: tuple[Any, ...], nonce: str | None) -> int:
         with self._connection("written") as conn:
             # ON CONFLICT rather than catching UniqueViolation: the refusal leaves nothing half-done behind.
-            inserted = conn.execute(
-                "INSERT INTO decisions (time, service, outcome, ticket, approver, protocol_era, exit_status, "
-                "detail, nonce) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
-                "ON CONFLICT (nonce) DO NOTHING RETURNING id",
-                row,
-            ).fetchone()
+            inserted = conn.execute(sql, row).fetchone()
         if inserted is None:
-            raise DuplicateApproval(f"approval {decision.nonce} is already recorded in {self.location}")
+            raise DuplicateApproval(f"approval {nonce} is already recorded in {self.location}")
         return int(inserted[0])
 
     def recent(self, limit: int = 50) -> list[Decision]:
@@ -143,12 +213,12 @@ class PostgresJournal:
         if limit < 1:
             raise ValueError(f"limit must be at least 1, got {limit}")
         with self._connection("read", READ_TIMEOUT_SECONDS) as conn:
-            rows = conn.execute(_SELECT_RECENT, {**_SELECTED_CHARS, "limit": limit}).fetchall()
+            rows = conn.execute(_SELECT_RECENT, {**_SELECTED_CHARS, "desk": self.desk, "limit": limit}).fetchall()
         return [row_to_decision((row[0], row[1].isoformat(), *row[2:])) for row in rows]
 
     def count(self) -> int:
         with self._connection("read", READ_TIMEOUT_SECONDS) as conn:
-            found = conn.execute("SELECT COUNT(*) FROM decisions").fetchone()
+            found = conn.execute("SELECT COUNT(*) FROM decisions WHERE desk = %s", (self.desk,)).fetchone()
         return int(found[0]) if found else 0
 
     def probe(self) -> None:
@@ -259,7 +329,7 @@ class PostgresJournal:
                         f"audit journal {self.location} (setting audit_db) already holds a decisions or "
                         "restart_holders table that is not incident-desk's; use a database of its own"
                     )
-                for statement in _SCHEMA:
+                for statement in [*_SCHEMA, *_ACTIVITY_SCHEMA]:
                     conn.execute(statement)
                 conn.execute("INSERT INTO incident_desk_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
                 return
@@ -275,6 +345,13 @@ class PostgresJournal:
                     f"audit journal {self.location} (setting audit_db) has no schema version; it was not made by "
                     "incident-desk"
                 )
+            if version == 1:
+                # In place, in this transaction (under the schema lock): every row stays, owned by this desk.
+                conn.execute("ALTER TABLE decisions ADD COLUMN desk TEXT NOT NULL DEFAULT ''")
+                conn.execute("UPDATE decisions SET desk = %s", (self.desk,))
+                for statement in _ACTIVITY_SCHEMA:
+                    conn.execute(statement)
+                conn.execute("UPDATE incident_desk_schema SET version = %s", (SCHEMA_VERSION,))
 
 
 def _reason(exc: BaseException) -> str:

@@ -96,6 +96,9 @@ class Incident:
     opened: datetime
     source: str = "folder"  # the incident source that serves it (core/sources)
     expression: str | None = None  # an alert's own PromQL (its generator URL's g0.expr), drawn beside the metrics
+    # An Alertmanager alert's labels (what a silence matches on) and the silences muting it now.
+    labels: tuple[tuple[str, str], ...] = ()
+    silenced_by: tuple[str, ...] = ()
 
     @property
     def is_open(self) -> bool:

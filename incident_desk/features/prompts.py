@@ -10,17 +10,23 @@ from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 from pydantic import Field
 
 from incident_desk.app import DeskApp
+from incident_desk.core.activity import MAX_ACTIVITY_EVENTS, describe
+from incident_desk.core.audit import AuditError
 from incident_desk.core.desk import LogUnavailable, UnknownIncident
 
 DEFAULT_AUDIENCE = "the engineering team"
 
 
-def postmortem_text(audience: str | None, log: str) -> str:
+def postmortem_text(audience: str | None, log: str, activity: str = "") -> str:
+    """The prompt (DESIGN §2); when the desk journalled acts on the incident, its activity log follows the log."""
     who = audience if audience and audience.strip() else DEFAULT_AUDIENCE
-    return (
+    text = (
         f"Write a blameless postmortem for {who}. Sections: impact, timeline, root cause, follow-ups. "
         f"Use only the log below.\n\n{log}"
     )
+    if activity:
+        text += f"\n\nWhat the on-call desk journalled for this incident (who did what, UTC):\n{activity}"
+    return text
 
 
 def register(server: MCPServer, app: DeskApp) -> None:
@@ -36,4 +42,9 @@ def register(server: MCPServer, app: DeskApp) -> None:
             raise MCPError(INVALID_PARAMS, str(exc)) from None
         except LogUnavailable as exc:
             raise MCPError(INTERNAL_ERROR, str(exc)) from None
-        return postmortem_text(audience, log)
+        try:
+            activity = "\n".join(describe(event) for event in await app.activity(incidentId, MAX_ACTIVITY_EVENTS))
+        except AuditError as exc:
+            # Still worth drafting from the log alone, but never as if nothing had been done.
+            activity = f"(the desk's activity log cannot be read: {exc})"
+        return postmortem_text(audience, log, activity)

@@ -14,6 +14,7 @@ from pydantic import BaseModel, Field
 from incident_desk import tool_results as results
 from incident_desk.app import DeskApp
 from incident_desk.core import logfile
+from incident_desk.core.activity import STATES, IncidentState, Standing, stamp, state_of
 from incident_desk.core.audit import MAX_RECENT_DECISIONS, AuditError, format_decisions
 from incident_desk.core.desk import DeskError, Listing
 from incident_desk.core.pattern import MAX_PATTERN_LENGTH, PatternError, compile_pattern
@@ -35,6 +36,11 @@ class IncidentEntry(BaseModel):
     status: str
     opened: datetime
     source: str = Field(description="The incident source serving it: folder, or a configured source's name")
+    state: str = Field(
+        description="open, acknowledged, silenced or resolved (from this desk's journal and the source); unknown "
+        "while the journal cannot be read"
+    )
+    acknowledged_by: str | None = Field(default=None, description="Who acknowledged it, when someone did")
 
 
 class SkippedEntry(BaseModel):
@@ -109,10 +115,38 @@ def _continuation(next_cursor: str | None, what: str) -> str:
     return f"({what}: more follows; call again with cursor={next_cursor})"
 
 
-def _render_listing(current: Listing, status: str) -> tuple[str, dict[str, Any]]:
-    """The text and structured content of ``list_incidents`` for one view of the incidents."""
+def _render_listing(
+    current: Listing,
+    status: str,
+    standings: dict[str, Standing],
+    wanted: str | None,
+    *,
+    unknown_states: str | None = None,
+) -> tuple[str, dict[str, Any]]:
+    """The text and structured content of ``list_incidents`` for one view of the incidents and the journal;
+    ``unknown_states`` says why the journal could not give the states (each is then ``unknown``)."""
     incidents = [current.incidents[key] for key in sorted(current.incidents)]
     incidents = [i for i in incidents if status == "all" or i.is_open]
+    states = {
+        i.id: "unknown" if unknown_states else state_of(standings.get(i.id), silenced=bool(i.silenced_by))
+        for i in incidents
+    }
+    if wanted is not None:
+        incidents = [i for i in incidents if states[i.id] == wanted]
+
+    def acknowledger(incident_id: str) -> str | None:
+        standing = standings.get(incident_id)
+        first = standing.acknowledged if standing is not None else None
+        return None if first is None else first.actor
+
+    def marks(incident_id: str) -> str:
+        state = states[incident_id]
+        if state == "acknowledged":
+            standing = standings[incident_id]
+            assert standing.acknowledged is not None
+            return f", acknowledged by {standing.acknowledged.actor} at {stamp(standing.acknowledged.time)}Z"
+        return "" if state in ("open", "unknown") else f", {state}"
+
     listing = IncidentList(
         incidents=[
             IncidentEntry(
@@ -123,39 +157,56 @@ def _render_listing(current: Listing, status: str) -> tuple[str, dict[str, Any]]
                 status=i.status,
                 opened=i.opened,
                 source=i.source,
+                state=states[i.id],
+                acknowledged_by=acknowledger(i.id),
             )
             for i in incidents
         ],
         skipped=[SkippedEntry(entry=p.entry, reason=p.reason) for p in current.problems],
     )
     text = "\n".join(
-        f"{i.id} [{i.severity}, {i.status}] {i.service}: {i.title}"
+        f"{i.id} [{i.severity}, {i.status}{marks(i.id)}] {i.service}: {i.title}"
         + ("" if i.source == "folder" else f" (source: {i.source})")
         for i in incidents
     )
     if not incidents:
-        text = f"No {status} incidents."
+        text = f"No {status} incidents." if wanted is None else f"No {status} incidents are {wanted}."
     if listing.skipped:
         text += "\n" + "\n".join(f"skipped {p.entry}: {p.reason}" for p in listing.skipped)
+    if unknown_states:
+        text += f"\nstates unknown: {unknown_states}"
     return text, listing.model_dump(mode="json", by_alias=True)
 
 
 def register(server: MCPServer, app: DeskApp) -> None:
     # The last rendering of each status, with the view it was made from: a view is never changed once made (a
     # look that finds a change makes a new one), so while the same view stands its answer is the same.
-    rendered_listings: dict[str, tuple[Listing, str, dict[str, Any]]] = {}
+    rendered_listings: dict[tuple[str, str | None], tuple[Listing, dict[str, Standing], str, dict[str, Any]]] = {}
 
     @server.tool(annotations=READ_ONLY)
     async def list_incidents(
         status: Annotated[Literal["open", "all"], Field(description="open (default) or all incidents")] = "open",
+        state: Annotated[
+            IncidentState | None,
+            Field(description=f"Only incidents in this state ({', '.join(STATES)}); omit for every state"),
+        ] = None,
     ) -> Annotated[CallToolResult, IncidentList]:
-        """List incidents with their service, severity and status, sorted by id."""
+        """List incidents with their service, severity, status and state (open, acknowledged, silenced,
+        resolved), sorted by id."""
         current = await app.listing()
-        rendered = rendered_listings.get(status)
-        if rendered is None or rendered[0] is not current:
-            rendered = (current, *_render_listing(current, status))
-            rendered_listings[status] = rendered
-        _, text, structured = rendered
+        try:
+            standings = await app.standings()
+        except AuditError as exc:
+            # The incidents are still worth listing while the journal is down; their states are said unknown.
+            if state is not None:
+                return results.error(f"Cannot filter on state: the incidents' states cannot be read: {exc}")
+            text, structured = _render_listing(current, status, {}, None, unknown_states=str(exc))
+            return results.ok_rendered(text, structured)
+        rendered = rendered_listings.get((status, state))
+        if rendered is None or rendered[0] is not current or rendered[1] != standings:
+            rendered = (current, standings, *_render_listing(current, status, standings, state))
+            rendered_listings[(status, state)] = rendered
+        _, _, text, structured = rendered
         return results.ok_rendered(text, structured)
 
     @server.tool(annotations=READ_ONLY)

@@ -21,6 +21,7 @@ from incident_desk import tool_results as results
 from incident_desk import what_changed
 from incident_desk.app import DeskApp
 from incident_desk.core import metrics, timeline
+from incident_desk.core.activity import MAX_ACTIVITY_EVENTS, Event
 from incident_desk.core.audit import MAX_RECENT_DECISIONS, Decision
 from incident_desk.core.desk import DeskError, Incident
 
@@ -76,7 +77,9 @@ class Timeline(BaseModel):
         default_factory=list, description="Change events of the service in the span, oldest first"
     )
     acts: list[what_changed.WrittenOutAct] = Field(
-        default_factory=list, description="What the desk did for the service (restart decisions), oldest first"
+        default_factory=list,
+        description="What the desk did: the service's restart decisions, and the incident's acknowledgements, "
+        "notes, silences and resolution that took effect, oldest first",
     )
     problems: list[str] = Field(default_factory=list, description="Metrics or change sources that could not be read")
 
@@ -112,7 +115,9 @@ def _covers(scan: timeline.LevelScan, minutes: list[timeline.Minute]) -> str:
     )
 
 
-def _build(incident: Incident, scan: timeline.LevelScan, decisions: list[Decision]) -> Timeline:
+def _build(
+    incident: Incident, scan: timeline.LevelScan, decisions: list[Decision], events: list[Event] | None = None
+) -> Timeline:
     minutes = timeline.filled_series(scan.minutes)
     first = scan.first_error
     return Timeline(
@@ -127,7 +132,9 @@ def _build(incident: Incident, scan: timeline.LevelScan, decisions: list[Decisio
         decisions=[
             RestartDecision(time=d.time, outcome=d.outcome, ticket=d.ticket, approver=d.approver) for d in decisions
         ],
-        acts=what_changed.restart_acts(decisions),
+        acts=sorted(
+            what_changed.restart_acts(decisions) + what_changed.activity_acts(events or []), key=lambda a: a.time
+        ),
         scanned_bytes=scan.scanned_bytes,
         total_bytes=scan.total_bytes,
         scanned_lines=scan.scanned_lines,
@@ -164,6 +171,9 @@ def render_text(view: Timeline) -> str:
         )
     else:
         lines.append(f"restarts: none journaled for {view.service}")
+    incident_acts = [a for a in view.acts if a.kind != "restart"]  # restarts have their own line above
+    if incident_acts:
+        lines.append("acts: " + "; ".join(f"{a.time.strftime('%Y-%m-%d %H:%M')} {a.summary}" for a in incident_acts))
     return "\n".join(lines)
 
 
@@ -249,7 +259,8 @@ def extension(app: DeskApp) -> Apps:
         finally:
             cancelled.set()
         decisions = await app.recent_decisions(MAX_RECENT_DECISIONS)
-        view = _build(incident, scan, timeline.service_decisions(decisions, incident.service))
+        events = await app.activity(incidentId, MAX_ACTIVITY_EVENTS)
+        view = _build(incident, scan, timeline.service_decisions(decisions, incident.service), events)
         view = await _around(app, incident, view)
         return results.ok(render_text(view), view)
 

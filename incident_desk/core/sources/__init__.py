@@ -169,6 +169,13 @@ class IncidentSources:
             raise unavailable
         raise UnknownIncident(incident_id)
 
+    def alertmanager_of(self, incident: Incident) -> AlertmanagerSource | None:
+        """The Alertmanager serving ``incident``; None for a folder incident (nothing there to silence)."""
+        for source in self.sources:
+            if isinstance(source, AlertmanagerSource) and source.name == incident.source:
+                return source
+        return None
+
     def open_log(self, incident_id: str) -> BinaryIO:
         """The incident's own log (folder) or its service's configured log source, as one readable file."""
         incident = self.incident(incident_id)

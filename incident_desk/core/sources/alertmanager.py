@@ -1,5 +1,6 @@
-"""Prometheus Alertmanager (API v2) as an incident source: each active, unsilenced, uninhibited alert is an open
-incident ``<source name>-<fingerprint>``; resolved or silenced alerts leave the index.
+"""Prometheus Alertmanager (API v2) as an incident source: each firing, uninhibited alert is an open incident
+``<source name>-<fingerprint>``, with the silences muting it (Alertmanager's own state, whoever made them);
+resolved and inhibited alerts leave the index.
 
 Answers are cached for ``cache_seconds`` and fetched under a lock, so a burst of tool calls makes one API call;
 a failure is cached the same way, so a source that is down is not hammered either. Each fetch is one exchange
@@ -87,7 +88,12 @@ class AlertmanagerSource:
             raise result
         return result
 
-    def _auth(self) -> tuple[dict[str, str], tuple[str, str] | None]:
+    def forget(self) -> None:
+        """Drop the cached answer: the next read asks Alertmanager (after the desk made or expired a silence).
+        Never waits for the lock (a fetch may hold it for its whole deadline): one assignment is atomic."""
+        self._cached = None
+
+    def auth(self) -> tuple[dict[str, str], tuple[str, str] | None]:
         """Headers and basic auth for the request."""
         if self.config.auth == "none":
             return {}, None
@@ -103,7 +109,7 @@ class AlertmanagerSource:
         return {"Authorization": f"Bearer {secret}"}, None
 
     def _fetch(self) -> dict[str, Incident]:
-        headers, basic = self._auth()
+        headers, basic = self.auth()
         self.api_calls += 1
         request = outside.Request(
             "GET",
@@ -111,7 +117,7 @@ class AlertmanagerSource:
             what=self.describe(),
             deadline_seconds=self.config.timeout_seconds,
             max_bytes=self.config.max_response_bytes,
-            params={"active": "true", "silenced": "false", "inhibited": "false"},
+            params={"active": "true", "silenced": "true", "inhibited": "false"},
             headers={"accept": "application/json", **headers},
             auth=basic,
         )
@@ -140,11 +146,16 @@ class AlertmanagerSource:
         """An alert as an incident; None for one that is not firing or lacks what an incident needs."""
         if not isinstance(alert, dict):
             return None
-        state = (alert.get("status") or {}).get("state", "active")
+        status = alert.get("status") or {}
+        state = status.get("state", "active") if isinstance(status, dict) else "active"
+        silenced_by = status.get("silencedBy") if isinstance(status, dict) else None
+        silences = [str(s) for s in silenced_by if isinstance(s, str)] if isinstance(silenced_by, list) else []
+        inhibited = isinstance(status, dict) and bool(status.get("inhibitedBy"))
         fingerprint = alert.get("fingerprint")
         labels = alert.get("labels") or {}
         annotations = alert.get("annotations") or {}
-        if state != "active" or not isinstance(fingerprint, str) or not isinstance(labels, dict):
+        firing = state == "active" or (state == "suppressed" and silences and not inhibited)
+        if not firing or not isinstance(fingerprint, str) or not isinstance(labels, dict):
             return None
         incident_id = f"{self.id_prefix}{fingerprint}"
         if not is_safe_name(incident_id, INCIDENT_ID):
@@ -169,4 +180,7 @@ class AlertmanagerSource:
             expression=alert_expression(
                 alert.get("generatorURL") if isinstance(alert.get("generatorURL"), str) else None
             ),
+            # Kept whole, not cut: a silence must match the alert's labels exactly.
+            labels=tuple(sorted((str(k), str(v)) for k, v in labels.items())),
+            silenced_by=tuple(sorted(one_line(s, 100) for s in silences)),
         )

@@ -1,0 +1,219 @@
+"""Acts that need no form: ``acknowledge_incident`` and ``add_incident_note``; and each incident's activity log
+(``incident://{id}/activity`` and its twin ``get_incident_activity``). Every act is journalled with who did it."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
+from mcp_types import CallToolResult, ToolAnnotations
+from pydantic import BaseModel, Field
+
+from incident_desk import auth, client_features
+from incident_desk import tool_results as results
+from incident_desk.app import DeskApp
+from incident_desk.core.activity import (
+    MAX_ACTIVITY_EVENTS,
+    MAX_NOTE_CHARS,
+    Act,
+    Event,
+    EventOutcome,
+    format_activity,
+    stamp,
+)
+from incident_desk.core.audit import AuditError
+from incident_desk.core.desk import DeskError, UnknownIncident
+from incident_desk.core.sources.silences import SilenceError
+
+IncidentId = Annotated[str, Field(description="Incident id, e.g. INC-1042")]
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+# Acknowledging and noting change nothing outside the desk's own journal.
+JOURNAL_ONLY = ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+)
+
+
+class ActivityEntry(BaseModel):
+    time: datetime
+    act: str = Field(description="acknowledge, note, resolve, silence or unsilence")
+    outcome: str = Field(description="done when the act took effect, else why it did not (declined, ...)")
+    actor: str
+    ticket: str | None
+    text: str
+
+
+WrittenOutActivityEntry = Annotated[ActivityEntry, results.written_out(ActivityEntry)]
+
+
+class SilenceEntry(BaseModel):
+    id: str
+    until: datetime
+    created_by: str
+    comment: str
+
+
+WrittenOutSilenceEntry = Annotated[SilenceEntry, results.written_out(SilenceEntry)]
+
+
+class IncidentActivity(BaseModel):
+    incident_id: str
+    silences: list[WrittenOutSilenceEntry] = Field(
+        default_factory=list, description="The silences muting its alert now, from its Alertmanager's own state"
+    )
+    events: list[WrittenOutActivityEntry] = Field(description="Oldest first")
+
+
+class AckReport(BaseModel):
+    incident_id: str
+    acknowledged: bool = Field(description="False when it had been acknowledged before")
+    actor: str = Field(description="Who acknowledged it (first)")
+    time: datetime
+
+
+class NoteReport(BaseModel):
+    incident_id: str
+    actor: str
+    time: datetime
+
+
+def _entry(event: Event) -> ActivityEntry:
+    return ActivityEntry(
+        time=event.time,
+        act=str(event.act),
+        outcome=str(event.outcome),
+        actor=event.actor,
+        ticket=event.ticket,
+        text=event.text,
+    )
+
+
+def register(server: MCPServer, app: DeskApp) -> None:
+    async def _known(incident_id: str) -> str | None:
+        """None when the incident exists, else the error text."""
+        try:
+            await app.incident(incident_id)
+        except DeskError as exc:
+            return str(exc)
+        return None
+
+    @server.tool(annotations=JOURNAL_ONLY)
+    async def acknowledge_incident(
+        incidentId: IncidentId,
+        ctx: Context,
+        note: Annotated[
+            str | None, Field(description="Optional note kept with the acknowledgement", max_length=MAX_NOTE_CHARS)
+        ] = None,
+    ) -> Annotated[CallToolResult, AckReport]:
+        """Acknowledge an incident: the journal records who took it and when (no approval form needed)."""
+        if (problem := await _known(incidentId)) is not None:
+            return results.error(problem)
+        actor = auth.approver(ctx)
+        try:
+            standing = (await app.standings()).get(incidentId)
+            if standing is not None and standing.acknowledged is not None:
+                first = standing.acknowledged
+                text = f"{incidentId} was already acknowledged by {first.actor} at {stamp(first.time)}Z"
+                return results.ok(
+                    text, AckReport(incident_id=incidentId, acknowledged=False, actor=first.actor, time=first.time)
+                )
+            event = Event(
+                desk=app.desk_name,
+                incident_id=incidentId,
+                act=Act.ACKNOWLEDGE,
+                outcome=EventOutcome.DONE,
+                actor=actor,
+                text=note or "",
+                protocol_era=client_features.view(ctx).era,
+            )
+            await app.record_event(event)
+        except AuditError as exc:
+            return results.error(f"NOT ACKNOWLEDGED -- the audit journal cannot be written: {exc}")
+        return results.ok(
+            f"ACKNOWLEDGED {incidentId} by {actor}",
+            AckReport(incident_id=incidentId, acknowledged=True, actor=actor, time=event.time),
+        )
+
+    @server.tool(annotations=JOURNAL_ONLY)
+    async def add_incident_note(
+        incidentId: IncidentId,
+        text: Annotated[str, Field(description=f"The note, at most {MAX_NOTE_CHARS} characters")],
+        ctx: Context,
+    ) -> Annotated[CallToolResult, NoteReport]:
+        """Add a note to an incident's activity log, with who wrote it and when."""
+        if len(text) > MAX_NOTE_CHARS:
+            return results.error(
+                f"NOTE NOT ADDED -- the note is {len(text)} characters long; a note is at most {MAX_NOTE_CHARS}"
+            )
+        if not text.strip():
+            return results.error("NOTE NOT ADDED -- the note is empty")
+        if (problem := await _known(incidentId)) is not None:
+            return results.error(problem)
+        actor = auth.approver(ctx)
+        event = Event(
+            desk=app.desk_name,
+            incident_id=incidentId,
+            act=Act.NOTE,
+            outcome=EventOutcome.DONE,
+            actor=actor,
+            text=text,
+            protocol_era=client_features.view(ctx).era,
+        )
+        try:
+            await app.record_event(event)
+        except AuditError as exc:
+            return results.error(f"NOTE NOT ADDED -- the audit journal cannot be written: {exc}")
+        return results.ok(
+            f"NOTE ADDED to {incidentId} by {actor}", NoteReport(incident_id=incidentId, actor=actor, time=event.time)
+        )
+
+    async def _activity(incident_id: str) -> tuple[str, IncidentActivity]:
+        """The activity log's text and structure; DeskError, AuditError. Silences are read from the incident's
+        Alertmanager (a silence made with amtool shows the same); one it cannot show is said, not hidden."""
+        incident = await app.fresh_incident(incident_id)
+        events = await app.activity(incident_id, MAX_ACTIVITY_EVENTS)
+        lines, shown = [], []
+        if incident.silenced_by:
+            try:
+                silences = await app.silences_of(incident)
+            except SilenceError as exc:
+                lines.append(f"silenced by {', '.join(incident.silenced_by)} (its end cannot be read: {exc})")
+            else:
+                for silence in silences:
+                    shown.append(
+                        SilenceEntry(
+                            id=silence.id, until=silence.ends_at, created_by=silence.created_by, comment=silence.comment
+                        )
+                    )
+                    lines.append(
+                        f"silenced until {stamp(silence.ends_at)}Z by {silence.created_by} (silence {silence.id}): "
+                        f"{silence.comment}"
+                    )
+        text = "\n".join([*lines, format_activity(incident_id, events)])
+        return text, IncidentActivity(incident_id=incident_id, silences=shown, events=[_entry(e) for e in events])
+
+    @server.tool(annotations=READ_ONLY)
+    async def get_incident_activity(incidentId: IncidentId) -> Annotated[CallToolResult, IncidentActivity]:
+        """An incident's activity log on this desk, oldest first: acknowledgements, notes, approvals, silences,
+        resolution, with who and when; and, for an Alertmanager incident, the silences muting it now."""
+        try:
+            text, structured = await _activity(incidentId)
+        except (DeskError, AuditError) as exc:
+            return results.error(str(exc))
+        return results.ok(text, structured)
+
+    @server.resource(
+        "incident://{id}/activity",
+        name="incident-activity",
+        description="One incident's activity log on this desk (acknowledgements, notes, approvals), oldest first",
+        mime_type="text/plain",
+    )
+    async def incident_activity(id: str) -> str:
+        try:
+            text, _ = await _activity(id)
+        except UnknownIncident as exc:
+            raise ResourceNotFoundError(str(exc)) from None
+        except (DeskError, AuditError) as exc:
+            raise ResourceError(str(exc)) from None
+        return text

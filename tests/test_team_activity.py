@@ -1,0 +1,97 @@
+"""The activity log on the team desk's PostgreSQL journal: replicas see each other's acts at once, desks stay apart,
+and a version 1 journal is upgraded in place without losing a row."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from incident_desk.core.activity import Event
+from incident_desk.core.audit import Decision
+from incident_desk.core.audit_pg import PostgresJournal
+from incident_desk.server import build_server
+from tests.helpers import AppFactory, connect, text_of
+from tests.postgres_cluster import PASSWORD, Cluster, running_cluster, unavailable_reason
+from tests.restart_helpers import APPROVER
+
+pytestmark = [
+    pytest.mark.anyio,
+    pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason())),
+]
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    with running_cluster() as running:
+        yield running
+
+
+@pytest.fixture
+def journal_url(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("INCIDENT_DESK_AUDIT_DB_PASSWORD", PASSWORD)
+    return cluster.new_database(f"desk_{uuid.uuid4().hex[:12]}")
+
+
+async def test_two_replicas_see_each_others_acts_at_once(make_app: AppFactory, journal_url: str) -> None:
+    first, second = make_app(audit_db=journal_url), make_app(audit_db=journal_url)
+    other_desk = make_app(audit_db=journal_url, desk_name="another-team")
+    try:
+        async with (
+            connect(build_server(first), "2026-07-28") as one,
+            connect(build_server(second), "legacy") as two,
+            connect(build_server(other_desk), "legacy") as elsewhere,
+        ):
+            acked = await one.call_tool("acknowledge_incident", {"incidentId": "INC-1042"})
+            seen = await two.call_tool("list_incidents", {"state": "acknowledged"})
+            again = await two.call_tool("acknowledge_incident", {"incidentId": "INC-1042"})
+            await two.call_tool("add_incident_note", {"incidentId": "INC-1042", "text": "from replica two"})
+            activity = text_of(await one.call_tool("get_incident_activity", {"incidentId": "INC-1042"}))
+            apart = text_of(await elsewhere.call_tool("get_incident_activity", {"incidentId": "INC-1042"}))
+        assert text_of(acked) == f"ACKNOWLEDGED INC-1042 by {APPROVER}"
+        assert [entry["id"] for entry in seen.structured_content["incidents"]] == ["INC-1042"]
+        assert text_of(again).startswith(f"INC-1042 was already acknowledged by {APPROVER} at ")
+        assert [line.split(" ", 2)[1] for line in activity.splitlines()] == ["acknowledge", "note"]
+        assert apart == "No activity recorded for INC-1042 on this desk yet."
+    finally:
+        for app in (first, second, other_desk):
+            app.journal.close()
+
+
+def test_a_version_1_postgres_journal_is_upgraded_in_place(cluster: Cluster, journal_url: str) -> None:
+    database = journal_url.rsplit("/", 1)[1]
+    with cluster.connect(database) as conn:
+        conn.execute(
+            """CREATE TABLE decisions (id BIGSERIAL PRIMARY KEY, time TIMESTAMPTZ NOT NULL, service TEXT NOT NULL,
+            outcome TEXT NOT NULL, ticket TEXT, approver TEXT NOT NULL, protocol_era TEXT NOT NULL,
+            exit_status INTEGER, detail TEXT NOT NULL DEFAULT '', nonce TEXT UNIQUE)"""
+        )
+        conn.execute(
+            "CREATE TABLE restart_holders (service TEXT PRIMARY KEY, holder TEXT NOT NULL, since TIMESTAMPTZ NOT NULL)"
+        )
+        conn.execute("CREATE TABLE incident_desk_schema (version INTEGER NOT NULL)")
+        conn.execute("INSERT INTO incident_desk_schema (version) VALUES (1)")
+        for n in range(3):
+            conn.execute(
+                "INSERT INTO decisions (time, service, outcome, ticket, approver, protocol_era, nonce) "
+                "VALUES (now(), 'payments-api', 'approved', %s, 'os:alice', '2025-11-25', %s)",
+                (f"CHG-{n}", f"nonce-{n}"),
+            )
+    journal = PostgresJournal(journal_url, PASSWORD, desk="upgraded")
+    try:
+        assert journal.schema_version() == 2
+        assert [d.ticket for d in journal.recent(10)] == ["CHG-2", "CHG-1", "CHG-0"]
+        journal.record(Decision("payments-api", "declined", None, "os:bob", "2025-11-25"))
+        journal.record_event(Event("upgraded", "INC-1042", "note", "done", "os:bob", "kept"))
+        assert journal.count() == 4
+        assert [e.text for e in journal.activity("INC-1042")] == ["kept"]
+    finally:
+        journal.close()
+    again = PostgresJournal(journal_url, PASSWORD, desk="upgraded")
+    elsewhere = PostgresJournal(journal_url, PASSWORD, desk="another")
+    try:
+        assert again.count() == 4 and elsewhere.count() == 0
+    finally:
+        again.close()
+        elsewhere.close()
