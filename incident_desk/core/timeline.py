@@ -25,6 +25,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any, BinaryIO, Literal
 
 from incident_desk.core.audit import Decision
+from incident_desk.core.timeline_scan import levels_in
 
 if TYPE_CHECKING:
     from incident_desk.core.linear import LinearPattern
@@ -67,14 +68,6 @@ def _patterns() -> tuple[LinearPattern, LinearPattern]:
     from incident_desk.core.linear import LinearPattern
 
     return LinearPattern(_LINE_SOURCE), LinearPattern(_FIRST_ERROR_SOURCE)
-
-
-def _levels_in(framed: bytes, line: LinearPattern) -> list[tuple[bytes, bytes, bytes]]:
-    """(day, hour:minute, level) of each line of ``framed`` that has them; a missing day is empty."""
-    return [
-        (framed[day[0] : day[1]], framed[minute[0] : minute[1]], framed[level[0] : level[1]])
-        for _whole, day, minute, level in line.finditer(framed)
-    ]
 
 
 StopReason = Literal["end of log", "time budget", "byte budget", "minute limit", "cancelled"]
@@ -241,7 +234,7 @@ def scan_levels(
                 continue
             chunk, carry = data[:cut], data[cut:]
         framed = b"\n" + chunk
-        found = _levels_in(framed, line_pattern)
+        found, parsed = levels_in(framed, line_pattern)
         counts.update(found)
         if len({(day, hour_minute) for day, hour_minute, _ in counts}) > max_minutes:
             counts.subtract(found)
@@ -255,7 +248,7 @@ def scan_levels(
                 first_error = _first_error(framed, hit, line, anchor, redactor)
         lines = chunk.count(b"\n") + (0 if chunk.endswith(b"\n") else 1)
         scanned_lines += lines
-        parsed_lines += len(found)
+        parsed_lines += parsed
         scanned_bytes += len(chunk)
         if chunk.endswith(b"\n"):
             latest = Resume(scanned_bytes, scanned_lines, parsed_lines, dict(counts), first_error_place, "")
