@@ -85,7 +85,7 @@ def levels_in(framed: bytes, line: LinearPattern) -> tuple[Counter[Key], int]:
     clock = np.where(dated, starts + 11, starts)
     when = at(clock)
     timed = digits(when[:, [0, 1, 3, 4, 6, 7]]).all(1) & (when[:, 2] == 0x3A) & (when[:, 5] == 0x3A)
-    after = when[:, 8:]
+    after = when[:, 8:17]  # the longest span decided here, and the blank after it
     blank = (after == 0x20) | (after == 0x09)
     dot = (after == 0x2E) | (after == 0x2C)
     digit = digits(after)
