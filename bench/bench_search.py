@@ -1,13 +1,15 @@
-"""Log search over stdio on a 1 GiB log, as ratios against grep on the same file, in interleaved rounds.
+"""Log search over stdio on a 1 GiB log, as ratios against ``rg -n`` (and ``grep -n``) on the same file.
 
 The log is generated (not committed) in a temporary directory: 1 GiB of deterministic service log lines (a
 timestamp, one of five services, a level, one of nine messages with numbers; one line in 500 carries a bearer
 token that redaction masks; a few carry non-ASCII text), then one needle line at the very end. The desk is
-spawned over stdio as a client spawns it, redaction on (the default) and, separately, off. Each round times:
+spawned over stdio as a client spawns it, redaction on (the default) and, separately, off. Each round, rg, grep
+and the desk take turns on each pattern kind (interleaved, so a busy machine slows all three alike):
 
-- each needle: the desk following next_cursor from the first line to the match on the last line (the sum of
-  the calls, and how many), against ``grep -c needle`` (in the C locale, grep's fastest mode);
-- the first 50 matches of a common pattern (``ERROR``) against ``grep -m 50``.
+- a literal, the same ignoring case, an alternation, and a pattern with no required literal: the desk following
+  next_cursor from the first line to the end of the log (the sum of the calls), against ``rg -n`` and
+  ``grep -n`` (both number their lines, as the desk does; grep in the C locale, its fastest mode);
+- the first 50 matches of a common pattern (``ERROR``) against ``rg -n -m 50``.
 
 It ends with the desk's peak RSS growth (Linux: VmHWM at the end minus VmRSS before the first search).
 Run: .venv/bin/python bench/bench_search.py [rounds] [directory for the 1 GiB log]
@@ -32,6 +34,13 @@ from mcp import Client, StdioServerParameters
 ROOT = Path(__file__).resolve().parent.parent
 LOG_BYTES = 1 << 30
 NEEDLES = ("OutOfMemoryError in worker-7", "kernel: segfault in ledger-sync", "needle-xyz")
+# (label, pattern, ignore case): the kinds of the issue's table; each matches only the needle line, or nothing.
+KINDS = (
+    ("literal", "needle-xyz", False),
+    ("literal, ignore case", "NEEDLE-xyz", True),
+    ("alternation", "needle-xyz|segfault in ledger", False),
+    ("no required literal", r"x\d{5}y", False),
+)
 COMMON = "ERROR"
 INCIDENT = "INC-BENCH"
 
@@ -93,12 +102,25 @@ def grep_seconds(*args: str) -> float:
     return time.perf_counter() - began
 
 
-async def follow(client: Client, pattern: str, limit: int, pages: bool) -> tuple[float, int, int]:
+def rg_run(*args: str) -> tuple[float, int]:
+    """``rg`` (Debian's ripgrep, no config file) with its output read through a pipe: seconds and lines printed."""
+    began = time.perf_counter()
+    done = subprocess.run(
+        ["rg", "--no-config", *args], check=False, stdout=subprocess.PIPE, env={**os.environ, "LC_ALL": "C"}
+    )
+    return time.perf_counter() - began, done.stdout.count(b"\n")
+
+
+async def follow(
+    client: Client, pattern: str, limit: int, pages: bool, ignore_case: bool = False
+) -> tuple[float, int, int]:
     """Seconds summed over the calls, the number of calls, and the matches; ``pages``: follow cursors to the end."""
     total, calls, matches = 0.0, 0, 0
     cursor: str | None = None
     while True:
         arguments: dict[str, Any] = {"incidentId": INCIDENT, "pattern": pattern, "limit": limit}
+        if ignore_case:
+            arguments["ignoreCase"] = True
         if cursor:
             arguments["cursor"] = cursor
         began = time.perf_counter()
@@ -151,16 +173,19 @@ async def bench_desk(desk: Path, log: Path, rounds: int, redact: bool, tmp: Path
         rss_before = memory_kib(pid, "VmRSS")
         await follow(client, "warm-up", 1, pages=False)  # imports numpy, compiles; the file is already cached
         for _ in range(rounds):
-            for needle in NEEDLES:
-                timings.setdefault(f"grep -c {needle}", []).append(grep_seconds("-c", needle, str(log)))
-                seconds, count, found = await follow(client, needle, 50, pages=True)
-                assert found == 1, f"{needle}: {found} matches"
-                timings.setdefault(f"desk {needle}", []).append(seconds)
-                calls[needle] = count
-            timings.setdefault("grep -m 50", []).append(grep_seconds("-m", "50", COMMON, str(log)))
+            for label, pattern, ignore_case in KINDS:
+                flags = ["-n", "-i"] if ignore_case else ["-n"]
+                rg, expected = rg_run(*flags, pattern, str(log))
+                timings.setdefault(f"rg {label}", []).append(rg)
+                timings.setdefault(f"grep {label}", []).append(grep_seconds(*flags, "-E", pattern, str(log)))
+                seconds, count, found = await follow(client, pattern, 50, pages=True, ignore_case=ignore_case)
+                assert found == expected, f"{label}: the desk found {found}, rg {expected}"
+                timings.setdefault(f"desk {label}", []).append(seconds)
+                calls[label] = count
+            timings.setdefault(f"rg first 50 {COMMON}", []).append(rg_run("-n", "-m", "50", COMMON, str(log))[0])
             seconds, _count, found = await follow(client, COMMON, 50, pages=False)
             assert found == 50
-            timings.setdefault("desk first 50", []).append(seconds)
+            timings.setdefault(f"desk first 50 {COMMON}", []).append(seconds)
         peak = memory_kib(pid, "VmHWM")
     return {"timings": timings, "calls": calls, "rss_growth_mib": (peak - rss_before) / 1024}
 
@@ -175,17 +200,21 @@ async def main(rounds: int, directory: str | None) -> None:
         print(f"generated {size / 2**30:.2f} GiB, {lines:,} lines in {time.perf_counter() - began:.1f} s at {tmp}")
         grep_seconds("-c", "warm the page cache", str(log))
         print(f"python {sys.version.split()[0]} on {os.cpu_count()} cores; {rounds} interleaved rounds (medians)")
-        print(f"{'redaction':9} {'what':40} {'grep':>8} {'desk':>8} {'ratio':>6} {'calls':>5}")
+        print(f"{'redaction':9} {'what':28} {'rg -n':>7} {'grep -n':>7} {'desk':>7} {'desk/rg':>7} {'calls':>5}")
         for redact in (True, False):
             result = await bench_desk(desk, log, rounds, redact, tmp)
-            t = {name: statistics.median(values) for name, values in result["timings"].items()}
+            timings = result["timings"]
+            t = {name: statistics.median(values) for name, values in timings.items()}
             label = "on" if redact else "off"
-            for needle in NEEDLES:
-                grep, ours = t[f"grep -c {needle}"], t[f"desk {needle}"]
-                what = f"needle on the last line: {needle}"[:40]
-                print(f"{label:9} {what:40} {grep:8.3f} {ours:8.3f} {ours / grep:6.2f} {result['calls'][needle]:5}")
-            grep, ours = t["grep -m 50"], t["desk first 50"]
-            print(f"{label:9} {'first 50 matches of ' + COMMON:40} {grep:8.4f} {ours:8.4f} {ours / grep:6.2f} {1:5}")
+            for kind, _pattern, _ignore_case in KINDS:
+                rg, grep, ours = t[f"rg {kind}"], t[f"grep {kind}"], t[f"desk {kind}"]
+                ratios = [d / r for d, r in zip(timings[f"desk {kind}"], timings[f"rg {kind}"], strict=True)]
+                print(
+                    f"{label:9} {kind:28} {rg:7.3f} {grep:7.3f} {ours:7.3f} {ours / rg:6.2f}x {result['calls'][kind]:5}"
+                    f"   (per-round desk/rg {min(ratios):.2f}-{max(ratios):.2f})"
+                )
+            rg, ours = t[f"rg first 50 {COMMON}"], t[f"desk first 50 {COMMON}"]
+            print(f"{label:9} {'first 50 of ' + COMMON:28} {rg:7.4f} {'':7} {ours:7.4f} {ours / rg:6.2f}x {1:5}")
             print(f"{label:9} peak RSS growth of the desk: {result['rss_growth_mib']:.1f} MiB")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

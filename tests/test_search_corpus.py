@@ -91,12 +91,25 @@ PATTERNS: list[tuple[str, bool]] = [
     ("ERROR|WARN", False),
     ("(payments|search)-api", False),
     ("timeout|refused|reset", False),
+    # alternations every branch of which has a literal: the search finds any of them before RE2 runs
+    ("pool exhausted|segment merge", False),
+    ("served status|reset by peer|bad \ufffd", False),
+    ("xyzzy|hunter2|REDACTED", False),  # a secret's value and the mask, one branch each
+    ("deployed|ending\r$", False),
+    ("^ERROR at|exhausted$", False),
     # case-insensitive
     ("error", True),
     ("caf\u00c9", True),
     ("\u00e9chec", True),
     ("k cold", True),  # the KELVIN SIGN folds to k
     ("authorization: bearer", True),
+    # case-insensitive literals found by their case variants, alone and in alternations
+    ("POOL EXHAUSTED", True),
+    ("Latency_MS=8", True),
+    ("stra\u00dfe", True),
+    ("\u00c9CHEC|windows LINE", True),
+    ("segment MERGE|xyzzy AND|reset BY", True),
+    ("HUNTER2|bearer", True),
     # unicode
     ("caf\u00e9", False),
     ("\u65e5\u672c\u8a9e", False),

@@ -128,3 +128,50 @@ def test_lines_with_the_literal_that_do_not_match_are_skipped_and_numbered_right
             found += [(line.number, line.text) for line in step.matches]
             cursor = step.next_cursor
         assert found == expected
+
+
+@pytest.mark.parametrize(
+    ("pattern", "ignore_case", "prefilter"),
+    [
+        ("needle-xyz|segfault in ledger", False, (b"needle-xyz", b"segfault in ledger")),
+        ("(a|b)xyz|q+uvw", False, (b"xyz", b"uvw")),
+        ("needle-xyz", True, (b"-xy", b"-xY", b"-Xy", b"-XY")),  # the window with the fewest case variants
+        ("ab1|cd2", True, (b"ab1", b"aB1", b"Ab1", b"AB1", b"cd2", b"cD2", b"Cd2", b"CD2")),
+    ],
+)
+def test_the_prefilter_holds_bytes_one_of_which_every_match_contains(
+    pattern: str, ignore_case: bool, prefilter: tuple[bytes, ...]
+) -> None:
+    assert set(compile_pattern(pattern, ignore_case=ignore_case).prefilter or ()) == set(prefilter)
+
+
+@pytest.mark.parametrize(
+    ("pattern", "ignore_case"),
+    [
+        ("needle|ab", False),  # a branch without a literal of three bytes
+        ("needle|", False),  # an empty branch matches everywhere
+        ("needle|(?i)other", False),
+        ("kiss", True),  # K and S fold to letters outside ASCII (KELVIN SIGN, LONG S): no window without them
+        ("\u00e9\u00e9\u00e9", True),
+    ],
+)
+def test_no_prefilter_where_a_match_may_lack_every_candidate(pattern: str, ignore_case: bool) -> None:
+    assert compile_pattern(pattern, ignore_case=ignore_case).prefilter is None
+
+
+@pytest.mark.parametrize(("pattern", "ignore_case"), [("needle-xyz|segfault in ledger", False), ("NEEDLE-xyz", True)])
+def test_re2_scans_only_the_lines_with_an_alternative_or_a_case_variant(
+    tmp_path: Path, pattern: str, ignore_case: bool
+) -> None:
+    filler = b"".join(
+        b"2026-11-29T10:%02d:00Z gateway INFO connection pool usage %d%% segfault\n" % (i % 60, i)
+        for i in range(50_000)
+    )
+    log = tmp_path / "log.txt"
+    log.write_bytes(filler + b"2026-11-29T11:00:00Z ledger ERROR Needle-XYZ here\n" + filler[:1000])
+    compiled = compile_pattern(pattern, ignore_case=ignore_case)
+    counting = _CountingFinder(compiled.block)
+    result = search(log, dataclasses.replace(compiled, block=counting), limit=50, redaction=SECRETS)
+    expected = [(50_001, "2026-11-29T11:00:00Z ledger ERROR Needle-XYZ here")] if ignore_case else []
+    assert [(line.number, line.text) for line in result.matches] == expected
+    assert counting.scanned < 2_000, f"RE2 scanned {counting.scanned} of {log.stat().st_size} bytes"

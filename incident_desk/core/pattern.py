@@ -275,6 +275,7 @@ class SearchPattern:
     mask_blind: bool
     replacement_blind: bool
     literal: bytes | None = None  # UTF-8 text every match contains (see ``_required_literal``), if any
+    prefilter: tuple[bytes, ...] | None = None  # raw bytes of which every match contains one (``_prefilter``)
 
     def matches(self, line_text: str) -> bool:
         return self.line.search(line_text.encode()) is not None
@@ -350,6 +351,44 @@ def _required_literal(tokens: list[_Token]) -> bytes | None:
     return best if len(best) >= _MIN_LITERAL_BYTES else None
 
 
+def _branches(tokens: list[_Token]) -> list[list[_Token]]:
+    """The token lists of a top-level alternation's branches (one list when there is none)."""
+    branches: list[list[_Token]] = [[]]
+    depth = 0
+    for token in tokens:
+        opens = token.kind == "flags" and token.source.endswith(":")
+        opens = opens or (token.kind == "other" and (token.source == "(" or token.source.startswith(("(?P<", "(?<"))))
+        if opens:
+            depth += 1
+        elif token.kind == "other" and token.source == ")":
+            depth -= 1
+        elif token.kind == "other" and token.source == "|" and depth == 0:
+            branches.append([])
+            continue
+        branches[-1].append(token)
+    return branches
+
+
+def _prefilter(tokens: list[_Token], *, ignore_case: bool) -> tuple[bytes, ...] | None:
+    """Byte strings of which every match contains at least one, for the search to find before RE2 runs.
+
+    Each branch of a top-level alternation must have its required literal; under ignore-case, each literal
+    stands for the ASCII case variants of a short window of it (see ``core.literals.case_variants``).
+    """
+    from incident_desk.core.literals import MAX_LITERALS, case_variants
+
+    found: list[bytes] = []
+    for branch in _branches(tokens):
+        literal = _required_literal(branch)
+        if literal is None:
+            return None
+        variants = case_variants(literal) if ignore_case else (literal,)
+        if variants is None:
+            return None
+        found.extend(variants)
+    return tuple(dict.fromkeys(found)) if len(found) <= MAX_LITERALS else None
+
+
 def _may_repeat_zero_times(quantifier: str) -> bool:
     if quantifier[0] in "*?":
         return True
@@ -404,4 +443,5 @@ def compile_pattern(text: str, *, ignore_case: bool = False, mask: str = "[REDAC
         mask_blind=not (word_edges or brackets or inside),
         replacement_blind=not any(_consumes(atom, "\ufffd") for atom in atoms),
         literal=None if ignore_case else _required_literal(tokens),
+        prefilter=_prefilter(tokens, ignore_case=ignore_case),
     )

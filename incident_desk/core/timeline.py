@@ -12,18 +12,20 @@ a level. Lines without that shape are counted as unparsed.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, timedelta
 from functools import cache
-from typing import TYPE_CHECKING, BinaryIO, Literal
+from typing import TYPE_CHECKING, Any, BinaryIO, Literal
 
 from incident_desk.core.audit import Decision
+from incident_desk.core.timeline_scan import levels_in
 
 if TYPE_CHECKING:
     from incident_desk.core.linear import LinearPattern
@@ -33,6 +35,7 @@ Level = Literal["error", "warn", "info", "debug"]
 MAX_MINUTES = 24 * 60
 TIMELINE_SCAN_BUDGET_BYTES = 16 * 1024 * 1024 * 1024
 MAX_FIRST_ERROR_CHARS = 300
+_FIRST_ERROR_READ = 4096  # enough of the first error's line to find its time, level and shown text
 _CHUNK = 1024 * 1024
 _MAX_CARRY = 4 * _CHUNK
 _PAUSE_SECONDS = 0.001
@@ -67,14 +70,6 @@ def _patterns() -> tuple[LinearPattern, LinearPattern]:
     return LinearPattern(_LINE_SOURCE), LinearPattern(_FIRST_ERROR_SOURCE)
 
 
-def _levels_in(framed: bytes, line: LinearPattern) -> list[tuple[bytes, bytes, bytes]]:
-    """(day, hour:minute, level) of each line of ``framed`` that has them; a missing day is empty."""
-    return [
-        (framed[day[0] : day[1]], framed[minute[0] : minute[1]], framed[level[0] : level[1]])
-        for _whole, day, minute, level in line.finditer(framed)
-    ]
-
-
 StopReason = Literal["end of log", "time budget", "byte budget", "minute limit", "cancelled"]
 Redactor = Callable[[str], str]
 
@@ -99,6 +94,23 @@ class FirstError:
     text: str
 
 
+# How much of the log before a resume point must be unchanged for the counts up to it to still hold.
+_RESUME_CHECK_BYTES = 256
+
+
+@dataclass(frozen=True)
+class Resume:
+    """Where a pass can pick up: the counts of every line before ``offset`` (a line start), and a digest of the
+    bytes just before it, so a log rewritten since (rotated, truncated, edited) is counted afresh."""
+
+    offset: int
+    lines: int
+    parsed: int
+    counts: dict[tuple[bytes, bytes, bytes], int]
+    first_error: tuple[int, int] | None  # its line number and byte offset: its text is read and redacted anew
+    check: str
+
+
 @dataclass(frozen=True)
 class LevelScan:
     """What one pass saw: the per-minute series (oldest first), the first error, and how far it read."""
@@ -110,6 +122,39 @@ class LevelScan:
     scanned_bytes: int
     total_bytes: int
     stopped: StopReason
+    resume: Resume | None = None  # where a later pass over the same (grown) log may start
+
+
+def _check_digest(handle: BinaryIO, offset: int) -> str:
+    start = max(0, offset - _RESUME_CHECK_BYTES)
+    handle.seek(start)
+    return hashlib.sha256(handle.read(offset - start)).hexdigest()
+
+
+def _valid(resume: Resume | None, handle: BinaryIO, total: int) -> Resume | None:
+    if resume is None or resume.offset > total:
+        return None
+    return resume if _check_digest(handle, resume.offset) == resume.check else None
+
+
+def _first_error_at(handle: BinaryIO, line: int, offset: int, anchor: date, redactor: Redactor) -> FirstError | None:
+    """The first error, read again from its offset: only its place is kept between passes, never its text."""
+    _line_pattern, first_error_pattern = _patterns()
+    handle.seek(offset)
+    framed = b"\n" + handle.read(_FIRST_ERROR_READ).split(b"\n", 1)[0]
+    hit = first_error_pattern.search(framed)
+    if hit is None:
+        return None
+    return _first_error(framed, hit, line, anchor, redactor)
+
+
+def _first_error(framed: bytes, hit: Any, line: int, anchor: date, redactor: Redactor) -> FirstError:
+    day, hour_minute, seconds = (framed[start:end] for start, end in hit[1:4])
+    whole = framed[hit[0][0] + 1 : hit[0][1]]
+    text = redactor(whole.decode("utf-8", errors="replace"))[:MAX_FIRST_ERROR_CHARS]
+    minute = _minute_start(day, hour_minute, anchor)
+    at = minute.replace(second=min(59, int(seconds))) if minute else None
+    return FirstError(line, at, text)
 
 
 def _minute_start(day: bytes, hour_minute: bytes, anchor: date) -> datetime | None:
@@ -130,18 +175,27 @@ def scan_levels(
     max_minutes: int = MAX_MINUTES,
     redactor: Redactor = lambda text: text,
     cancelled: threading.Event | None = None,
+    resume: Resume | None = None,
 ) -> LevelScan:
     """Count the log's lines per minute and level from its start, until its end or a budget; find the first error.
 
     ``anchor`` is the day a bare ``HH:MM:SS`` belongs to. Only the first error's text is decoded (and redacted).
+    ``resume``: a previous pass's ``resume`` over this log; used if the log still holds the bytes it counted.
     """
     deadline = math.inf if time_budget is None else time.monotonic() + time_budget
     line_pattern, first_error_pattern = _patterns()
     total = handle.seek(0, os.SEEK_END)
-    handle.seek(0)
-    counts: Counter[tuple[bytes, bytes, bytes]] = Counter()
+    resume = _valid(resume, handle, total)
+    counts: Counter[tuple[bytes, bytes, bytes]] = Counter(resume.counts if resume else {})
     first_error: FirstError | None = None
-    scanned_bytes = scanned_lines = parsed_lines = 0
+    first_error_place = resume.first_error if resume else None
+    if first_error_place is not None:
+        first_error = _first_error_at(handle, *first_error_place, anchor, redactor)
+    scanned_bytes = resume.offset if resume else 0
+    scanned_lines = resume.lines if resume else 0
+    parsed_lines = resume.parsed if resume else 0
+    latest = resume  # the last point at which every line read so far was whole and counted
+    handle.seek(scanned_bytes)
     stopped: StopReason = "end of log"
     carry = b""
     in_long_line = False  # inside a line longer than _MAX_CARRY: its rest is skipped, it counts as unparsed
@@ -180,26 +234,24 @@ def scan_levels(
                 continue
             chunk, carry = data[:cut], data[cut:]
         framed = b"\n" + chunk
-        found = _levels_in(framed, line_pattern)
+        found, parsed = levels_in(framed, line_pattern)
         counts.update(found)
         if len({(day, hour_minute) for day, hour_minute, _ in counts}) > max_minutes:
             counts.subtract(found)
             stopped = "minute limit"
             break
-        if first_error is None:
+        if first_error_place is None:
             hit = first_error_pattern.search(framed)
             if hit is not None:
-                day, hour_minute, seconds = (framed[start:end] for start, end in hit[1:4])
-                whole = framed[hit[0][0] + 1 : hit[0][1]]
-                text = redactor(whole.decode("utf-8", errors="replace"))[:MAX_FIRST_ERROR_CHARS]
                 line = scanned_lines + chunk.count(b"\n", 0, hit[0][0]) + 1
-                minute = _minute_start(day, hour_minute, anchor)
-                at = minute.replace(second=min(59, int(seconds))) if minute else None
-                first_error = FirstError(line, at, text)
+                first_error_place = (line, scanned_bytes + hit[0][0])
+                first_error = _first_error(framed, hit, line, anchor, redactor)
         lines = chunk.count(b"\n") + (0 if chunk.endswith(b"\n") else 1)
         scanned_lines += lines
-        parsed_lines += len(found)
+        parsed_lines += parsed
         scanned_bytes += len(chunk)
+        if chunk.endswith(b"\n"):
+            latest = Resume(scanned_bytes, scanned_lines, parsed_lines, dict(counts), first_error_place, "")
         time.sleep(_PAUSE_SECONDS)
     if scanned_bytes >= total:
         stopped = "end of log"
@@ -222,6 +274,7 @@ def scan_levels(
         scanned_bytes=scanned_bytes,
         total_bytes=total,
         stopped=stopped,
+        resume=None if latest is None else replace(latest, check=_check_digest(handle, latest.offset)),
     )
 
 

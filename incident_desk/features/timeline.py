@@ -24,6 +24,7 @@ from incident_desk.core import metrics, timeline
 from incident_desk.core.activity import MAX_ACTIVITY_EVENTS, Event
 from incident_desk.core.audit import MAX_RECENT_DECISIONS, Decision
 from incident_desk.core.desk import DeskError, Incident
+from incident_desk.core.timeline_cache import TimelineCache
 
 VIEW_URI = "ui://incident-desk/timeline"
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
@@ -245,8 +246,10 @@ def extension(app: DeskApp) -> Apps:
         except DeskError as exc:
             return results.error(str(exc))
         cancelled = threading.Event()
+        # Beside the journal: the desk's own state. A log that has only grown is then counted from where it ended.
+        summaries = TimelineCache(app.settings.audit_path.parent / "timeline-cache")
         reader = partial(
-            timeline.scan_levels,
+            summaries.scan,
             anchor=incident.opened.astimezone(UTC).date(),
             time_budget=app.settings.search_time_budget_seconds,
             redactor=app.redactor,

@@ -1,0 +1,76 @@
+"""Finding any of a few byte strings in a block, a SIMD pass per string: the search's prefilter.
+
+RE2 finds a pattern quickly when it can skip to a rare first byte; an alternation (``needle|segfault``) or a
+case-insensitive literal starts with common bytes, so RE2 walks every byte of the log. Every match of such a
+pattern contains one of a small set of plain byte strings (see ``core.pattern.prefilter_literals``): finding the
+first of them with stringzilla and running RE2 only on that line is what ripgrep's literal prefilter does too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from itertools import product
+
+# Each string in the set costs one SIMD pass over the text; past this many, RE2 alone is about as fast.
+MAX_LITERALS = 16
+# Case variants of one literal: its window of the literal is chosen to keep this few.
+MAX_CASE_VARIANTS = 8
+MIN_LITERAL_BYTES = 3
+# ASCII letters whose case-insensitive match is also a letter outside ASCII (RE2 folds Unicode: K is KELVIN SIGN,
+# s is LONG S), so their ASCII variants alone do not cover every match.
+_UNICODE_FOLDED = frozenset("kKsS")
+
+
+def case_variants(literal: bytes) -> tuple[bytes, ...] | None:
+    """Byte strings one of which every case-insensitive match of ``literal`` contains, or None if too many.
+
+    A window of the literal made only of ASCII (and none of the letters Unicode folds beyond ASCII) has exactly
+    its ASCII case variants as case-insensitive matches; the window with the fewest variants wins, longer first.
+    """
+    text = literal.decode("ascii", errors="replace")
+    best: tuple[int, int, str] | None = None  # (variants, -length, window)
+    for start in range(len(text)):
+        for stop in range(start + MIN_LITERAL_BYTES, len(text) + 1):
+            window = text[start:stop]
+            if not window.isascii() or "\ufffd" in window or any(char in _UNICODE_FOLDED for char in window):
+                break
+            variants = 2 ** sum(char.isalpha() for char in window)
+            if variants > MAX_CASE_VARIANTS:
+                break
+            key = (variants, -len(window), window)
+            if best is None or key < best:
+                best = key
+    if best is None:
+        return None
+    choices = [(char.lower(), char.upper()) if char.isalpha() else (char,) for char in best[2]]
+    return tuple("".join(chosen).encode() for chosen in product(*choices))
+
+
+Finder = Callable[[bytearray, bytes, int, int], int]
+
+
+class LiteralSet:
+    """The first place in a window where one of ``literals`` starts, remembering each one's next occurrence so
+    that a window costs about one pass per literal however many candidates it holds."""
+
+    def __init__(self, literals: Sequence[bytes], find: Finder) -> None:
+        self.literals = tuple(dict.fromkeys(literals))
+        self.find = find
+        self.end = -1
+        self.searched_from = [0] * len(self.literals)
+        self.found = [-1] * len(self.literals)
+
+    def first(self, buffer: bytearray, start: int, end: int) -> int:
+        """The offset of the first occurrence of any literal that lies wholly within ``start``..``end``, or -1."""
+        if end != self.end:
+            self.end = end
+            self.searched_from = [end + 1] * len(self.literals)  # nothing known for this window yet
+        first = -1
+        for index, literal in enumerate(self.literals):
+            known_from, found = self.searched_from[index], self.found[index]
+            if not (known_from <= start and (found < 0 or found >= start)):
+                found = self.find(buffer, literal, start, end)
+                self.searched_from[index], self.found[index] = start, found
+            if found >= 0 and (first < 0 or found < first):
+                first = found
+        return first
