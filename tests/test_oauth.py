@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl
 
 import httpx2
 import jwt
@@ -31,6 +32,7 @@ from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuth
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
+from incident_desk.oauth import IssuerUnavailable, OAuthVerifier, TokenRejected
 from tests.helpers import ROOT, child_env, free_port, text_of
 from tests.http_desk import INITIALIZE, MCP_HEADERS, open_session, run_desk
 from tests.oidc_provider import CLIENTS, SECRET, run_provider
@@ -358,3 +360,77 @@ async def test_the_sdks_own_oauth_client_discovers_the_desk_and_signs_in(tmp_pat
                 acked = await client.call_tool("add_incident_note", {"incidentId": "INC-1042", "text": "on it"})
                 assert f"desk-writer@example.test (sub desk-writer @ {provider.issuer})" in text_of(acked)
             assert storage.tokens is not None  # the token came from the provider, found through the desk's 401
+
+
+@contextmanager
+def introspection_server(answers: dict[str, dict[str, Any]]) -> Iterator[tuple[str, list[dict[str, str]]]]:
+    """An RFC 7662 endpoint that knows ``answers`` by token and requires the desk's client credentials."""
+    seen: list[dict[str, str]] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            length = int(self.headers.get("content-length", "0"))
+            form = dict(parse_qsl(self.rfile.read(length).decode()))
+            seen.append(form)
+            expected = "Basic " + base64.b64encode(b"desk:introspect-secret").decode()
+            status, answer = (
+                (200, answers.get(form.get("token", ""), {"active": False}))
+                if self.headers.get("authorization") == expected
+                else (401, {"error": "invalid_client"})
+            )
+            body = json.dumps(answer).encode()
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *_: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/introspect", seen
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+async def test_opaque_tokens_are_introspected_and_scopes_mapped() -> None:
+    audience = "https://desk.example.com/mcp"
+    now = int(time.time())
+    live = {"active": True, "sub": "u-7", "aud": audience, "exp": now + 600, "scope": "desk.read desk.write"}
+    answers = {
+        "opaque-live": {**live, "email": "bob@example.com"},
+        "opaque-expired": {**live, "exp": now - 3600},
+        "opaque-elsewhere": {**live, "aud": "https://other.example.com/mcp"},
+    }
+    with introspection_server(answers) as (url, seen):
+        verifier = OAuthVerifier(
+            issuer=FAKE_ISSUER,
+            audience=audience,
+            jwks_url="http://127.0.0.1:9/unused",
+            introspection_url=url,
+            introspection_auth=("desk", "introspect-secret"),
+            scope_map={"incidents:read": "desk.read", "incidents:write": "desk.write"},
+        )
+        person = await verifier.verify("opaque-live")
+        assert person.label == f"bob@example.com (sub u-7 @ {FAKE_ISSUER})"
+        assert person.scopes == {"incidents:read", "incidents:write"}
+        assert seen[-1] == {"token": "opaque-live", "token_type_hint": "access_token"}
+        assert verifier.issuer_scope("incidents:write") == "desk.write"
+        assert verifier.issuer_scope("services:restart") == "services:restart"
+        for token, reason in (
+            ("opaque-expired", "expired"),
+            ("opaque-elsewhere", "another audience"),
+            ("opaque-unknown", "not active"),
+        ):
+            with pytest.raises(TokenRejected, match=reason):
+                await verifier.verify(token)
+        wrong_credentials = OAuthVerifier(
+            issuer=FAKE_ISSUER, audience=audience, introspection_url=url, introspection_auth=("desk", "wrong")
+        )
+        with pytest.raises(IssuerUnavailable, match="introspection endpoint answered 401"):
+            await wrong_credentials.verify("opaque-live")
