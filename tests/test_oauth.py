@@ -10,6 +10,7 @@ import base64
 import hashlib
 import hmac
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -32,9 +33,10 @@ from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuth
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
-from incident_desk.oauth import IssuerUnavailable, OAuthVerifier, TokenRejected
+from incident_desk.oauth import IssuerUnavailable, OAuthVerifier, TokenRejected, resource_url
+from incident_desk.settings import SettingsError, load_settings
 from tests.helpers import ROOT, child_env, free_port, text_of
-from tests.http_desk import INITIALIZE, MCP_HEADERS, open_session, run_desk
+from tests.http_desk import INITIALIZE, MCP_HEADERS, desk_env, open_session, run_desk
 from tests.oidc_provider import CLIENTS, SECRET, run_provider
 
 pytestmark = pytest.mark.anyio
@@ -434,3 +436,26 @@ async def test_opaque_tokens_are_introspected_and_scopes_mapped() -> None:
         )
         with pytest.raises(IssuerUnavailable, match="introspection endpoint answered 401"):
             await wrong_credentials.verify("opaque-live")
+
+
+def test_oauth_settings_say_what_is_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in [name for name in os.environ if name.startswith("INCIDENT_DESK_")]:
+        monkeypatch.delenv(name)
+    with pytest.raises(SettingsError, match="oauth_issuer is required when http_auth is 'oauth'"):
+        load_settings({"http_auth": "oauth"})
+    with pytest.raises(SettingsError, match="http_auth"):
+        load_settings({"http_auth": "password"})
+    settings = load_settings({"http_auth": "oauth", "oauth_issuer": FAKE_ISSUER, "port": 9000})
+    assert resource_url(settings, "/mcp") == "http://127.0.0.1:9000/mcp"
+    public = load_settings({"http_auth": "oauth", "oauth_issuer": FAKE_ISSUER, "public_url": "https://d.example/"})
+    assert resource_url(public, "/mcp") == "https://d.example/mcp"
+    beyond = subprocess.run(
+        [sys.executable, "-m", "incident_desk", "--transport", "http", "--host", "10.0.0.1", "--port", "1"],
+        capture_output=True,
+        text=True,
+        env=desk_env(tmp_path, INCIDENT_DESK_HTTP_AUTH="oauth", INCIDENT_DESK_OAUTH_ISSUER=FAKE_ISSUER),
+        timeout=30,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+    assert beyond.returncode == 2 and "needs public_url" in beyond.stderr, beyond.stderr
