@@ -6,7 +6,11 @@ JWTs bound to the resource asked for (RFC 8707), with a ``preferred_username`` s
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
+import re
+import secrets
 import subprocess
 import time
 from collections.abc import Iterator
@@ -21,6 +25,7 @@ from tests.npm_tools import UNREACHABLE, install_root
 
 PACKAGE = "oidc-provider@9"
 SECRET = "client-secret-for-tests-only"
+REDIRECT = "http://127.0.0.1:1/callback"  # never visited: the test reads the code from the redirect itself
 CLIENTS = {
     "desk-reader": "incidents:read",
     "desk-writer": "incidents:read incidents:write",
@@ -36,7 +41,10 @@ const provider = new Provider(issuer, {
   clients: Object.entries(clients).map(([id, scope]) => ({
     client_id: id, client_secret: "%(secret)s", grant_types: ["client_credentials"],
     redirect_uris: [], response_types: [], scope,
-  })),
+  })).concat([{
+    client_id: "desk-desktop", application_type: "native", token_endpoint_auth_method: "none",
+    grant_types: ["authorization_code"], response_types: ["code"], redirect_uris: ["%(redirect)s"],
+  }]),
   scopes: ["openid", "incidents:read", "incidents:write", "services:restart"],
   features: {
     clientCredentials: { enabled: true },
@@ -50,7 +58,7 @@ const provider = new Provider(issuer, {
       }),
     },
   },
-  extraTokenClaims: (ctx, token) => ({ preferred_username: token.clientId + "@example.test" }),
+  extraTokenClaims: (ctx, token) => ({ preferred_username: (token.accountId || token.clientId) + "@example.test" }),
 });
 provider.listen(port, "127.0.0.1", () => console.log("listening"));
 """
@@ -72,6 +80,52 @@ class OpenIDProvider:
         assert answer.status_code == 200, answer.text
         return str(answer.json()["access_token"])
 
+    def sign_in(self, user: str, resource: str, scope: str) -> str:
+        """A person's access token by authorization code + PKCE, through the provider's own login and consent pages
+        (devInteractions: any user name and password), as a desktop client's browser would go."""
+        verifier = secrets.token_urlsafe(48)
+        challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+        query = {
+            "client_id": "desk-desktop",
+            "response_type": "code",
+            "redirect_uri": REDIRECT,
+            "scope": f"openid {scope}",
+            "code_challenge": challenge,
+            "code_challenge_method": "S256",
+            "resource": resource,
+            "state": "state-1",
+        }
+        with httpx2.Client(base_url=self.issuer, timeout=10) as browser:
+            page = browser.get("/auth", params=query)
+            for _ in range(10):
+                location = page.headers.get("location", "")
+                if location.startswith(REDIRECT):
+                    break
+                if page.status_code in (302, 303):
+                    page = browser.get(location)
+                    continue
+                action = re.search(r'action="([^"]+)"', page.text)
+                assert action, page.text
+                fields = dict(re.findall(r'name="([^"]+)" value="([^"]*)"', page.text))
+                if 'name="login"' in page.text:
+                    fields.update(login=user, password="any")
+                page = browser.post(action.group(1), data=fields)
+            code = re.search(r"[?&]code=([^&]+)", location)
+            assert code, f"no code in the redirect: {location}"
+            answer = browser.post(
+                "/token",
+                data={
+                    "grant_type": "authorization_code",
+                    "code": code.group(1),
+                    "redirect_uri": REDIRECT,
+                    "code_verifier": verifier,
+                    "client_id": "desk-desktop",
+                    "resource": resource,
+                },
+            )
+        assert answer.status_code == 200, answer.text
+        return str(answer.json()["access_token"])
+
 
 @contextmanager
 def run_provider(tmp_path: Path) -> Iterator[OpenIDProvider]:
@@ -80,7 +134,7 @@ def run_provider(tmp_path: Path) -> Iterator[OpenIDProvider]:
     issuer = f"http://127.0.0.1:{port}"
     module = install_root(PACKAGE) / "node_modules" / "oidc-provider" / "lib" / "index.js"
     script = tmp_path / "provider.mjs"
-    script.write_text(SCRIPT % {"module": module.as_posix(), "secret": SECRET})
+    script.write_text(SCRIPT % {"module": module.as_posix(), "secret": SECRET, "redirect": REDIRECT})
     log = (tmp_path / "provider.log").open("wb")
     process = subprocess.Popen(
         ["node", str(script), issuer, str(port), json.dumps(CLIENTS)], stdout=log, stderr=subprocess.STDOUT

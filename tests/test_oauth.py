@@ -459,3 +459,17 @@ def test_oauth_settings_say_what_is_missing(tmp_path: Path, monkeypatch: pytest.
         check=False,
     )
     assert beyond.returncode == 2 and "needs public_url" in beyond.stderr, beyond.stderr
+
+
+async def test_a_person_signs_in_with_authorization_code_and_pkce_and_is_journaled(tmp_path: Path) -> None:
+    with run_provider(tmp_path) as provider:
+        env = {"INCIDENT_DESK_HTTP_AUTH": "oauth", "INCIDENT_DESK_OAUTH_ISSUER": provider.issuer}
+        with run_desk(tmp_path, **env) as desk:
+            token = provider.sign_in("alice", desk.url, "incidents:read incidents:write")
+            http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
+            async with http, Client(streamable_http_client(desk.url, http_client=http)) as client:
+                acked = await client.call_tool("acknowledge_incident", {"incidentId": "INC-1043"})
+                alice = f"alice@example.test (sub alice @ {provider.issuer})"
+                assert alice in text_of(acked)
+                activity = await client.call_tool("get_incident_activity", {"incidentId": "INC-1043"})
+                assert alice in text_of(activity)
