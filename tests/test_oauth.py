@@ -32,6 +32,7 @@ from mcp import Client
 from mcp.client.auth.extensions.client_credentials import ClientCredentialsOAuthProvider
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+from mcp_types import ElicitResult
 
 from incident_desk.oauth import IssuerUnavailable, OAuthVerifier, TokenRejected, resource_url
 from incident_desk.settings import SettingsError, load_settings
@@ -473,3 +474,26 @@ async def test_a_person_signs_in_with_authorization_code_and_pkce_and_is_journal
                 assert alice in text_of(acked)
                 activity = await client.call_tool("get_incident_activity", {"incidentId": "INC-1043"})
                 assert alice in text_of(activity)
+
+
+async def _approve(context: Any, params: Any) -> ElicitResult:
+    return ElicitResult(action="accept", content={"confirm": True, "ticket": "CHG-2291"})
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_a_restart_is_approved_in_the_persons_name(tmp_path: Path, mode: str) -> None:
+    with run_provider(tmp_path) as provider:
+        env = {"INCIDENT_DESK_HTTP_AUTH": "oauth", "INCIDENT_DESK_OAUTH_ISSUER": provider.issuer}
+        with run_desk(tmp_path, **env) as desk:
+            token = provider.sign_in("carol", desk.url, "incidents:read services:restart")
+            http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
+            client = Client(
+                streamable_http_client(desk.url, http_client=http), mode=mode, elicitation_callback=_approve
+            )
+            async with http, client:
+                restart = await client.call_tool("restart_service", {"service": "payments-api"})
+                assert text_of(restart).startswith("RESTARTED payments-api under CHG-2291"), text_of(restart)
+                journal = (await client.call_tool("get_audit_log", {})).structured_content
+                assert journal is not None
+                approvers = {entry["approver"] for entry in journal["decisions"]}
+                assert approvers == {f"carol@example.test (sub carol @ {provider.issuer})"}, journal
