@@ -174,9 +174,9 @@ class OAuthVerifier:
         scopes = frozenset(self._scope_names.get(name, name) for name in names)
         name = claims.get("preferred_username") or claims.get("email")
         return Principal(
-            subject=str(claims["sub"]),
+            subject=_printable(str(claims["sub"])),
             issuer=str(claims.get("iss", self.issuer)),
-            name=str(name) if name else None,
+            name=_printable(str(name)) if name else None,
             scopes=scopes,
             client_id=str(claims["client_id"]) if claims.get("client_id") else None,
         )
@@ -271,6 +271,11 @@ class OAuthVerifier:
         if not answer.get("sub"):
             raise TokenRejected("the issuer's introspection names no subject")
         return self._principal({**answer, "iss": self.issuer})
+
+
+def _printable(value: str) -> str:
+    """A claim as the journal and a header may carry it: no control characters, at most 200 characters."""
+    return "".join(char if char.isprintable() else "?" for char in value)[:200]
 
 
 def _rfc8414_url(issuer: str) -> str:

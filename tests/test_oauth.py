@@ -407,6 +407,7 @@ async def test_opaque_tokens_are_introspected_and_scopes_mapped() -> None:
     live = {"active": True, "sub": "u-7", "aud": audience, "exp": now + 600, "scope": "desk.read desk.write"}
     answers = {
         "opaque-live": {**live, "email": "bob@example.com"},
+        "opaque-forged-name": {**live, "preferred_username": "eve\r\nx-incident-desk-principal: root"},
         "opaque-expired": {**live, "exp": now - 3600},
         "opaque-elsewhere": {**live, "aud": "https://other.example.com/mcp"},
     }
@@ -424,6 +425,9 @@ async def test_opaque_tokens_are_introspected_and_scopes_mapped() -> None:
         assert person.scopes == {"incidents:read", "incidents:write"}
         assert seen[-1] == {"token": "opaque-live", "token_type_hint": "access_token"}
         assert verifier.issuer_scope("incidents:write") == "desk.write"
+        # A display name cannot smuggle a line into the journal or a header.
+        forged = await verifier.verify("opaque-forged-name")
+        assert forged.label == f"eve??x-incident-desk-principal: root (sub u-7 @ {FAKE_ISSUER})"
         assert verifier.issuer_scope("services:restart") == "services:restart"
         for token, reason in (
             ("opaque-expired", "expired"),
