@@ -130,7 +130,8 @@ def approver(ctx: Context) -> str:
     # Set only by BearerAuth after it checked the token; it strips any copy a client sent.
     principal = headers.get(PRINCIPAL_HEADER)
     if principal:
-        return principal
+        # The layer that set it wrote UTF-8 (an OAuth display name); Starlette reads header bytes as latin-1.
+        return principal.encode("latin-1").decode("utf-8", "replace")
     if headers:
         return f"http-unauthenticated:{_os_user()}"
     return f"os:{_os_user()}"

@@ -182,6 +182,9 @@ def run_doctor(settings: Settings, config_file: Path | None = None) -> int:
         report(True, "audit journal", f"{settings.audit_location} ({detail})")
     except AuditError as exc:
         report(False, "audit journal", str(exc))
+    if settings.http_auth == "oauth":
+        ok, detail = anyio.run(_check_issuer, settings)
+        report(ok, "OAuth issuer", detail)
     backend = credentials.backend_description()
     key = credentials.resolve_secret(settings.provider_api_key, settings.keyring_service, credentials.PROVIDER_API_KEY)
     needed_by = _secrets_from_the_keychain(settings)
@@ -218,6 +221,16 @@ def run_doctor(settings: Settings, config_file: Path | None = None) -> int:
     )
     sys.stdout.write(f"\n{'all checks passed' if not failures else f'{failures} check(s) failed'}\n")
     return 0 if not failures else 1
+
+
+async def _check_issuer(settings: Settings) -> tuple[bool, str]:
+    from incident_desk.http import MCP_PATH
+    from incident_desk.oauth import IssuerUnavailable, resource_url, verifier_for
+
+    try:
+        return True, await verifier_for(settings, resource_url(settings, MCP_PATH)).check()
+    except IssuerUnavailable as exc:
+        return False, str(exc)
 
 
 def _check_log_source(source: LogSourceConfig) -> tuple[bool, str]:

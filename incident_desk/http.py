@@ -9,6 +9,7 @@ from __future__ import annotations
 import socket
 import sys
 
+import anyio
 import structlog
 from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
@@ -23,6 +24,8 @@ from incident_desk.http_limits import guarded_protocol
 from incident_desk.http_peers import ClientAddress, RebindingGuard
 from incident_desk.http_replica import ReplicaTag
 from incident_desk.http_sessions import SessionLimiter
+from incident_desk.oauth import IssuerUnavailable, OAuthVerifier, resource_url, verifier_for
+from incident_desk.oauth_http import OAuthBearer
 from incident_desk.settings import Settings, is_loopback
 from incident_desk.telemetry import CONTENT_TYPE, CallTelemetry
 
@@ -48,7 +51,7 @@ def transport_security(settings: Settings) -> TransportSecuritySettings:
     )
 
 
-def build_asgi(server: MCPServer, app: DeskApp, token: str | None) -> ASGIApp:
+def build_asgi(server: MCPServer, app: DeskApp, token: str | None, verifier: OAuthVerifier | None = None) -> ASGIApp:
     settings = app.settings
 
     async def healthz(_: Request) -> Response:
@@ -89,6 +92,10 @@ def build_asgi(server: MCPServer, app: DeskApp, token: str | None) -> ASGIApp:
         if settings.replica_tag:
             asgi = ReplicaTag(asgi, settings.replica_tag)
     # Outermost first: the real client address, then Host and Origin, then the token, then the accounting.
+    if settings.http_auth == "oauth":
+        resource = resource_url(settings, MCP_PATH)
+        asgi = OAuthBearer(asgi, verifier or verifier_for(settings, resource), resource=resource, mcp_path=MCP_PATH)
+        token = None  # the shared token's layer keeps its header and URL checks; OAuthBearer checks the person
     authenticated = BearerAuth(asgi, token)
     guarded = RebindingGuard(authenticated, path=MCP_PATH, security=security)
     return ClientAddress(guarded, settings.trusted_proxies)
@@ -129,8 +136,24 @@ def serve_http(server: MCPServer, app: DeskApp) -> int:
     import uvicorn
 
     settings = app.settings
-    token, source = resolve_token(settings)
-    if token is None and not is_loopback(settings.host):
+    verifier: OAuthVerifier | None = None
+    if settings.http_auth == "oauth":
+        token, source = None, None
+        if settings.public_url is None and not is_loopback(settings.host):
+            sys.stderr.write(
+                "incident-desk: http_auth = 'oauth' beyond loopback needs public_url (the address clients use, "
+                "e.g. https://desk.example.com): it is the resource tokens must be issued for.\n"
+            )
+            return 2
+        verifier = verifier_for(settings, resource_url(settings, MCP_PATH))
+        try:
+            anyio.run(verifier.warm)
+        except IssuerUnavailable as exc:
+            # Served anyway: each request answers 503 naming the problem until the issuer is back.
+            logger.warning("the OAuth issuer is unavailable at start; tokens cannot be checked yet", problem=str(exc))
+    else:
+        token, source = resolve_token(settings)
+    if token is None and verifier is None and not is_loopback(settings.host):
         sys.stderr.write(
             f"incident-desk: refusing to serve on {settings.host}: binding beyond loopback requires a bearer "
             "token. Create one with `incident-desk token create` (keychain) or set INCIDENT_DESK_HTTP_TOKEN.\n"
@@ -155,13 +178,13 @@ def serve_http(server: MCPServer, app: DeskApp) -> int:
             "Is another desk already running there? Choose another port with --port or INCIDENT_DESK_PORT.\n"
         )
         return 2
-    asgi = build_asgi(server, app, token)
+    asgi = build_asgi(server, app, token, verifier)
     logger.info(
         "serving Streamable HTTP",
         url=f"http://{settings.host}:{settings.port}{MCP_PATH}",
         stateless=settings.stateless,
         replica_tag=settings.replica_tag,
-        auth="bearer token from " + source if token and source else "none (loopback only)",
+        auth=_auth_description(settings, token, source),
         **{f"era_{era}": features for era, features in era_features(stateless=settings.stateless).items()},
     )
     config = uvicorn.Config(
@@ -178,6 +201,12 @@ def serve_http(server: MCPServer, app: DeskApp) -> int:
     )
     uvicorn.Server(config).run(sockets=[listener])
     return 0
+
+
+def _auth_description(settings: Settings, token: str | None, source: str | None) -> str:
+    if settings.http_auth == "oauth":
+        return f"OAuth access tokens from {settings.oauth_issuer}"
+    return "bearer token from " + source if token and source else "none (loopback only)"
 
 
 def listen(host: str, port: int) -> socket.socket:

@@ -87,6 +87,10 @@ class SessionLimiter:
         if session is None:
             await self._app(scope, receive, send)
             return
+        if headers.get(PRINCIPAL_HEADER.encode(), b"").decode("latin-1") != session.owner[0]:
+            # A session belongs to the person who opened it: another token gets the SDK's "no such session".
+            await _not_found(send)
+            return
         session.in_flight += 1
         status = 0
 
@@ -225,4 +229,16 @@ async def _desk_full(send: Send, max_sessions: int) -> None:
         (b"content-length", str(len(body)).encode()),
     ]
     await send({"type": "http.response.start", "status": 503, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _not_found(send: Send) -> None:
+    body = b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Session not found"}}'
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 404,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
     await send({"type": "http.response.body", "body": body})

@@ -187,6 +187,50 @@ class Settings(BaseSettings):
         default=None,
         description="Shared key sealing multi-round-trip state across replicas (env or keychain).",
     )
+    http_auth: Literal["token", "oauth"] = Field(
+        default="token",
+        description="How HTTP callers prove who they are: one shared bearer token (token) or per-person OAuth "
+        "access tokens checked against oauth_issuer (oauth, see docs/oauth.md).",
+    )
+    public_url: str | None = Field(
+        default=None,
+        pattern=r"^https?://[^\s/?#]+(/[^\s?#]*)?$",
+        description="The desk's address as clients reach it, e.g. https://desk.example.com; its /mcp URL is the "
+        "OAuth resource and default audience (unset: http://host:port).",
+    )
+    oauth_issuer: str | None = Field(
+        default=None,
+        pattern=r"^https?://[^\s?#]+$",
+        description="The authorization server's issuer URL, exactly as its tokens' iss claim spells it.",
+    )
+    oauth_audience: str | None = Field(
+        default=None, min_length=1, description="The aud claim tokens must carry (default: the public /mcp URL)."
+    )
+    oauth_jwks_url: str | None = Field(
+        default=None,
+        pattern=r"^https?://[^\s]+$",
+        description="The issuer's JWKS (default: jwks_uri from the issuer's discovery metadata).",
+    )
+    oauth_introspection_url: str | None = Field(
+        default=None,
+        pattern=r"^https?://[^\s]+$",
+        description="RFC 7662 introspection endpoint for opaque (non-JWT) tokens; its client credentials come from "
+        "INCIDENT_DESK_OAUTH_INTROSPECTION_CLIENT_ID / _SECRET.",
+    )
+    oauth_introspection_client_id: str | None = Field(
+        default=None, description="Client id the desk introspects with (environment only)."
+    )
+    oauth_introspection_client_secret: SecretStr | None = Field(
+        default=None, description="Client secret the desk introspects with (environment only)."
+    )
+    oauth_scope_map: dict[Literal["incidents:read", "incidents:write", "services:restart"], str] = Field(
+        default_factory=dict,
+        description="The issuer's scope names for the desk's scopes when they differ, e.g. "
+        '{"incidents:read" = "api://desk/incidents.read"}.',
+    )
+    oauth_timeout_seconds: float = Field(
+        default=5.0, gt=0, le=60, description="Deadline of each call to the issuer (metadata, JWKS, introspection)."
+    )
 
     metrics: bool = Field(
         default=True, description="Serve Prometheus metrics at /metrics on the HTTP desk (behind its token)."
@@ -370,6 +414,12 @@ class Settings(BaseSettings):
         for setting, names in (("enabled_tools", self.enabled_tools or []), ("disabled_tools", self.disabled_tools)):
             if unknown := unknown_names(names):
                 raise ValueError(f"{setting}: no such tool {', '.join(unknown)} (tools: {', '.join(ALL_TOOLS)})")
+        return self
+
+    @model_validator(mode="after")
+    def _oauth_needs_an_issuer(self) -> Settings:
+        if self.http_auth == "oauth" and not self.oauth_issuer:
+            raise ValueError("oauth_issuer is required when http_auth is 'oauth'")
         return self
 
     @model_validator(mode="after")

@@ -17,7 +17,9 @@ if TYPE_CHECKING:
 
 ENV_PREFIX = "INCIDENT_DESK_"
 # The settings that hold secrets: never accepted from a config file, never handed to a restart command.
-SECRET_SETTINGS = frozenset({"provider_api_key", "http_token", "sealing_key", "audit_db_password"})
+SECRET_SETTINGS = frozenset(
+    {"provider_api_key", "http_token", "sealing_key", "audit_db_password", "oauth_introspection_client_secret"}
+)
 
 # Keychain entry names (the keyring "username" under the configured service).
 PROVIDER_API_KEY = "provider-api-key"

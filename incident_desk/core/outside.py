@@ -93,6 +93,7 @@ class Request:
     params: Mapping[str, str] | None = None
     headers: Mapping[str, str] = field(default_factory=dict)
     json_body: Any = None
+    form: Mapping[str, str] | None = None  # an application/x-www-form-urlencoded body (OAuth endpoints)
     auth: tuple[str, str] | None = None  # basic auth (user, password)
 
 
@@ -194,6 +195,7 @@ def _exchange(request: Request, stop: threading.Event) -> Response:
                 params=request.params,
                 headers=dict(request.headers),
                 json=request.json_body,
+                data=dict(request.form) if request.form is not None else None,
                 auth=httpx2.BasicAuth(*request.auth) if request.auth else None,
             ) as response,
         ):

@@ -1,0 +1,162 @@
+"""The OAuth layer of the HTTP desk: Protected Resource Metadata (RFC 9728), 401 challenges, scopes per tool.
+
+It sits where the shared-token check sits in ``token`` mode (inside ``auth.BearerAuth``, which still refuses two
+Authorization headers or a credential in the URL and strips any principal header a client sent). A checked token
+names its person in that header for the journal and the session limiter; a tool call beyond the caller's scopes
+is answered 403 ``insufficient_scope`` naming the scope needed, before the SDK sees it, so clients can step up.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import structlog
+
+from incident_desk.auth import HEALTH_PATH, PRINCIPAL_HEADER, ASGIApp, Message, Receive, Scope, Send
+from incident_desk.oauth import READ, RESTART, SCOPES, WRITE, IssuerUnavailable, OAuthVerifier, TokenRejected
+
+logger = structlog.get_logger(__name__)
+
+PRM_PATH = "/.well-known/oauth-protected-resource"
+MAX_INSPECTED_BODY = 4 * 1024 * 1024  # a JSON-RPC request whose tool call is read for its scope
+TOOL_SCOPES = {
+    "acknowledge_incident": WRITE,
+    "add_incident_note": WRITE,
+    "resolve_incident": WRITE,
+    "silence_incident": WRITE,
+    "unsilence_incident": WRITE,
+    "restart_service": RESTART,
+}
+
+
+def tool_scope(name: object) -> str:
+    """The scope a tool call needs: reading is incidents:read, acting incidents:write, restarting its own."""
+    return TOOL_SCOPES.get(name, READ) if isinstance(name, str) else READ
+
+
+class OAuthBearer:
+    """Serve the PRM document; let in requests whose access token checks out and whose scopes suffice."""
+
+    def __init__(self, app: ASGIApp, verifier: OAuthVerifier, *, resource: str, mcp_path: str) -> None:
+        self._app = app
+        self._verifier = verifier
+        self._resource = resource
+        self._mcp_path = mcp_path
+        base = resource[: -len(mcp_path)] if resource.endswith(mcp_path) else resource.rstrip("/")
+        self.metadata_url = f"{base}{PRM_PATH}{mcp_path}"
+        self._metadata = json.dumps(
+            {
+                "resource": resource,
+                "authorization_servers": [verifier.issuer],
+                "scopes_supported": [verifier.issuer_scope(scope) for scope in SCOPES],
+                "bearer_methods_supported": ["header"],
+                "resource_name": "incident-desk",
+            }
+        ).encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope.get("path") == HEALTH_PATH:
+            await self._app(scope, receive, send)
+            return
+        path = scope.get("path")
+        if path in (PRM_PATH, PRM_PATH + self._mcp_path):
+            await _answer(send, 200, self._metadata, [(b"cache-control", b"max-age=3600")])
+            return
+        headers = list(scope.get("headers", []))
+        presented = next((value for name, value in headers if name.lower() == b"authorization"), b"")
+        scheme, _, credential = presented.decode("latin-1").partition(" ")
+        if scheme.lower() != "bearer" or not credential.strip():
+            await self._challenge(send, 401, None, "a bearer access token is required", READ)
+            return
+        try:
+            principal = await self._verifier.verify(credential.strip())
+        except TokenRejected as exc:
+            logger.info("access token refused", reason=str(exc))
+            await self._challenge(send, 401, "invalid_token", str(exc), READ)
+            return
+        except IssuerUnavailable as exc:
+            logger.warning("cannot check access tokens: the issuer is unavailable", problem=str(exc))
+            refusal = {"error": "issuer_unavailable", "message": f"cannot check the token: {exc}"}
+            await _answer(send, 503, json.dumps(refusal).encode(), [(b"retry-after", b"5")])
+            return
+        needed = READ
+        if scope.get("method") == "POST" and path == self._mcp_path:
+            payload, receive = await _buffered(receive)
+            if payload is None:
+                await _answer(send, 413, b'{"error":"request_too_large"}', [])
+                return
+            needed = next((s for s in _called_tools_scopes(payload) if s not in principal.scopes), READ)
+        if needed not in principal.scopes:
+            logger.info("call beyond the token's scopes", principal=principal.label, needed=needed)
+            await self._challenge(send, 403, "insufficient_scope", f"this needs the scope {needed}", needed)
+            return
+        headers.append((PRINCIPAL_HEADER.encode(), principal.label.encode()))
+        await self._app({**scope, "headers": headers}, receive, send)
+
+    async def _challenge(self, send: Send, status: int, error: str | None, message: str, scope: str) -> None:
+        wanted = self._verifier.issuer_scope(scope)
+        parts = [f'resource_metadata="{self.metadata_url}"', f'scope="{wanted}"']
+        if error:
+            parts.insert(0, f'error="{error}"')
+            parts.append('error_description="' + message.replace('"', "'") + '"')
+        challenge = "Bearer " + ", ".join(parts)
+        body = json.dumps({"error": error or "unauthorized", "message": message, "scope": wanted}).encode()
+        await _answer(send, status, body, [(b"www-authenticate", challenge.encode("latin-1", "replace"))])
+
+
+def _called_tools_scopes(body: bytes) -> list[str]:
+    """The scopes the tool calls in a JSON-RPC request (or batch) need; bad JSON is the SDK's to answer."""
+    try:
+        parsed: Any = json.loads(body)
+    except ValueError:
+        return []
+    messages = parsed if isinstance(parsed, list) else [parsed]
+    return [
+        tool_scope((message.get("params") or {}).get("name") if isinstance(message.get("params"), dict) else None)
+        for message in messages
+        if isinstance(message, dict) and message.get("method") == "tools/call"
+    ]
+
+
+async def _buffered(receive: Receive) -> tuple[bytes | None, Receive]:
+    """The whole request body (None past the cap) and a receive that replays it to the app."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunk = bytes(message.get("body", b""))
+        size += len(chunk)
+        if size > MAX_INSPECTED_BODY:
+            return None, receive
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    body = b"".join(chunks)
+    replayed = False
+
+    async def replay() -> Message:
+        nonlocal replayed
+        if not replayed:
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return body, replay
+
+
+async def _answer(send: Send, status: int, body: bytes, extra: list[tuple[bytes, bytes]]) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                *extra,
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
