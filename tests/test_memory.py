@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 import uuid
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -20,10 +20,12 @@ from mcp.shared.exceptions import MCPError
 from incident_desk.app import DeskApp
 from incident_desk.core.memory import Memory, SqliteMemory, normalise, signature_of
 from incident_desk.server import build_server
+from tests.alertmanager import alert, needs_alertmanager, running_alertmanager
 from tests.helpers import AppFactory, connect, text_of
 from tests.memory_corpus import KINDS, corpus, log_head
 from tests.postgres_cluster import PASSWORD, Cluster, running_cluster, unavailable_reason
 from tests.restart_helpers import APPROVER
+from tests.test_sources_alertmanager import STARTED, folder_desk, sources
 
 pytestmark = pytest.mark.anyio
 needs_postgres = pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))
@@ -239,3 +241,31 @@ async def test_read_only_desk_hides_save_postmortem_but_still_remembers(make_app
     assert refused.is_error
     assert similar.structured_content["incidents"][0]["incident_id"] == "INC-1"
     assert "save_postmortem" not in prompt.messages[0].content.text  # type: ignore[union-attr]
+
+
+@needs_alertmanager
+async def test_an_alert_that_left_alertmanager_is_still_remembered(make_app: AppFactory, tmp_path: Path) -> None:
+    (tmp_path / "am").mkdir()
+    with running_alertmanager(tmp_path / "am") as manager:
+        manager.post(
+            alert("KafkaConsumerLag", starts=STARTED, service="billing", severity="critical", summary="lag growing")
+        )
+        desk = folder_desk(tmp_path / "desk")
+        app = make_app(data_dir=desk, incident_sources=sources(manager, cache_seconds=0))
+        await _served(app)
+        (alert_id,) = [i.id for i in (await app.listing()).incidents.values() if i.source != "folder"]
+        manager.post(
+            alert(
+                "KafkaConsumerLag",
+                starts=STARTED,
+                ends=datetime.now(UTC) - timedelta(seconds=1),
+                service="billing",
+                severity="critical",
+            )
+        )
+        later = make_app(data_dir=desk, incident_sources=sources(manager, cache_seconds=0))  # the desk restarted
+        listing = await later.listing()
+        assert alert_id not in listing.incidents
+        found = await later.similar_incidents("KafkaConsumerLag billing", None, 5)
+    assert [item.incident.incident_id for item in found][:1] == [alert_id]
+    assert found[0].incident.source != "folder" and "alertname=KafkaConsumerLag" in found[0].incident.labels

@@ -30,6 +30,11 @@ SIGNATURE_HEAD_BYTES = 64 * 1024
 # The most words of a query matched, and the most answers one call returns.
 MAX_QUERY_WORDS = 48
 MAX_SIMILAR = 20
+# A query matches at most this many of its rarest words; a word in more than this share of remembered incidents
+# (and in more than the floor) is left out unless no word is rarer.
+TELLING_WORDS = 12
+COMMON_WORD_SHARE = 0.05
+COMMON_WORD_FLOOR = 50
 
 # Stripped from error lines before they are remembered: these change from one run of a failure to the next.
 _VOLATILE = LinearPattern(
@@ -210,6 +215,7 @@ _SCHEMA = [
     UNIQUE (desk, incident_id)
 )""",
     "CREATE VIRTUAL TABLE IF NOT EXISTS memory_text USING fts5(desk UNINDEXED, body, tokenize='unicode61')",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS memory_words USING fts5vocab(memory_text, row)",
     """CREATE TABLE IF NOT EXISTS postmortems (
     desk TEXT NOT NULL,
     incident_id TEXT NOT NULL,
@@ -291,7 +297,22 @@ class SqliteMemory:
 
     def remember(self, incident: Remembered) -> None:
         """Keep ``incident`` (replacing what was kept of it): one transaction for the row and its index entry."""
-        incident = bounded(incident)
+        self.remember_many([incident])
+
+    def remember_many(self, incidents: Iterable[Remembered]) -> None:
+        """Keep each of ``incidents`` in one transaction (the bench fills a large memory this way)."""
+        with self._connect() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                for incident in incidents:
+                    self._upsert(conn, bounded(incident))
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+    def _upsert(self, conn: sqlite3.Connection, incident: Remembered) -> None:
         row = (
             self.desk,
             incident.incident_id,
@@ -308,23 +329,14 @@ class SqliteMemory:
             incident.restarts,
             incident.silences,
         )
-        with self._connect() as conn:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                conn.execute(_UPSERT, row)
-                (row_id,) = conn.execute(
-                    "SELECT id FROM memory WHERE desk = ? AND incident_id = ?", (self.desk, incident.incident_id)
-                ).fetchone()
-                conn.execute("DELETE FROM memory_text WHERE rowid = ?", (row_id,))
-                conn.execute(
-                    "INSERT INTO memory_text (rowid, desk, body) VALUES (?, ?, ?)",
-                    (row_id, self.desk, incident.words()),
-                )
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
+        conn.execute(_UPSERT, row)
+        (row_id,) = conn.execute(
+            "SELECT id FROM memory WHERE desk = ? AND incident_id = ?", (self.desk, incident.incident_id)
+        ).fetchone()
+        conn.execute("DELETE FROM memory_text WHERE rowid = ?", (row_id,))
+        conn.execute(
+            "INSERT INTO memory_text (rowid, desk, body) VALUES (?, ?, ?)", (row_id, self.desk, incident.words())
+        )
 
     def recall(self, incident_id: str) -> Remembered | None:
         with self._connect() as conn:
@@ -340,6 +352,9 @@ class SqliteMemory:
         if not words:
             return []
         with self._connect() as conn:
+            words = _telling(conn, words)
+            if not words:
+                return []
             rows = conn.execute(_SIMILAR, (fts_query(words), self.desk, exclude, limit)).fetchall()
         return [Similar(remembered_from_row(row[:-1]), round(float(row[-1]), 4)) for row in rows]
 
@@ -372,6 +387,22 @@ class SqliteMemory:
         with self._connect() as conn:
             (total,) = conn.execute("SELECT COUNT(*) FROM memory WHERE desk = ?", (self.desk,)).fetchone()
         return int(total)
+
+
+def _telling(conn: sqlite3.Connection, words: list[str]) -> list[str]:
+    """The words that tell incidents apart: those some remembered incident has, rarest first, leaving out words
+    most incidents share (they rank nothing and would make the ranker score most of a large memory)."""
+    placeholders = ", ".join("?" * len(words))
+    found = conn.execute(
+        f"SELECT term, doc FROM memory_words WHERE term IN ({placeholders})",  # noqa: S608 -- placeholders only
+        words,
+    ).fetchall()
+    # Every remembered incident's row id, not a count: a count would read the whole table on every query.
+    (total,) = conn.execute("SELECT coalesce(max(id), 0) FROM memory").fetchone()
+    common = max(COMMON_WORD_FLOOR, int(total) * COMMON_WORD_SHARE)
+    ranked = sorted((int(doc), str(term)) for term, doc in found)
+    rare = [term for doc, term in ranked if doc <= common]
+    return (rare or [term for _, term in ranked])[:TELLING_WORDS]
 
 
 def parse_time(value: object) -> datetime:
