@@ -180,5 +180,6 @@ async def test_the_timeline_and_the_postmortem_include_the_activity_log(make_app
     assert "journalled" not in plain_text  # nothing done yet: the prompt of DESIGN §2 and the sentence on saving it
     save = "\n\n" + SAVE_SENTENCE.format(id="INC-1043")
     assert plain_text.endswith(save) and text.endswith(save)
-    assert text.startswith(plain_text.removesuffix(save) + "\n\nWhat the on-call desk journalled for this incident (who did what, UTC):\n")
+    journalled = "\n\nWhat the on-call desk journalled for this incident (who did what, UTC):\n"
+    assert text.startswith(plain_text.removesuffix(save) + journalled)
     assert "note by" in text and "scaled search-api to 6" in text and "resolve by" in text and "CHG-3" in text
