@@ -136,7 +136,7 @@ class DeskApp:
         if current is None:
             current = await self._off_loop(self.desk.waits_on_sources(), self.desk.listing, wait)
         if self.memory is not None:
-            self.memory.offer(current.incidents.values())
+            self.memory.offer_listing(current.incidents)
         return current
 
     async def incident(self, incident_id: str) -> Incident:

@@ -26,6 +26,8 @@ logger = structlog.get_logger(__name__)
 LogReader = Callable[[str, Callable[[BinaryIO], bytes]], bytes]
 # Restarts looked at when counting those done for an incident: the journal's newest decisions.
 RESTARTS_LOOKED_AT = 500
+# Incidents remembered in one write (one transaction, one sync to disk).
+BATCH = 100
 _RESTARTED = frozenset({Outcome.EXECUTED, Outcome.SIMULATED})
 
 
@@ -44,6 +46,14 @@ class MemoryKeeper:
         self._queue: queue.Queue[Incident] = queue.Queue()
         self._worker: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._last_listing: dict[str, Incident] | None = None
+
+    def offer_listing(self, incidents: dict[str, Incident]) -> None:
+        """:meth:`offer` a listing's incidents, once per listing: a fresh listing is the same object again."""
+        if incidents is self._last_listing:
+            return
+        self._last_listing = incidents
+        self.offer(incidents.values())
 
     def offer(self, incidents: Iterable[Incident]) -> None:
         """Queue each incident not yet remembered as it is now (cheap: called on the event loop)."""
@@ -94,12 +104,29 @@ class MemoryKeeper:
                         self._worker = None
                         return
                 continue
+            batch = [incident]
+            while len(batch) < BATCH:
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
             try:
-                self.memory.remember(self._build(incident))
-            except Exception as exc:  # one incident that cannot be remembered must not stop the others
-                logger.warning("incident not remembered", incident=incident.id, problem=str(exc))
+                self._remember(batch)
             finally:
-                self._queue.task_done()
+                for _ in batch:
+                    self._queue.task_done()
+
+    def _remember(self, batch: list[Incident]) -> None:
+        """One write for the batch; when it fails, each incident alone, so one bad row stops no other."""
+        try:
+            self.memory.remember_many([self._build(incident) for incident in batch])
+            return
+        except Exception as exc:
+            if len(batch) == 1:
+                logger.warning("incident not remembered", incident=batch[0].id, problem=str(exc))
+                return
+        for incident in batch:
+            self._remember([incident])
 
     def _build(self, incident: Incident) -> Remembered:
         try:

@@ -7,6 +7,7 @@ journal row); rows are scoped per desk like the journal's.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from incident_desk.core.audit_pg import PostgresJournal
@@ -90,6 +91,10 @@ class PostgresMemory:
 
     def _connect(self, doing: str) -> Any:
         return self._journal.connection(f"{doing} (incident memory)")
+
+    def remember_many(self, incidents: Iterable[Remembered]) -> None:
+        for incident in incidents:
+            self.remember(incident)
 
     def remember(self, incident: Remembered) -> None:
         incident = bounded(incident)
