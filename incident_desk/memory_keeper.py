@@ -70,6 +70,11 @@ class MemoryKeeper:
             self._queue.put(incident)
             self._start()
 
+    @property
+    def pending(self) -> int:
+        """Incidents queued and not yet remembered."""
+        return self._queue.unfinished_tasks
+
     def wait_idle(self, timeout: float = 30.0) -> bool:
         """Block until everything queued is remembered (tests and the bench); False on timeout."""
         done = threading.Event()

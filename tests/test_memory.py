@@ -9,6 +9,7 @@ apart; a saved postmortem round-trips and is pointed at; a read-only desk offers
 from __future__ import annotations
 
 import random
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -21,7 +22,7 @@ from incident_desk.app import DeskApp
 from incident_desk.core.memory import Memory, SqliteMemory, normalise, signature_of
 from incident_desk.server import build_server
 from tests.alertmanager import alert, needs_alertmanager, running_alertmanager
-from tests.helpers import AppFactory, connect, text_of
+from tests.helpers import AppFactory, connect, synthetic_incidents, text_of
 from tests.memory_corpus import KINDS, corpus, log_head
 from tests.postgres_cluster import PASSWORD, Cluster, running_cluster, unavailable_reason
 from tests.restart_helpers import APPROVER
@@ -269,3 +270,20 @@ async def test_an_alert_that_left_alertmanager_is_still_remembered(make_app: App
         found = await later.similar_incidents("KafkaConsumerLag billing", None, 5)
     assert [item.incident.incident_id for item in found][:1] == [alert_id]
     assert found[0].incident.source != "folder" and "alertname=KafkaConsumerLag" in found[0].incident.labels
+
+
+async def test_remembering_thousands_of_incidents_never_holds_up_a_call(make_app: AppFactory, tmp_path: Path) -> None:
+    app = make_app(data_dir=synthetic_incidents(tmp_path / "desk", 2000))
+    async with connect(build_server(app), "legacy") as client:
+        await client.call_tool("list_incidents", {})
+        assert app.memory is not None
+        slowest, pings_while_busy = 0.0, 0
+        deadline = time.monotonic() + 120
+        while app.memory.pending and time.monotonic() < deadline:
+            began = time.perf_counter()
+            await client.send_ping()
+            slowest = max(slowest, time.perf_counter() - began)
+            pings_while_busy += 1
+        assert app.memory.wait_idle(120)
+    assert pings_while_busy > 0 and slowest < 0.5
+    assert app.memory.memory.count() == 2000
