@@ -9,6 +9,7 @@ apart; a saved postmortem round-trips and is pointed at; a read-only desk offers
 from __future__ import annotations
 
 import random
+import sqlite3
 import time
 import uuid
 from collections.abc import Iterator
@@ -287,3 +288,45 @@ async def test_remembering_thousands_of_incidents_never_holds_up_a_call(make_app
         assert app.memory.wait_idle(120)
     assert pings_while_busy > 0 and slowest < 0.5
     assert app.memory.memory.count() == 2000
+
+
+@needs_postgres
+async def test_replicas_of_a_team_desk_answer_the_same_and_keep_postmortems(
+    make_app: AppFactory, cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("INCIDENT_DESK_AUDIT_DB_PASSWORD", PASSWORD)
+    url = cluster.new_database(f"memory_{uuid.uuid4().hex[:12]}")
+    desk = _oom_desk(tmp_path / "desk")
+    first, second = make_app(data_dir=desk, audit_db=url), make_app(data_dir=desk, audit_db=url)
+    other = make_app(data_dir=desk, audit_db=url, desk_name="another-team")
+    try:
+        await _served(first)
+        async with connect(build_server(first), "legacy") as client:
+            saved = await client.call_tool("save_postmortem", {"incidentId": "INC-1", "markdown": "# OOM\n"})
+        assert not saved.is_error, text_of(saved)
+        async with connect(build_server(second), "2026-07-28") as client:
+            similar = await client.call_tool("find_similar_incidents", {"query": "OOMKilled memory limit"})
+            read = text_of(await client.read_resource("postmortem://INC-1"))
+        found = [entry["incident_id"] for entry in similar.structured_content["incidents"]]
+        on_first = await first.similar_incidents("OOMKilled memory limit", None, 2)
+        assert found[:2] == [item.incident.incident_id for item in on_first]
+        assert "INC-1" in found and read == "# OOM\n"
+        assert await other.similar_incidents("OOMKilled memory limit", None, 5) == []
+    finally:
+        for app in (first, second, other):
+            app.journal.close()
+
+
+def test_memory_tables_join_an_existing_journal_without_touching_its_rows(tmp_path: Path) -> None:
+    from incident_desk.core.audit import AuditJournal, Decision
+
+    path = tmp_path / "journal.sqlite3"
+    journal = AuditJournal(path, desk="kept")
+    journal.record(Decision(service="db", outcome="executed", ticket="CHG-1", approver="a", protocol_era="legacy"))
+    memory = SqliteMemory(path, "kept")
+    SqliteMemory(path, "kept")  # opened again, as every start does: nothing is created twice
+    again = AuditJournal(path, desk="kept")
+    assert again.count() == 1 and again.recent(1)[0].ticket == "CHG-1"
+    assert memory.count() == 0
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
