@@ -8,6 +8,7 @@ deterministic (ties broken by incident id) and needs no model and no network.
 
 from __future__ import annotations
 
+import hashlib
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import closing, contextmanager
@@ -191,6 +192,11 @@ def query_words(text: str) -> list[str]:
     return list(seen)
 
 
+def desk_token(desk: str) -> str:
+    """One word standing for ``desk`` in the full-text index (a desk name may hold any character)."""
+    return "desk" + hashlib.sha256(desk.encode("utf-8")).hexdigest()[:24]
+
+
 def fts_query(words: Iterable[str]) -> str:
     """An FTS5 query matching any of ``words`` (each quoted: a word is never an operator)."""
     return " OR ".join(f'"{word}"' for word in words)
@@ -215,7 +221,7 @@ _SCHEMA = [
     silences INTEGER NOT NULL DEFAULT 0,
     UNIQUE (desk, incident_id)
 )""",
-    "CREATE VIRTUAL TABLE IF NOT EXISTS memory_text USING fts5(desk UNINDEXED, body, tokenize='unicode61')",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS memory_text USING fts5(desk, body, tokenize='unicode61')",
     "CREATE VIRTUAL TABLE IF NOT EXISTS memory_words USING fts5vocab(memory_text, row)",
     """CREATE TABLE IF NOT EXISTS postmortems (
     desk TEXT NOT NULL,
@@ -244,14 +250,17 @@ _RECALL = (
     "EXISTS (SELECT 1 FROM postmortems p WHERE p.desk = m.desk AND p.incident_id = m.incident_id) FROM memory m WHERE "
     "desk = ? AND incident_id = ?"
 )
-# BM25 over this desk's entries; ties (equal rank) are broken by incident id, so the answer is deterministic.
+# BM25 over the body of this desk's entries (the desk column holds the desk's token, matched, weighted 0): FTS5
+# finds the best few itself (ORDER BY rank LIMIT), the rows are joined after. A few more than asked for are read
+# so ties at the cut are broken by incident id, whichever FTS5 met first: the answer is deterministic.
 _SIMILAR = (
     "SELECT m.incident_id, m.title, m.service, m.source, m.opened, m.status, m.labels, m.signature, m.notes, "
     "m.resolution, m.resolved, m.restarts, m.silences, "
-    "EXISTS (SELECT 1 FROM postmortems p WHERE p.desk = m.desk AND p.incident_id = m.incident_id), -t.rank FROM "
-    "memory_text t JOIN memory m ON m.id = t.rowid "
-    "WHERE memory_text MATCH ? AND t.desk = ? AND m.incident_id IS NOT ? ORDER BY t.rank, m.incident_id LIMIT ?"
+    "EXISTS (SELECT 1 FROM postmortems p WHERE p.desk = m.desk AND p.incident_id = m.incident_id), t.rank FROM "
+    "(SELECT rowid, rank FROM memory_text WHERE memory_text MATCH ? AND rank MATCH 'bm25(0.0, 1.0)' "
+    "ORDER BY rank LIMIT ?) t JOIN memory m ON m.id = t.rowid WHERE m.desk = ?"
 )
+TIE_MARGIN = 10
 BUSY_TIMEOUT_SECONDS = 10.0
 
 
@@ -336,7 +345,8 @@ class SqliteMemory:
         ).fetchone()
         conn.execute("DELETE FROM memory_text WHERE rowid = ?", (row_id,))
         conn.execute(
-            "INSERT INTO memory_text (rowid, desk, body) VALUES (?, ?, ?)", (row_id, self.desk, incident.words())
+            "INSERT INTO memory_text (rowid, desk, body) VALUES (?, ?, ?)",
+            (row_id, desk_token(self.desk), incident.words()),
         )
 
     def recall(self, incident_id: str) -> Remembered | None:
@@ -356,8 +366,11 @@ class SqliteMemory:
             words = _telling(conn, words)
             if not words:
                 return []
-            rows = conn.execute(_SIMILAR, (fts_query(words), self.desk, exclude, limit)).fetchall()
-        return [Similar(remembered_from_row(row[:-1]), round(float(row[-1]), 4)) for row in rows]
+            match = f'desk : "{desk_token(self.desk)}" AND body : ({fts_query(words)})'
+            rows = conn.execute(_SIMILAR, (match, limit + 1 + TIE_MARGIN, self.desk)).fetchall()
+        found = [(float(row[-1]), remembered_from_row(row[:-1])) for row in rows if str(row[0]) != exclude]
+        found.sort(key=lambda item: (item[0], item[1].incident_id))
+        return [Similar(past, round(-rank, 4)) for rank, past in found[:limit]]
 
     def save_postmortem(self, postmortem: Postmortem) -> None:
         with self._connect() as conn:
