@@ -14,11 +14,14 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from incident_desk.core.linear import LinearPattern
 from incident_desk.core.untrusted import one_line
+
+if TYPE_CHECKING:
+    from incident_desk.core.linear import LinearPattern
 
 # What one remembered field keeps: enough to recognise a failure, bounded so a hostile source cannot grow the store.
 MAX_TITLE_CHARS = 300
@@ -38,17 +41,6 @@ COMMON_WORD_SHARE = 0.05
 COMMON_WORD_FLOOR = 50
 
 # Stripped from error lines before they are remembered: these change from one run of a failure to the next.
-_VOLATILE = LinearPattern(
-    rb"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:[Zz]|[+-]\d{2}:?\d{2})?"  # times
-    rb"|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"  # uuids
-    rb"|0x[0-9a-f]+"  # addresses
-    rb"|\b[0-9a-f]*\d[0-9a-f]*\b"  # hex ids and hashes, whole numbers
-    rb"|\d+"  # numbers inside words (pool-12, 3000ms)
-)
-_ERROR_LINE = LinearPattern(
-    rb"(?i)\b(?:error|err|fatal|panic|exception|critical|crit|fail(?:ed|ure)?|refused|timeout|timed out|killed)\b"
-)
-_WORD = LinearPattern(rb"[a-z][a-z0-9]*[a-z0-9]")
 # Words every log says; matching them ranks nothing and costs time on a large memory.
 _COMMON = frozenset(
     [
@@ -154,12 +146,32 @@ class Memory(Protocol):
     def count(self) -> int: ...
 
 
+@cache
+def _patterns() -> tuple[LinearPattern, LinearPattern, LinearPattern]:
+    """What changes between runs of a failure, what makes a line an error line, and a word: compiled by the first
+    signature (RE2 is not loaded before the desk's first answer)."""
+    from incident_desk.core.linear import LinearPattern
+
+    volatile = LinearPattern(
+        rb"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:[Zz]|[+-]\d{2}:?\d{2})?"  # times
+        rb"|[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"  # uuids
+        rb"|0x[0-9a-f]+"  # addresses
+        rb"|\b[0-9a-f]*\d[0-9a-f]*\b"  # hex ids and hashes, whole numbers
+        rb"|\d+"  # numbers inside words (pool-12, 3000ms)
+    )
+    error_line = LinearPattern(
+        rb"(?i)\b(?:error|err|fatal|panic|exception|critical|crit|fail(?:ed|ure)?|refused|timeout|timed out|killed)\b"
+    )
+    word = LinearPattern(rb"[a-z][a-z0-9]*[a-z0-9]")
+    return volatile, error_line, word
+
+
 def normalise(line: str) -> str:
     """An error line as two runs of one failure both write it: lower case, no times, ids, hashes or numbers
     (patterns are matched on the lower-cased line)."""
     data = line.lower().encode("utf-8", "replace")
     out, last = bytearray(), 0
-    for spans in _VOLATILE.finditer(data):
+    for spans in _patterns()[0].finditer(data):
         start, stop = spans[0]
         out += data[last:start]
         last = stop
@@ -171,7 +183,7 @@ def signature_of(head: bytes) -> str:
     """The normalised signature of the first error lines of a log's head (its first lines when none reads as an
     error)."""
     lines = head[:SIGNATURE_HEAD_BYTES].splitlines()
-    chosen = [line for line in lines if _ERROR_LINE.search(line) is not None][:SIGNATURE_LINES]
+    chosen = [line for line in lines if _patterns()[1].search(line) is not None][:SIGNATURE_LINES]
     if not chosen:
         chosen = [line for line in lines if line.strip()][:SIGNATURE_LINES]
     text = " | ".join(normalise(line.decode("utf-8", "replace")) for line in chosen)
@@ -182,7 +194,7 @@ def query_words(text: str) -> list[str]:
     """The distinct words of ``text`` worth matching, in first-seen order (at most ``MAX_QUERY_WORDS``)."""
     data = normalise(text).encode("utf-8", "replace")
     seen: dict[str, None] = {}
-    for spans in _WORD.finditer(data):
+    for spans in _patterns()[2].finditer(data):
         start, stop = spans[0]
         word = data[start:stop].decode("ascii", "replace")
         if word not in _COMMON and len(word) > 2:
