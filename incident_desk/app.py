@@ -435,7 +435,7 @@ def build_app(settings: Settings, sealing_keys: list[bytes] | None = None) -> De
         journal=open_journal(settings),
         sealing_keys=sealing_keys or [],
     )
-    app.memory = MemoryKeeper(open_memory(settings, app.journal), app.journal, app.read_log)
+    app.memory = MemoryKeeper(open_memory(settings, app.journal), app.journal, app.read_log, app.redactor)
     return app
 
 

@@ -38,8 +38,9 @@ def _head(handle: BinaryIO) -> bytes:
 class MemoryKeeper:
     """The memory, and the one thread that writes what the desk served into it."""
 
-    def __init__(self, memory: Memory, journal: Journal, read_log: LogReader) -> None:
+    def __init__(self, memory: Memory, journal: Journal, read_log: LogReader, redact: Callable[[str], str]) -> None:
         self.memory = memory
+        self._redact = redact
         self._journal = journal
         self._read_log = read_log
         self._offered: dict[str, Incident] = {}
@@ -135,7 +136,9 @@ class MemoryKeeper:
 
     def _build(self, incident: Incident) -> Remembered:
         try:
-            signature = signature_of(self._read_log(incident.id, _head))
+            # Redacted like every log line that leaves the desk: the signature is shown in answers.
+            head = self._redact(self._read_log(incident.id, _head).decode("utf-8", "replace"))
+            signature = signature_of(head.encode("utf-8"))
         except Exception:  # a log that is gone or unreadable leaves the signature empty, not the memory
             signature = ""
         events: list[Event] = list(reversed(self._journal.activity(incident.id, 500)))

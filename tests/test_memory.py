@@ -330,3 +330,24 @@ def test_memory_tables_join_an_existing_journal_without_touching_its_rows(tmp_pa
     assert memory.count() == 0
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+
+
+async def test_a_secret_in_the_first_error_lines_is_never_remembered(make_app: AppFactory, tmp_path: Path) -> None:
+    token = "zyxwvutsrqponmlkjihgfedcbazyxwvu"  # letters only: normalising alone would keep it whole
+    desk = _folder(
+        tmp_path / "desk",
+        {"INC-9": ("Auth proxy failing", "gateway", "open", f"ERROR upstream refused Authorization: Bearer {token}\n")},
+    )
+    app = make_app(data_dir=desk)
+    await _served(app)
+    async with connect(build_server(app), "legacy") as client:
+        similar = await client.call_tool("find_similar_incidents", {"incidentId": "INC-9"})
+    assert app.memory is not None
+    remembered = app.memory.memory.recall("INC-9")
+    assert remembered is not None and "upstream refused" in remembered.signature
+    assert token not in remembered.signature and token not in str(similar.structured_content)
+    unredacted = make_app(data_dir=desk, redact_secrets=False, desk_name="control")
+    await _served(unredacted)
+    assert unredacted.memory is not None
+    control = unredacted.memory.memory.recall("INC-9")
+    assert control is not None and token in control.signature  # what the redaction above kept out
