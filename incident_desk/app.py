@@ -35,8 +35,10 @@ from incident_desk.core.desk import (
     UnknownService,
     bundled_sample_desk,
 )
+from incident_desk.core.memory import Memory, MemoryError_, Postmortem, Remembered, Similar, SqliteMemory
 from incident_desk.core.sources import IncidentSources, silences
 from incident_desk.core.sources.alertmanager import AlertmanagerSource
+from incident_desk.memory_keeper import MemoryKeeper
 from incident_desk.settings import Settings, user_data_dir
 
 if TYPE_CHECKING:
@@ -79,6 +81,7 @@ class DeskApp:
     journal: Journal
     sealing_keys: list[bytes] = field(default_factory=list)
     log_levels: ClientLogLevels = field(default_factory=ClientLogLevels)
+    memory: MemoryKeeper | None = None
     _readers_loaded: bool = field(default=False, init=False, repr=False)
 
     @property
@@ -130,13 +133,18 @@ class DeskApp:
         """Every source's incidents, the runbooks, and every problem (a source down or still loading among them).
         The data directory's fresh view is served right here; a look at the disk or a source goes off the loop."""
         current = self.desk.cached_listing()
-        if current is not None:
-            return current
-        return await self._off_loop(self.desk.waits_on_sources(), self.desk.listing, wait)
+        if current is None:
+            current = await self._off_loop(self.desk.waits_on_sources(), self.desk.listing, wait)
+        if self.memory is not None:
+            self.memory.offer_listing(current.incidents)
+        return current
 
     async def incident(self, incident_id: str) -> Incident:
         """One incident (UnknownIncident, or SourceUnavailable when its source is down)."""
-        return await self._off_loop(self.desk.waits_on_sources(incident_id), self.desk.incident, incident_id)
+        found = await self._off_loop(self.desk.waits_on_sources(incident_id), self.desk.incident, incident_id)
+        if self.memory is not None:
+            self.memory.offer((found,))
+        return found
 
     async def known_services(self, wait: float | None = None) -> list[str]:
         return await self._off_loop(self.desk.waits_on_sources(), self.services, wait)
@@ -155,6 +163,27 @@ class DeskApp:
     async def record_event(self, event: Event) -> None:
         """Journal one act or note of an incident (``DuplicateApproval`` for an approval already used)."""
         await anyio.to_thread.run_sync(self.journal.record_event, event)
+        if self.memory is not None:
+            self.memory.acted_on(event.incident_id)
+
+    def _keeper(self) -> MemoryKeeper:
+        if self.memory is None:
+            raise MemoryError_("this desk keeps no incident memory")
+        return self.memory
+
+    async def remember_now(self, incident: Incident) -> Remembered:
+        """Remember ``incident`` as it is now (off the loop) and return what the memory keeps of it."""
+        return await anyio.to_thread.run_sync(self._keeper().remember_now, incident)
+
+    async def similar_incidents(self, text: str, exclude: str | None, limit: int) -> list[Similar]:
+        """Past incidents of this desk closest to ``text``, best first (MemoryError_)."""
+        return await anyio.to_thread.run_sync(self._keeper().memory.similar, text, exclude, limit)
+
+    async def save_postmortem(self, postmortem: Postmortem) -> None:
+        await anyio.to_thread.run_sync(self._keeper().memory.save_postmortem, postmortem)
+
+    async def postmortem(self, incident_id: str) -> Postmortem | None:
+        return await anyio.to_thread.run_sync(self._keeper().memory.postmortem, incident_id)
 
     async def activity(self, incident_id: str, limit: int) -> list[Event]:
         """The incident's activity on this desk, oldest first."""
@@ -318,7 +347,9 @@ class DeskApp:
         open never blocks and lists nothing, and a hop to a worker thread would cost about as much as the read.
         Any other log is read in a worker thread, through the handle already opened when there is one."""
         if not self._readers_loaded:
-            self._readers_loaded = all(name in sys.modules for name in _LOG_READERS)
+            self._readers_loaded = all(
+                getattr(sys.modules.get(name), "IMPORT_FINISHED", False) for name in _LOG_READERS
+            )
         handle = self.desk.open_listed_log(incident_id) if self._readers_loaded else None
         if handle is None:
             return await self._off_loop(self.desk.waits_on_sources(incident_id), self.read_log, incident_id, reader)
@@ -394,7 +425,7 @@ def open_journal(settings: Settings) -> Journal:
 def build_app(settings: Settings, sealing_keys: list[bytes] | None = None) -> DeskApp:
     root = settings.data_dir if settings.data_dir is not None else bundled_sample_desk()
     data = Desk(root, max_file_bytes=settings.max_data_file_bytes, freshness_seconds=settings.data_freshness_seconds)
-    return DeskApp(
+    app = DeskApp(
         settings=settings,
         desk=IncidentSources(
             data,
@@ -406,3 +437,17 @@ def build_app(settings: Settings, sealing_keys: list[bytes] | None = None) -> De
         journal=open_journal(settings),
         sealing_keys=sealing_keys or [],
     )
+    app.memory = MemoryKeeper(open_memory(settings, app.journal), app.journal, app.read_log, app.redactor)
+    return app
+
+
+def open_memory(settings: Settings, journal: Journal) -> Memory:
+    """The incident memory beside the journal: SQLite FTS5 in its file, or PostgreSQL full text on a team desk."""
+    if isinstance(journal, AuditJournal):
+        return SqliteMemory(journal.path, journal.desk)
+    from incident_desk.core.audit_pg import PostgresJournal
+    from incident_desk.core.memory_pg import PostgresMemory
+
+    if not isinstance(journal, PostgresJournal):
+        raise TypeError(f"no incident memory beside a {type(journal).__name__}")
+    return PostgresMemory(journal)

@@ -111,6 +111,7 @@ def register_listed_features(server: MCPServer, app: DeskApp) -> None:
     from incident_desk.features import (
         approved_acts,
         incident_acts,
+        memory,
         metrics,
         prompts,
         read_tools,
@@ -119,7 +120,7 @@ def register_listed_features(server: MCPServer, app: DeskApp) -> None:
         summarize,
     )
 
-    for feature in (resources_, prompts, read_tools, summarize, restart, metrics, incident_acts, approved_acts):
+    for feature in (resources_, prompts, read_tools, summarize, restart, metrics, incident_acts, approved_acts, memory):
         feature.register(server, app)
     for name in _tools_off(app):
         server.remove_tool(name)

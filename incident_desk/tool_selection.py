@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 READ_TOOLS = (
+    "find_similar_incidents",
     "get_audit_log",
     "get_incident_activity",
     "get_runbook",
@@ -24,6 +25,7 @@ ACTING_TOOLS = (
     "add_incident_note",
     "resolve_incident",
     "restart_service",
+    "save_postmortem",
     "silence_incident",
     "unsilence_incident",
 )
@@ -52,7 +54,10 @@ def instructions_note(off: dict[str, str], *, read_only: bool) -> str:
     """The instructions' last lines: what the operator turned off (nothing when all is on)."""
     lines = []
     if read_only:
-        lines.append("This desk is read-only: it serves no acting tool (acknowledge, note, resolve, silence, restart).")
+        lines.append(
+            "This desk is read-only: it serves no acting tool (acknowledge, note, resolve, silence, restart, "
+            "save a postmortem)."
+        )
     if off:
         lines.append(f"Turned off on this desk by its operator: {', '.join(sorted(off))}.")
     return "\n".join(lines)

@@ -59,7 +59,7 @@ class DeskAct(BaseModel):
     """Something the desk did (a restart decision today; more kinds of act can join)."""
 
     time: datetime
-    kind: str = Field(description="restart, acknowledge, note, silence, unsilence or resolve")
+    kind: str = Field(description="restart, acknowledge, note, silence, unsilence, resolve or postmortem")
     summary: str
 
 

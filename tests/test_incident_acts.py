@@ -18,6 +18,7 @@ from mcp.shared.exceptions import MCPError
 from incident_desk.core.activity import Event
 from incident_desk.core.audit import AuditJournal, Decision
 from incident_desk.core.desk import bundled_sample_desk
+from incident_desk.features.prompts import SAVE_SENTENCE
 from incident_desk.server import build_server
 from tests.helpers import AppFactory, connect, text_of
 from tests.restart_helpers import APPROVER, approve
@@ -176,6 +177,9 @@ async def test_the_timeline_and_the_postmortem_include_the_activity_log(make_app
     assert acts_line.count(f"by {APPROVER}") == 3 and "resolve by" in acts_line and "CHG-3" in acts_line
     plain_text = plain.messages[0].content.text  # type: ignore[union-attr]
     text = prompt.messages[0].content.text  # type: ignore[union-attr]
-    assert "journalled" not in plain_text  # nothing done yet: the prompt of DESIGN §2, unchanged
-    assert text.startswith(plain_text + "\n\nWhat the on-call desk journalled for this incident (who did what, UTC):\n")
+    assert "journalled" not in plain_text  # nothing done yet: the prompt of DESIGN §2 and the sentence on saving it
+    save = "\n\n" + SAVE_SENTENCE.format(id="INC-1043")
+    assert plain_text.endswith(save) and text.endswith(save)
+    journalled = "\n\nWhat the on-call desk journalled for this incident (who did what, UTC):\n"
+    assert text.startswith(plain_text.removesuffix(save) + journalled)
     assert "note by" in text and "scaled search-api to 6" in text and "resolve by" in text and "CHG-3" in text

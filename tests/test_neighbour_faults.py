@@ -56,11 +56,14 @@ TOOL_CALLS: dict[str, list[dict[str, Any]]] = {
     "resolve_incident": [{"incidentId": "INC-1", "resolution": "r"}, {"incidentId": ALERT_ID, "resolution": "r"}],
     "silence_incident": [{"incidentId": ALERT_ID, "minutes": 5, "reason": "r"}],
     "unsilence_incident": [{"incidentId": ALERT_ID}],
+    "find_similar_incidents": [{"incidentId": "INC-1"}, {"incidentId": ALERT_ID}],
+    "save_postmortem": [{"incidentId": "INC-1", "markdown": "m"}, {"incidentId": ALERT_ID, "markdown": "m"}],
 }
 RESOURCE_TEMPLATES = {
     "incident://{id}/activity": ["incident://INC-1/activity", f"incident://{ALERT_ID}/activity"],
     "incident://{id}/log": ["incident://INC-1/log", f"incident://{ALERT_ID}/log"],
     "runbook://{service}": ["runbook://db"],
+    "postmortem://{id}": ["postmortem://INC-1", f"postmortem://{ALERT_ID}"],
 }
 
 

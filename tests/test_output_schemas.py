@@ -95,6 +95,9 @@ async def _check_every_tool(tmp_path: Path, make_server: Callable[..., MCPServer
         ("get_incident_activity", {"incidentId": "INC-3"}),
         ("list_incidents", {"status": "all", "state": "acknowledged"}),
         ("resolve_incident", {"incidentId": "INC-3", "resolution": "rolled back"}),
+        ("save_postmortem", {"incidentId": "INC-2", "markdown": "# INC-2\n\nPool exhausted; rolled back."}),
+        ("find_similar_incidents", {"incidentId": "INC-3"}),
+        ("find_similar_incidents", {"query": "payments-api ERROR pool exhausted"}),
         *[("show_incident_timeline", {"incidentId": incident_id}) for incident_id in OPENED_SHAPES],
         ("query_incident_metrics", {"incidentId": "INC-1", "minutes_after": 60}),
     ]

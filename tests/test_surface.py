@@ -10,6 +10,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp_types import PromptReference, ResourceTemplateReference, TextContent
 
+from incident_desk.features.prompts import SAVE_SENTENCE
 from tests.helpers import SAMPLE_1043_LOG, connect, text_of
 
 pytestmark = pytest.mark.anyio
@@ -17,6 +18,7 @@ pytestmark = pytest.mark.anyio
 EXPECTED_TOOLS = [
     "acknowledge_incident",
     "add_incident_note",
+    "find_similar_incidents",
     "get_audit_log",
     "get_incident_activity",
     "get_runbook",
@@ -25,6 +27,7 @@ EXPECTED_TOOLS = [
     "read_incident_log",
     "resolve_incident",
     "restart_service",
+    "save_postmortem",
     "search_incident_log",
     "show_incident_timeline",
     "silence_incident",
@@ -46,6 +49,7 @@ async def test_resources_and_templates_are_listed(make_server: Callable[..., MCP
     assert sorted(f"template {t.uri_template} name={t.name}" for t in templates) == [
         "template incident://{id}/activity name=incident-activity",
         "template incident://{id}/log name=incident-log",
+        "template postmortem://{id} name=postmortem",
         "template runbook://{service} name=runbook",
     ]
 
@@ -108,7 +112,7 @@ async def test_postmortem_prompt_reproduces_transcript_03(make_server: Callable[
     assert isinstance(message.content, TextContent)
     assert message.content.text == (
         "Write a blameless postmortem for the on-call manager. Sections: impact, timeline, root cause, "
-        "follow-ups. Use only the log below.\n\n" + SAMPLE_1043_LOG
+        "follow-ups. Use only the log below.\n\n" + SAMPLE_1043_LOG + "\n\n" + SAVE_SENTENCE.format(id="INC-1043")
     )
     default_content = default.messages[0].content
     assert isinstance(default_content, TextContent)
@@ -158,6 +162,7 @@ async def test_tools_are_listed_with_annotations(make_server: Callable[..., MCPS
         "get_incident_activity",
         "summarize_incident",
         "query_incident_metrics",
+        "find_similar_incidents",
     ):
         annotations = tools[name].annotations
         assert annotations is not None, name
@@ -170,7 +175,7 @@ async def test_tools_are_listed_with_annotations(make_server: Callable[..., MCPS
     for name in ("resolve_incident", "silence_incident", "unsilence_incident"):
         annotations = tools[name].annotations
         assert annotations is not None and annotations.destructive_hint is True, name
-    for name in ("acknowledge_incident", "add_incident_note"):
+    for name in ("acknowledge_incident", "add_incident_note", "save_postmortem"):
         annotations = tools[name].annotations
         assert annotations is not None and annotations.read_only_hint is False, name
         assert annotations.destructive_hint is False, name

@@ -37,6 +37,7 @@ class Act(StrEnum):
     RESOLVE = "resolve"
     SILENCE = "silence"
     UNSILENCE = "unsilence"
+    POSTMORTEM = "postmortem"
 
 
 class EventOutcome(StrEnum):

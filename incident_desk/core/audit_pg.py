@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import psycopg
@@ -278,6 +278,10 @@ class PostgresJournal:
                     raise AuditError(f"the restart lock of {service} is still held after its session ended")
                 time.sleep(0.05)
         return held
+
+    def connection(self, doing: str) -> AbstractContextManager[psycopg.Connection[Any]]:
+        """A pooled connection for the desk's other tables (the incident memory); AuditError as for the journal."""
+        return self._connection(doing, READ_TIMEOUT_SECONDS)
 
     @contextmanager
     def _connection(self, doing: str, timeout: float = POOL_TIMEOUT_SECONDS) -> Iterator[psycopg.Connection[Any]]:

@@ -3,6 +3,7 @@
 Layout (documented in the README)::
 
     <data_dir>/incidents/<INCIDENT-ID>/incident.toml   title, service, severity, status, opened
+                                                       (and, once resolved, resolution)
     <data_dir>/incidents/<INCIDENT-ID>/log.txt         the raw log, any size
     <data_dir>/runbooks/<service>.md                   one Markdown runbook per service
 
@@ -42,6 +43,7 @@ INCIDENTS_DIR = "incidents"
 RUNBOOKS_DIR = "runbooks"
 RUNBOOK_SUFFIX = ".md"
 DEFAULT_MAX_FILE_BYTES = 1024 * 1024
+MAX_RESOLUTION_CHARS = 2000
 
 
 class DeskError(Exception):
@@ -99,6 +101,8 @@ class Incident:
     # An Alertmanager alert's labels (what a silence matches on) and the silences muting it now.
     labels: tuple[tuple[str, str], ...] = ()
     silenced_by: tuple[str, ...] = ()
+    # What fixed it, when the source says (a folder incident's ``resolution = "..."``); the journal's resolve acts too.
+    resolution: str = ""
 
     @property
     def is_open(self) -> bool:
@@ -311,6 +315,9 @@ class Desk:
         for key in ("title", "severity", "status"):
             if not isinstance(meta[key], str) or not meta[key].strip():
                 raise ValueError(f"{key} must be a non-empty string")
+        resolution = meta.get("resolution", "")
+        if not isinstance(resolution, str):
+            raise ValueError("resolution must be a string")
         try:
             self._data.open_file([INCIDENTS_DIR, name, LOG_FILE]).close()
         except FileNotFoundError:
@@ -326,6 +333,7 @@ class Desk:
             severity=one_line(meta["severity"].strip()),
             status=one_line(meta["status"].strip()),
             opened=opened,
+            resolution=one_line(resolution.strip(), MAX_RESOLUTION_CHARS),
         )
 
     def _runbook_problem(self, name: str, service: str) -> str | None:

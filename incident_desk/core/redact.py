@@ -106,3 +106,7 @@ SECRETS = Redaction(
     triggers=tuple(sorted({trigger for rule in RULES if not rule.by_shape for trigger in rule.triggers})),
     shapes=(*(rule.pattern.source.decode() for rule in RULES if rule.by_shape), RANDOM_RUN_SOURCE.decode()),
 )
+
+# The last statement: app.py reads this module as usable only once its import has finished (another thread may
+# still be running it, and a module being imported is already in sys.modules).
+IMPORT_FINISHED = True

@@ -37,7 +37,7 @@ JOURNAL_ONLY = ToolAnnotations(
 
 class ActivityEntry(BaseModel):
     time: datetime
-    act: str = Field(description="acknowledge, note, resolve, silence or unsilence")
+    act: str = Field(description="acknowledge, note, resolve, silence, unsilence or postmortem")
     outcome: str = Field(description="done when the act took effect, else why it did not (declined, ...)")
     actor: str
     ticket: str | None

@@ -13,12 +13,20 @@ from incident_desk.app import DeskApp
 from incident_desk.core.activity import MAX_ACTIVITY_EVENTS, describe
 from incident_desk.core.audit import AuditError
 from incident_desk.core.desk import LogUnavailable, UnknownIncident
+from incident_desk.tool_selection import tools_off
 
 DEFAULT_AUDIENCE = "the engineering team"
 
 
-def postmortem_text(audience: str | None, log: str, activity: str = "") -> str:
-    """The prompt (DESIGN §2); when the desk journalled acts on the incident, its activity log follows the log."""
+SAVE_SENTENCE = (
+    "When the postmortem is written, you can keep it on the desk with the save_postmortem tool "
+    "(incidentId {id}, markdown): it is then served as postmortem://{id} and shown with similar incidents."
+)
+
+
+def postmortem_text(audience: str | None, log: str, activity: str = "", save_as: str | None = None) -> str:
+    """The prompt (DESIGN §2); when the desk journalled acts on the incident, its activity log follows the log; when
+    the desk serves ``save_postmortem``, a last sentence says the result can be saved as ``save_as``."""
     who = audience if audience and audience.strip() else DEFAULT_AUDIENCE
     text = (
         f"Write a blameless postmortem for {who}. Sections: impact, timeline, root cause, follow-ups. "
@@ -26,10 +34,16 @@ def postmortem_text(audience: str | None, log: str, activity: str = "") -> str:
     )
     if activity:
         text += f"\n\nWhat the on-call desk journalled for this incident (who did what, UTC):\n{activity}"
+    if save_as is not None:
+        text += "\n\n" + SAVE_SENTENCE.format(id=save_as)
     return text
 
 
 def register(server: MCPServer, app: DeskApp) -> None:
+    settings = app.settings
+    off = tools_off(read_only=settings.read_only, enabled=settings.enabled_tools, disabled=settings.disabled_tools)
+    can_save = "save_postmortem" not in off
+
     @server.prompt(name="postmortem", description="Draft a blameless postmortem for an incident")
     async def postmortem(
         incidentId: Annotated[str, Field(description="e.g. INC-1042")],
@@ -47,4 +61,4 @@ def register(server: MCPServer, app: DeskApp) -> None:
         except AuditError as exc:
             # Still worth drafting from the log alone, but never as if nothing had been done.
             activity = f"(the desk's activity log cannot be read: {exc})"
-        return postmortem_text(audience, log, activity)
+        return postmortem_text(audience, log, activity, incidentId if can_save else None)

@@ -1,0 +1,184 @@
+"""Incident memory: ``find_similar_incidents`` (what happened last time, and what fixed it), ``save_postmortem``
+and the ``postmortem://{id}`` resource. Ranking is the memory store's (BM25 or PostgreSQL full text): offline,
+deterministic, no model."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
+from mcp_types import CallToolResult, ToolAnnotations
+from pydantic import BaseModel, Field
+
+from incident_desk import auth, client_features
+from incident_desk import tool_results as results
+from incident_desk.app import DeskApp
+from incident_desk.core.activity import Act, Event, EventOutcome, stamp
+from incident_desk.core.audit import AuditError
+from incident_desk.core.desk import DeskError
+from incident_desk.core.memory import MAX_POSTMORTEM_CHARS, MAX_SIMILAR, MemoryError_, Postmortem, Similar
+from incident_desk.core.untrusted import one_line
+
+READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+JOURNAL_ONLY = ToolAnnotations(
+    read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+)
+MAX_QUERY_CHARS = 2000
+DEFAULT_SIMILAR = 5
+
+
+class SimilarIncident(BaseModel):
+    incident_id: str
+    title: str
+    service: str
+    source: str = Field(description="The incident source that served it (folder, alertmanager:...)")
+    status: str
+    score: float = Field(description="How closely it matches (higher is closer; comparable within one answer)")
+    opened: datetime
+    resolution: str = Field(description="What fixed it (empty when nobody said)")
+    resolved: datetime | None
+    resolve_minutes: int | None = Field(description="Minutes from opened to resolved")
+    restarts: int = Field(description="Restarts of its service done while it was open")
+    silences: int = Field(description="Silences made for it")
+    postmortem: str | None = Field(description="postmortem://{id} when a postmortem was saved")
+
+
+WrittenOutSimilar = Annotated[SimilarIncident, results.written_out(SimilarIncident)]
+
+
+class SimilarIncidents(BaseModel):
+    matched_on: str = Field(description="What was looked for: the incident's words or the query")
+    incidents: list[WrittenOutSimilar] = Field(description="Best match first")
+
+
+class PostmortemSaved(BaseModel):
+    incident_id: str
+    author: str
+    time: datetime
+    uri: str
+
+
+def _entry(found: Similar) -> SimilarIncident:
+    past = found.incident
+    seconds = past.resolve_seconds
+    return SimilarIncident(
+        incident_id=past.incident_id,
+        title=past.title,
+        service=past.service,
+        source=past.source,
+        status=past.status,
+        score=found.score,
+        opened=past.opened,
+        resolution=past.resolution,
+        resolved=past.resolved,
+        resolve_minutes=None if seconds is None else seconds // 60,
+        restarts=past.restarts,
+        silences=past.silences,
+        postmortem=f"postmortem://{past.incident_id}" if past.has_postmortem else None,
+    )
+
+
+def _line(entry: SimilarIncident) -> str:
+    fixed = f"fixed: {entry.resolution}" if entry.resolution else "no resolution recorded"
+    took = f" in {entry.resolve_minutes} min" if entry.resolve_minutes is not None else ""
+    done = []
+    if entry.restarts:
+        done.append(f"{entry.restarts} restart{'s' if entry.restarts > 1 else ''}")
+    if entry.silences:
+        done.append(f"{entry.silences} silence{'s' if entry.silences > 1 else ''}")
+    acts = f"; {', '.join(done)}" if done else ""
+    pm = f"; postmortem {entry.postmortem}" if entry.postmortem else ""
+    return (
+        f"{entry.incident_id} [{entry.status}, opened {stamp(entry.opened)}Z] {entry.service}: {entry.title} -- "
+        f"{fixed}{took}{acts}{pm}"
+    )
+
+
+def register(server: MCPServer, app: DeskApp) -> None:
+    @server.tool(annotations=READ_ONLY)
+    async def find_similar_incidents(
+        incidentId: Annotated[str | None, Field(description="Find incidents like this one (e.g. INC-1042)")] = None,
+        query: Annotated[
+            str | None, Field(description="Or words to look for: an error line, a symptom", max_length=MAX_QUERY_CHARS)
+        ] = None,
+        limit: Annotated[int, Field(ge=1, le=MAX_SIMILAR, description="How many to return")] = DEFAULT_SIMILAR,
+    ) -> Annotated[CallToolResult, SimilarIncidents]:
+        """Past incidents this desk remembers that look like an incident (or like a query), best first, each with
+        what fixed it, the restarts and silences done, how long it took, and its saved postmortem."""
+        if incidentId is None and not (query and query.strip()):
+            return results.error("Give incidentId or query: there is nothing to look for")
+        if query is not None and len(query) > MAX_QUERY_CHARS:
+            return results.error(f"query is {len(query)} characters long; at most {MAX_QUERY_CHARS}")
+        words = query or ""
+        try:
+            if incidentId is not None:
+                remembered = await app.remember_now(await app.incident(incidentId))
+                words = " ".join((remembered.title, remembered.service, remembered.labels, remembered.signature, words))
+            found = await app.similar_incidents(words, incidentId, limit)
+        except (DeskError, MemoryError_, AuditError) as exc:
+            return results.error(str(exc))
+        entries = [_entry(item) for item in found]
+        subject = incidentId if incidentId is not None else f"“{one_line(query, 80)}”"
+        if not entries:
+            text = f"No past incident on this desk looks like {subject}."
+        else:
+            text = "\n".join([f"Past incidents like {subject}, best first:", *(_line(e) for e in entries)])
+        matched = one_line(words, 300)
+        return results.ok(text, SimilarIncidents(matched_on=matched, incidents=entries))
+
+    @server.tool(annotations=JOURNAL_ONLY)
+    async def save_postmortem(
+        incidentId: Annotated[str, Field(description="Incident id, e.g. INC-1042")],
+        markdown: Annotated[str, Field(description=f"The postmortem, Markdown, at most {MAX_POSTMORTEM_CHARS} chars")],
+        ctx: Context,
+    ) -> Annotated[CallToolResult, PostmortemSaved]:
+        """Keep a postmortem on the desk (replacing an earlier one): served as postmortem://{id} and pointed at by
+        find_similar_incidents. Journalled with its author."""
+        if len(markdown) > MAX_POSTMORTEM_CHARS:
+            return results.error(
+                f"POSTMORTEM NOT SAVED -- it is {len(markdown)} characters long; at most {MAX_POSTMORTEM_CHARS}"
+            )
+        if not markdown.strip():
+            return results.error("POSTMORTEM NOT SAVED -- it is empty")
+        try:
+            incident = await app.incident(incidentId)
+        except DeskError as exc:
+            return results.error(str(exc))
+        author = auth.approver(ctx)
+        event = Event(
+            desk=app.desk_name,
+            incident_id=incidentId,
+            act=Act.POSTMORTEM,
+            outcome=EventOutcome.DONE,
+            actor=author,
+            text=f"postmortem saved ({len(markdown)} characters): postmortem://{incidentId}",
+            protocol_era=client_features.view(ctx).era,
+        )
+        try:
+            await app.save_postmortem(Postmortem(incidentId, markdown, author, event.time))
+            await app.record_event(event)
+            await app.remember_now(incident)
+        except (MemoryError_, AuditError) as exc:
+            return results.error(f"POSTMORTEM NOT SAVED -- {exc}")
+        uri = f"postmortem://{incidentId}"
+        return results.ok(
+            f"POSTMORTEM SAVED for {incidentId} by {author}: {uri}",
+            PostmortemSaved(incident_id=incidentId, author=author, time=event.time, uri=uri),
+        )
+
+    @server.resource(
+        "postmortem://{id}",
+        name="postmortem",
+        description="An incident's saved postmortem (Markdown), as save_postmortem kept it",
+        mime_type="text/markdown",
+    )
+    async def postmortem_resource(id: str) -> str:
+        try:
+            saved = await app.postmortem(id)
+        except (MemoryError_, AuditError) as exc:
+            raise ResourceError(str(exc)) from None
+        if saved is None:
+            raise ResourceNotFoundError(f"No postmortem saved for {id}")
+        return saved.markdown

@@ -1,0 +1,172 @@
+"""Keeps the incident memory up to date without ever holding up a call.
+
+Every incident the desk serves is handed to :meth:`MemoryKeeper.offer` on the event loop, which only compares it
+with what was last remembered of it (a dictionary look-up) and queues it when it is new or changed; one worker
+thread of its own reads the log's head for the error signature, the journal for what was done, and writes the
+memory. A journal act on an incident queues it again, so its resolution and notes are remembered too.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import BinaryIO
+
+import structlog
+
+from incident_desk.core.activity import Act, Event
+from incident_desk.core.audit import Decision, Journal, Outcome
+from incident_desk.core.desk import Incident
+from incident_desk.core.memory import SIGNATURE_HEAD_BYTES, Memory, Remembered, signature_of
+
+logger = structlog.get_logger(__name__)
+
+LogReader = Callable[[str, Callable[[BinaryIO], bytes]], bytes]
+# Restarts looked at when counting those done for an incident: the journal's newest decisions.
+RESTARTS_LOOKED_AT = 500
+# Incidents remembered in one write (one transaction, one sync to disk).
+BATCH = 100
+_RESTARTED = frozenset({Outcome.EXECUTED, Outcome.SIMULATED})
+
+
+def _head(handle: BinaryIO) -> bytes:
+    return handle.read(SIGNATURE_HEAD_BYTES)
+
+
+class MemoryKeeper:
+    """The memory, and the one thread that writes what the desk served into it."""
+
+    def __init__(self, memory: Memory, journal: Journal, read_log: LogReader, redact: Callable[[str], str]) -> None:
+        self.memory = memory
+        self._redact = redact
+        self._journal = journal
+        self._read_log = read_log
+        self._offered: dict[str, Incident] = {}
+        self._queue: queue.Queue[Incident] = queue.Queue()
+        self._worker: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._last_listing: dict[str, Incident] | None = None
+
+    def offer_listing(self, incidents: dict[str, Incident]) -> None:
+        """:meth:`offer` a listing's incidents, once per listing: a fresh listing is the same object again."""
+        if incidents is self._last_listing:
+            return
+        self._last_listing = incidents
+        self.offer(incidents.values())
+
+    def offer(self, incidents: Iterable[Incident]) -> None:
+        """Queue each incident not yet remembered as it is now (cheap: called on the event loop)."""
+        for incident in incidents:
+            if self._offered.get(incident.id) != incident:
+                self._offered[incident.id] = incident
+                self._queue.put(incident)
+        self._start()
+
+    def acted_on(self, incident_id: str) -> None:
+        """The journal changed for ``incident_id``: remember it again (its notes, silences, resolution)."""
+        incident = self._offered.get(incident_id)
+        if incident is not None:
+            self._queue.put(incident)
+            self._start()
+
+    @property
+    def pending(self) -> int:
+        """Incidents queued and not yet remembered."""
+        return self._queue.unfinished_tasks
+
+    def wait_idle(self, timeout: float = 30.0) -> bool:
+        """Block until everything queued is remembered (tests and the bench); False on timeout."""
+        done = threading.Event()
+
+        def drained() -> None:
+            self._queue.join()
+            done.set()
+
+        threading.Thread(target=drained, daemon=True).start()
+        return done.wait(timeout)
+
+    def remember_now(self, incident: Incident) -> Remembered:
+        """Remember ``incident`` in the calling (worker) thread and return what was kept."""
+        self._offered[incident.id] = incident
+        remembered = self._build(incident)
+        self.memory.remember(remembered)
+        return self.memory.recall(incident.id) or remembered
+
+    def _start(self) -> None:
+        with self._lock:
+            if self._worker is None or not self._worker.is_alive():
+                self._worker = threading.Thread(target=self._run, name="incident-memory", daemon=True)
+                self._worker.start()
+
+    def _run(self) -> None:
+        while True:
+            try:
+                incident = self._queue.get(timeout=5.0)
+            except queue.Empty:
+                with self._lock:
+                    if self._queue.empty():
+                        self._worker = None
+                        return
+                continue
+            batch = [incident]
+            while len(batch) < BATCH:
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            try:
+                self._remember(batch)
+            finally:
+                for _ in batch:
+                    self._queue.task_done()
+
+    def _remember(self, batch: list[Incident]) -> None:
+        """One write for the batch; when it fails, each incident alone, so one bad row stops no other."""
+        try:
+            self.memory.remember_many([self._build(incident) for incident in batch])
+            return
+        except Exception as exc:
+            if len(batch) == 1:
+                logger.warning("incident not remembered", incident=batch[0].id, problem=str(exc))
+                return
+        for incident in batch:
+            self._remember([incident])
+
+    def _build(self, incident: Incident) -> Remembered:
+        try:
+            # Redacted like every log line that leaves the desk: the signature is shown in answers.
+            head = self._redact(self._read_log(incident.id, _head).decode("utf-8", "replace"))
+            signature = signature_of(head.encode("utf-8"))
+        except Exception:  # a log that is gone or unreadable leaves the signature empty, not the memory
+            signature = ""
+        events: list[Event] = list(reversed(self._journal.activity(incident.id, 500)))
+        done = [event for event in events if event.took_effect]
+        notes = " ".join(event.text for event in done if event.act in (Act.NOTE, Act.ACKNOWLEDGE) and event.text)
+        resolves = [event for event in done if event.act == Act.RESOLVE]
+        resolution = resolves[-1].text if resolves else incident.resolution
+        resolved = resolves[-1].time if resolves else None
+        decisions = self._journal.recent(RESTARTS_LOOKED_AT) if incident.service else []
+        return Remembered(
+            incident_id=incident.id,
+            title=incident.title,
+            service=incident.service,
+            source=incident.source,
+            opened=incident.opened,
+            status="resolved" if resolves else incident.status,
+            labels=" ".join(f"{name}={value}" for name, value in incident.labels),
+            signature=signature,
+            notes=notes,
+            resolution=resolution,
+            resolved=resolved,
+            restarts=sum(1 for decision in decisions if _restarted(decision, incident, resolved)),
+            silences=sum(1 for event in done if event.act == Act.SILENCE),
+        )
+
+
+def _restarted(decision: Decision, incident: Incident, resolved: datetime | None) -> bool:
+    """A restart of the incident's service done while it was open."""
+    if decision.service != incident.service or decision.outcome not in _RESTARTED:
+        return False
+    return decision.time >= incident.opened and (resolved is None or decision.time <= resolved)

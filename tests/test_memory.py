@@ -1,0 +1,353 @@
+"""Incident memory: find_similar_incidents over every incident the desk served, save_postmortem, postmortem://{id}.
+
+A generated corpus (tests/memory_corpus.py) of resolved incidents in many failure kinds, words and log shapes: the
+held-out incidents of each kind find one of their kind in the top 3, on SQLite and on PostgreSQL. Memory outlives
+the desk's process, the data directory's entry and the Alertmanager alert; two desks on one journal remember
+apart; a saved postmortem round-trips and is pointed at; a read-only desk offers no way to write one.
+"""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from mcp.shared.exceptions import MCPError
+
+from incident_desk.app import DeskApp
+from incident_desk.core.memory import Memory, SqliteMemory, normalise, signature_of
+from incident_desk.server import build_server
+from tests.alertmanager import alert, needs_alertmanager, running_alertmanager
+from tests.helpers import AppFactory, connect, synthetic_incidents, text_of
+from tests.memory_corpus import KINDS, corpus, log_head
+from tests.postgres_cluster import PASSWORD, Cluster, running_cluster, unavailable_reason
+from tests.restart_helpers import APPROVER
+from tests.test_sources_alertmanager import STARTED, folder_desk, sources
+
+pytestmark = pytest.mark.anyio
+needs_postgres = pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))
+
+
+def _held_out_hit_rate(memory: Memory) -> float:
+    remembered, held_out = corpus()
+    for case in remembered:
+        memory.remember(case.incident)
+    kind_of = {case.incident.incident_id: case.kind for case in remembered}
+    hits = 0
+    for case in held_out:
+        new = case.incident
+        top = memory.similar(" ".join((new.title, new.service, new.labels, new.signature)), None, 3)
+        hits += any(kind_of[found.incident.incident_id] == case.kind for found in top)
+    return hits / len(held_out)
+
+
+def test_the_corpus_is_as_large_and_varied_as_promised() -> None:
+    remembered, held_out = corpus()
+    assert len(remembered) >= 300 and len(KINDS) >= 25
+    assert {case.kind for case in held_out} == set(KINDS)
+    assert all(case.incident.status == "resolved" and case.incident.resolution for case in remembered)
+
+
+def test_signatures_strip_what_changes_between_runs() -> None:
+    one = normalise("2026-01-02T03:04:05Z pool-12 timed out after 3000ms req=9f8e7d6c5b4a id 0xdeadbeef 10.0.0.7")
+    two = normalise("2026-02-03T04:05:06Z pool-7 timed out after 45ms req=1a2b3c4d5e6f id 0xcafef00d 10.9.8.7")
+    assert one == two
+    assert signature_of(b"all good\nERROR disk full on /var\ninfo fine\n") == "error disk full on /var"
+
+
+def test_held_out_incidents_find_their_kind_in_the_top_three_on_sqlite(tmp_path: Path) -> None:
+    assert _held_out_hit_rate(SqliteMemory(tmp_path / "journal.sqlite3", "corpus")) >= 0.9
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Cluster]:
+    if unavailable_reason() is not None:
+        pytest.skip(str(unavailable_reason()))
+    with running_cluster() as running:
+        yield running
+
+
+@needs_postgres
+def test_held_out_incidents_find_their_kind_in_the_top_three_on_postgres(cluster: Cluster) -> None:
+    from incident_desk.core.audit_pg import PostgresJournal
+    from incident_desk.core.memory_pg import PostgresMemory
+
+    journal = PostgresJournal(cluster.new_database(f"memory_{uuid.uuid4().hex[:12]}"), PASSWORD, desk="corpus")
+    try:
+        assert _held_out_hit_rate(PostgresMemory(journal)) >= 0.9
+    finally:
+        journal.close()
+
+
+def _folder(root: Path, entries: dict[str, tuple[str, str, str, str]]) -> Path:
+    """incidents of (title, service, status, log) plus a resolution for resolved ones."""
+    for incident_id, (title, service, status, log) in entries.items():
+        entry = root / "incidents" / incident_id
+        entry.mkdir(parents=True)
+        resolution = 'resolution = "raised the memory limit to 2Gi"\n' if status == "resolved" else ""
+        (entry / "incident.toml").write_text(
+            f'title = "{title}"\nservice = "{service}"\nseverity = "SEV2"\nstatus = "{status}"\n'
+            f"opened = 2026-01-0{len(incident_id) % 9 + 1}T00:00:00Z\n{resolution}"
+        )
+        (entry / "log.txt").write_text(log)
+    return root
+
+
+def _oom_desk(root: Path) -> Path:
+    return _folder(
+        root,
+        {
+            "INC-1": ("Workers OOMKilled", "billing", "resolved", log_head("oom", _rng(1)).decode()),
+            "INC-2": ("No space left", "billing", "resolved", log_head("disk_full", _rng(2)).decode()),
+            "INC-3": ("Memory limit exceeded again", "billing", "open", log_head("oom", _rng(3)).decode()),
+        },
+    )
+
+
+def _rng(seed: int) -> random.Random:
+    return random.Random(seed)
+
+
+async def _served(app: DeskApp) -> None:
+    await app.listing()
+    assert app.memory is not None and app.memory.wait_idle()
+
+
+async def test_similar_incidents_name_what_fixed_them_with_text_and_structure(
+    make_app: AppFactory, tmp_path: Path, era: str
+) -> None:
+    app = make_app(data_dir=_oom_desk(tmp_path / "desk"))
+    await _served(app)
+    async with connect(build_server(app), era) as client:
+        similar = await client.call_tool("find_similar_incidents", {"incidentId": "INC-3", "limit": 2})
+        by_words = await client.call_tool("find_similar_incidents", {"query": "ENOSPC no space left on device"})
+        nothing = await client.call_tool("find_similar_incidents", {})
+        unknown = await client.call_tool("find_similar_incidents", {"incidentId": "INC-404"})
+    assert not similar.is_error, text_of(similar)
+    found = similar.structured_content["incidents"]
+    assert found[0]["incident_id"] == "INC-1"
+    assert "INC-3" not in [entry["incident_id"] for entry in found]
+    assert found[0]["resolution"] == "raised the memory limit to 2Gi"
+    lines = text_of(similar).splitlines()
+    assert lines[0] == "Past incidents like INC-3, best first:"
+    assert lines[1].startswith("INC-1 [resolved, opened ") and "fixed: raised the memory limit to 2Gi" in lines[1]
+    assert by_words.structured_content["incidents"][0]["incident_id"] == "INC-2"
+    assert nothing.is_error and text_of(nothing) == "Give incidentId or query: there is nothing to look for"
+    assert unknown.is_error and text_of(unknown) == "No such incident: INC-404"
+
+
+async def test_a_journal_resolution_restarts_and_time_to_resolve_are_remembered(
+    make_app: AppFactory, tmp_path: Path
+) -> None:
+    from incident_desk.core.activity import Act, Event, EventOutcome
+
+    app = make_app(data_dir=_oom_desk(tmp_path / "desk"))
+    await _served(app)
+    opened = (await app.incident("INC-1")).opened
+    resolved_at = opened + timedelta(minutes=42)
+    for act, text in ((Act.NOTE, "heap dump shows the image cache"), (Act.RESOLVE, "capped the image cache")):
+        await app.record_event(
+            Event(
+                desk=app.desk_name,
+                incident_id="INC-1",
+                act=act,
+                outcome=EventOutcome.DONE,
+                actor="alice",
+                text=text,
+                time=resolved_at,
+            )
+        )
+    assert app.memory is not None and app.memory.wait_idle()
+    (first, *_) = await app.similar_incidents("OOMKilled memory", "INC-3", 3)
+    assert first.incident.incident_id == "INC-1"
+    assert first.incident.resolution == "capped the image cache"
+    assert first.incident.resolve_seconds == 42 * 60
+    assert "heap dump" in first.incident.notes
+
+
+async def test_memory_survives_a_restart_and_the_incident_leaving_the_data_directory(
+    make_app: AppFactory, tmp_path: Path
+) -> None:
+    desk = _oom_desk(tmp_path / "desk")
+    await _served(make_app(data_dir=desk))
+    for entry in (desk / "incidents" / "INC-1").iterdir():
+        entry.unlink()
+    (desk / "incidents" / "INC-1").rmdir()
+    again = make_app(data_dir=desk)
+    async with connect(build_server(again), "legacy") as client:
+        similar = await client.call_tool("find_similar_incidents", {"incidentId": "INC-3"})
+    assert similar.structured_content["incidents"][0]["incident_id"] == "INC-1"
+
+
+async def test_two_desks_on_one_journal_keep_separate_memories(make_app: AppFactory, tmp_path: Path) -> None:
+    team_a = make_app(data_dir=_oom_desk(tmp_path / "a"), desk_name="team-a")
+    await _served(team_a)
+    team_b = make_app(data_dir=synthetic_desk(tmp_path / "b"), desk_name="team-b")
+    await _served(team_b)
+
+    async def ids(app: DeskApp, query: str) -> set[str]:
+        return {found.incident.incident_id for found in await app.similar_incidents(query, None, 5)}
+
+    assert team_a.journal.location == team_b.journal.location
+    assert {"INC-1", "INC-3"} <= await ids(team_a, "OOMKilled memory limit")
+    assert await ids(team_b, "OOMKilled memory limit") == set()
+    assert await ids(team_b, "redis connection refused") == {"B-1"}
+    assert await ids(team_a, "redis connection refused") == set()
+
+
+def synthetic_desk(root: Path) -> Path:
+    return _folder(root, {"B-1": ("Redis connection refused", "cache", "open", "error redis refused\n")})
+
+
+async def test_save_postmortem_round_trips_is_journalled_and_pointed_at(
+    make_app: AppFactory, tmp_path: Path, era: str
+) -> None:
+    app = make_app(data_dir=_oom_desk(tmp_path / "desk"))
+    await _served(app)
+    markdown = "# INC-1\n\n## Impact\nBilling workers restarted for 40 minutes.\n"
+    async with connect(build_server(app), era) as client:
+        saved = await client.call_tool("save_postmortem", {"incidentId": "INC-1", "markdown": markdown})
+        read = text_of(await client.read_resource("postmortem://INC-1"))
+        similar = await client.call_tool("find_similar_incidents", {"incidentId": "INC-3"})
+        empty = await client.call_tool("save_postmortem", {"incidentId": "INC-1", "markdown": "  "})
+        with pytest.raises(MCPError):
+            await client.read_resource("postmortem://INC-2")
+        prompt = await client.get_prompt("postmortem", {"incidentId": "INC-1"})
+    assert not saved.is_error, text_of(saved)
+    assert text_of(saved) == f"POSTMORTEM SAVED for INC-1 by {APPROVER}: postmortem://INC-1"
+    assert read == markdown
+    assert similar.structured_content["incidents"][0]["postmortem"] == "postmortem://INC-1"
+    assert "postmortem postmortem://INC-1" in text_of(similar)
+    assert empty.is_error and text_of(empty) == "POSTMORTEM NOT SAVED -- it is empty"
+    events = app.journal.activity("INC-1")
+    assert [(str(e.act), e.actor) for e in events] == [("postmortem", APPROVER)]
+    prompt_text = prompt.messages[0].content.text  # type: ignore[union-attr]
+    assert prompt_text.startswith("Write a blameless postmortem for the engineering team. Sections: impact, timeline")
+    assert prompt_text.endswith("shown with similar incidents.") and "save_postmortem" in prompt_text
+
+
+async def test_read_only_desk_hides_save_postmortem_but_still_remembers(make_app: AppFactory, tmp_path: Path) -> None:
+    app = make_app(data_dir=_oom_desk(tmp_path / "desk"), read_only=True)
+    await _served(app)
+    async with connect(build_server(app), "legacy") as client:
+        names = {tool.name for tool in (await client.list_tools()).tools}
+        refused = await client.call_tool("save_postmortem", {"incidentId": "INC-1", "markdown": "x"})
+        similar = await client.call_tool("find_similar_incidents", {"incidentId": "INC-3"})
+        prompt = await client.get_prompt("postmortem", {"incidentId": "INC-1"})
+    assert "save_postmortem" not in names and "find_similar_incidents" in names
+    assert refused.is_error
+    assert similar.structured_content["incidents"][0]["incident_id"] == "INC-1"
+    assert "save_postmortem" not in prompt.messages[0].content.text  # type: ignore[union-attr]
+
+
+@needs_alertmanager
+async def test_an_alert_that_left_alertmanager_is_still_remembered(make_app: AppFactory, tmp_path: Path) -> None:
+    (tmp_path / "am").mkdir()
+    with running_alertmanager(tmp_path / "am") as manager:
+        manager.post(
+            alert("KafkaConsumerLag", starts=STARTED, service="billing", severity="critical", summary="lag growing")
+        )
+        desk = folder_desk(tmp_path / "desk")
+        app = make_app(data_dir=desk, incident_sources=sources(manager, cache_seconds=0))
+        await _served(app)
+        (alert_id,) = [i.id for i in (await app.listing()).incidents.values() if i.source != "folder"]
+        manager.post(
+            alert(
+                "KafkaConsumerLag",
+                starts=STARTED,
+                ends=datetime.now(UTC) - timedelta(seconds=1),
+                service="billing",
+                severity="critical",
+            )
+        )
+        later = make_app(data_dir=desk, incident_sources=sources(manager, cache_seconds=0))  # the desk restarted
+        listing = await later.listing()
+        assert alert_id not in listing.incidents
+        found = await later.similar_incidents("KafkaConsumerLag billing", None, 5)
+    assert [item.incident.incident_id for item in found][:1] == [alert_id]
+    assert found[0].incident.source != "folder" and "alertname=KafkaConsumerLag" in found[0].incident.labels
+
+
+async def test_remembering_thousands_of_incidents_never_holds_up_a_call(make_app: AppFactory, tmp_path: Path) -> None:
+    app = make_app(data_dir=synthetic_incidents(tmp_path / "desk", 2000))
+    async with connect(build_server(app), "legacy") as client:
+        await client.call_tool("list_incidents", {})
+        assert app.memory is not None
+        slowest, pings_while_busy = 0.0, 0
+        deadline = time.monotonic() + 120
+        while app.memory.pending and time.monotonic() < deadline:
+            began = time.perf_counter()
+            await client.send_ping()
+            slowest = max(slowest, time.perf_counter() - began)
+            pings_while_busy += 1
+        assert app.memory.wait_idle(120)
+    assert pings_while_busy > 0 and slowest < 0.5
+    assert app.memory.memory.count() == 2000
+
+
+@needs_postgres
+async def test_replicas_of_a_team_desk_answer_the_same_and_keep_postmortems(
+    make_app: AppFactory, cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("INCIDENT_DESK_AUDIT_DB_PASSWORD", PASSWORD)
+    url = cluster.new_database(f"memory_{uuid.uuid4().hex[:12]}")
+    desk = _oom_desk(tmp_path / "desk")
+    first, second = make_app(data_dir=desk, audit_db=url), make_app(data_dir=desk, audit_db=url)
+    other = make_app(data_dir=desk, audit_db=url, desk_name="another-team")
+    try:
+        await _served(first)
+        async with connect(build_server(first), "legacy") as client:
+            saved = await client.call_tool("save_postmortem", {"incidentId": "INC-1", "markdown": "# OOM\n"})
+        assert not saved.is_error, text_of(saved)
+        async with connect(build_server(second), "2026-07-28") as client:
+            similar = await client.call_tool("find_similar_incidents", {"query": "OOMKilled memory limit"})
+            read = text_of(await client.read_resource("postmortem://INC-1"))
+        found = [entry["incident_id"] for entry in similar.structured_content["incidents"]]
+        on_first = await first.similar_incidents("OOMKilled memory limit", None, 2)
+        assert found[:2] == [item.incident.incident_id for item in on_first]
+        assert "INC-1" in found and read == "# OOM\n"
+        assert await other.similar_incidents("OOMKilled memory limit", None, 5) == []
+    finally:
+        for app in (first, second, other):
+            app.journal.close()
+
+
+def test_memory_tables_join_an_existing_journal_without_touching_its_rows(tmp_path: Path) -> None:
+    from incident_desk.core.audit import AuditJournal, Decision
+
+    path = tmp_path / "journal.sqlite3"
+    journal = AuditJournal(path, desk="kept")
+    journal.record(Decision(service="db", outcome="executed", ticket="CHG-1", approver="a", protocol_era="legacy"))
+    memory = SqliteMemory(path, "kept")
+    SqliteMemory(path, "kept")  # opened again, as every start does: nothing is created twice
+    again = AuditJournal(path, desk="kept")
+    assert again.count() == 1 and again.recent(1)[0].ticket == "CHG-1"
+    assert memory.count() == 0
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
+
+
+async def test_a_secret_in_the_first_error_lines_is_never_remembered(make_app: AppFactory, tmp_path: Path) -> None:
+    token = "zyxwvutsrqponmlkjihgfedcbazyxwvu"  # letters only: normalising alone would keep it whole
+    desk = _folder(
+        tmp_path / "desk",
+        {"INC-9": ("Auth proxy failing", "gateway", "open", f"ERROR upstream refused Authorization: Bearer {token}\n")},
+    )
+    app = make_app(data_dir=desk)
+    await _served(app)
+    async with connect(build_server(app), "legacy") as client:
+        similar = await client.call_tool("find_similar_incidents", {"incidentId": "INC-9"})
+    assert app.memory is not None
+    remembered = app.memory.memory.recall("INC-9")
+    assert remembered is not None and "upstream refused" in remembered.signature
+    assert token not in remembered.signature and token not in str(similar.structured_content)
+    unredacted = make_app(data_dir=desk, redact_secrets=False, desk_name="control")
+    await _served(unredacted)
+    assert unredacted.memory is not None
+    control = unredacted.memory.memory.recall("INC-9")
+    assert control is not None and token in control.signature  # what the redaction above kept out
