@@ -774,6 +774,7 @@ def search(
         stopped="end of log" if scan.stopped is None or next_cursor is None else scan.stopped,
     )
 
+
 # The last statement: app.py reads this module as usable only once its import has finished (another thread may
 # still be running it, and a module being imported is already in sys.modules).
 IMPORT_FINISHED = True
