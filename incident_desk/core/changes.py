@@ -24,11 +24,11 @@ from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_val
 from incident_desk.core import runner
 from incident_desk.core.names import SERVICE_NAME, is_safe_name
 from incident_desk.core.runner import check_pass_env
+from incident_desk.core.sources.config import check_argv_placeholders, placeholder_values
 from incident_desk.core.untrusted import one_line
 
 MAX_SUMMARY_CHARS = 300
 MAX_EVENTS = 200
-PLACEHOLDERS = ("service", "incident", "since", "until", "since_epoch", "until_epoch")
 
 
 def _safe_name(name: str) -> str:
@@ -76,20 +76,7 @@ class CommandChangeConfig(BaseModel):
     _name = field_validator("name")(_safe_name)
     _pass_env_names = field_validator("pass_env")(check_pass_env)
 
-    @field_validator("argv")
-    @classmethod
-    def _placeholders_are_known(cls, argv: list[str]) -> list[str]:
-        if not argv[0].strip():
-            raise ValueError("the first argv entry (the program) is empty")
-        sample = dict.fromkeys(PLACEHOLDERS, "x")
-        for word in argv:
-            try:
-                word.format_map(sample)
-            except (KeyError, IndexError, ValueError) as exc:
-                raise ValueError(
-                    f"argv entry {word!r} has an unknown placeholder {exc}: use {', '.join(PLACEHOLDERS)}"
-                ) from None
-        return argv
+    _placeholders_are_known = field_validator("argv")(check_argv_placeholders)
 
 
 ChangeSourceConfig = Annotated[
@@ -183,14 +170,7 @@ def _command_lines(
     end: datetime,
     cancel: threading.Event | None = None,
 ) -> list[str]:
-    values = {
-        "service": service,
-        "incident": incident_id,
-        "since": start.isoformat().replace("+00:00", "Z"),
-        "until": end.isoformat().replace("+00:00", "Z"),
-        "since_epoch": str(int(start.timestamp())),
-        "until_epoch": str(int(end.timestamp())),
-    }
+    values = placeholder_values(service, incident_id, start, end)
     argv = [word.format_map(values) for word in source.argv]
     buffer = io.BytesIO()
     output = runner.HeadOutput(buffer, source.max_bytes)

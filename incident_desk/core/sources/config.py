@@ -22,6 +22,34 @@ DEFAULT_LOOKBACK_MINUTES = 30.0
 PLACEHOLDERS = ("service", "incident", "since", "until", "since_epoch", "until_epoch")
 
 
+def check_argv_placeholders(argv: list[str]) -> list[str]:
+    """Validate a command's argv: a program first, and no placeholder beyond :data:`PLACEHOLDERS`."""
+    if not argv[0].strip():
+        raise ValueError("the first argv entry (the program) is empty")
+    sample = dict.fromkeys(PLACEHOLDERS, "x")
+    for word in argv:
+        try:
+            word.format_map(sample)
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ValueError(
+                f"argv entry {word!r} has an unknown placeholder {exc}: use {', '.join(PLACEHOLDERS)} "
+                "(write {{ and }} for literal braces)"
+            ) from None
+    return argv
+
+
+def placeholder_values(service: str, incident_id: str, since: datetime, until: datetime) -> dict[str, str]:
+    """What each of :data:`PLACEHOLDERS` stands for in a command's argv over the window ``since``..``until``."""
+    return {
+        "service": service,
+        "incident": incident_id,
+        "since": since.isoformat().replace("+00:00", "Z"),
+        "until": until.isoformat().replace("+00:00", "Z"),
+        "since_epoch": str(int(since.timestamp())),
+        "until_epoch": str(int(until.timestamp())),
+    }
+
+
 def _safe_source_name(name: str) -> str:
     if not is_safe_name(name, SERVICE_NAME):
         raise ValueError(f"source name {name!r} is not valid: use letters, digits, . _ -")
@@ -152,21 +180,7 @@ class CommandLogConfig(BaseModel):
 
     _pass_env_names = field_validator("pass_env")(check_pass_env)
 
-    @field_validator("argv")
-    @classmethod
-    def _placeholders_are_known(cls, argv: list[str]) -> list[str]:
-        if not argv[0].strip():
-            raise ValueError("the first argv entry (the program) is empty")
-        sample = dict.fromkeys(PLACEHOLDERS, "x")
-        for word in argv:
-            try:
-                word.format_map(sample)
-            except (KeyError, IndexError, ValueError) as exc:
-                raise ValueError(
-                    f"argv entry {word!r} has an unknown placeholder {exc}: use {', '.join(PLACEHOLDERS)} "
-                    "(write {{ and }} for literal braces)"
-                ) from None
-        return argv
+    _placeholders_are_known = field_validator("argv")(check_argv_placeholders)
 
 
 class JournaldLogConfig(BaseModel):
@@ -219,12 +233,4 @@ def window_values(
     """The placeholders of a command log for one incident: its opened time minus the look-back, up to now."""
     from datetime import timedelta
 
-    since = opened - timedelta(minutes=lookback_minutes)
-    return {
-        "service": service,
-        "incident": incident_id,
-        "since": since.isoformat().replace("+00:00", "Z"),
-        "until": until.isoformat().replace("+00:00", "Z"),
-        "since_epoch": str(int(since.timestamp())),
-        "until_epoch": str(int(until.timestamp())),
-    }
+    return placeholder_values(service, incident_id, opened - timedelta(minutes=lookback_minutes), until)
