@@ -80,7 +80,7 @@ class _ConfigFile(TomlConfigSettingsSource):
 
 
 class Settings(BaseSettings):
-    """Every knob of the desk. Field descriptions double as the README's settings table."""
+    """Every knob of the desk. Field descriptions are the configuration reference (docs/configuration.md)."""
 
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX, frozen=True, extra="forbid", env_nested_delimiter="__", validate_default=True
@@ -100,7 +100,8 @@ class Settings(BaseSettings):
         default=1.0,
         ge=0,
         le=60,
-        description="How long the desk trusts its last look at the data directory; 0 checks on every request.",
+        description="How long the desk trusts its last look at the data directory; edits show up within it, and 0 "
+        "checks on every request.",
     )
     redact_secrets: bool = Field(default=True, description="Mask tokens, keys and URL passwords in log lines.")
     log_window_lines: int = Field(
@@ -120,7 +121,8 @@ class Settings(BaseSettings):
     log_spool_max_bytes: int = Field(
         default=DEFAULT_SPOOL_BYTES,
         ge=1024 * 1024,
-        description="Total size of the spool of files and command logs; least recently used spools are evicted.",
+        description="Total size of the spooled files, command and journald logs; least recently used spools are "
+        "evicted, never one being read.",
     )
     search_time_budget_seconds: float = Field(
         default=2.0, gt=0, le=60, description="Wall-clock time one search_incident_log call may scan before it pages."
@@ -163,7 +165,11 @@ class Settings(BaseSettings):
         description="Time an HTTP peer has to send a whole request (headers and body) once it starts one.",
     )
     http_max_sessions: int = Field(
-        default=1000, ge=1, le=100_000, description="Stateful HTTP sessions open at once, all clients together."
+        default=1000,
+        ge=1,
+        le=100_000,
+        description="Stateful HTTP sessions open at once, all clients together; at the cap the least recently "
+        "used idle one is closed, and only when all are in use does a newcomer get 503.",
     )
     http_max_sessions_per_client: int = Field(
         default=16,
@@ -185,7 +191,8 @@ class Settings(BaseSettings):
     )
     sealing_key: SecretStr | None = Field(
         default=None,
-        description="Shared key sealing multi-round-trip state across replicas (env or keychain).",
+        description="Shared key sealing multi-round-trip state across replicas (env or keychain); unset and not in "
+        "the keychain: a key made per process.",
     )
     http_auth: Literal["token", "oauth"] = Field(
         default="token",
@@ -201,7 +208,8 @@ class Settings(BaseSettings):
     oauth_issuer: str | None = Field(
         default=None,
         pattern=r"^https?://[^\s?#]+$",
-        description="The authorization server's issuer URL, exactly as its tokens' iss claim spells it.",
+        description="The authorization server's issuer URL, exactly as its tokens' iss claim spells it (required "
+        "with http_auth = oauth).",
     )
     oauth_audience: str | None = Field(
         default=None, min_length=1, description="The aud claim tokens must carry (default: the public /mcp URL)."
@@ -254,12 +262,18 @@ class Settings(BaseSettings):
     )
 
     provider: Literal["none", "openai", "anthropic"] = Field(
-        default="none", description="Direct model provider used when the client cannot sample."
+        default="none",
+        description="Direct model provider used when the client cannot sample: openai (any compatible endpoint) or "
+        "anthropic.",
     )
     provider_base_url: str | None = Field(
-        default=None, description="Provider endpoint; defaults to the vendor's (set it for Ollama, vLLM...)."
+        default=None,
+        description="Provider endpoint; defaults to the vendor's (set it for Ollama, e.g. "
+        "http://127.0.0.1:11434/v1, or vLLM, LM Studio).",
     )
-    provider_model: str | None = Field(default=None, description="Model name sent to the provider.")
+    provider_model: str | None = Field(
+        default=None, description="Model name sent to the provider (required with a provider)."
+    )
     provider_api_key: SecretStr | None = Field(
         default=None, description="Provider API key (environment only; prefer `incident-desk key set`)."
     )
@@ -267,13 +281,17 @@ class Settings(BaseSettings):
         default=30.0, gt=0, le=600, description="Provider deadline: the whole request and answer, not each read."
     )
     provider_max_response_bytes: int = Field(
-        default=1024 * 1024, ge=1024, le=256 * 1024 * 1024, description="Most bytes of a provider answer read."
+        default=1024 * 1024,
+        ge=1024,
+        le=256 * 1024 * 1024,
+        description="Most bytes of a provider answer read; more is the error `answered too large a body`.",
     )
 
     audit_db: Path | str | None = Field(
         default=None,
         description="Audit journal: an SQLite file (default: the user data dir's audit.sqlite3) or a "
-        "postgresql:// URL shared by replicas (its password from the keychain or INCIDENT_DESK_AUDIT_DB_PASSWORD).",
+        "postgresql://user@host:port/db URL shared by replicas (no password in it: the password comes from the "
+        "keychain or INCIDENT_DESK_AUDIT_DB_PASSWORD).",
     )
     audit_db_password: SecretStr | None = Field(
         default=None, description="PostgreSQL journal password (environment only; prefer `incident-desk key set`)."
@@ -297,7 +315,9 @@ class Settings(BaseSettings):
     disabled_tools: list[str] = Field(default_factory=list, description="Tools not to serve.")
     keyring_service: str = Field(default=APP_NAME, min_length=1, description="Keychain service name.")
     services: dict[str, RestartAction] = Field(
-        default_factory=dict, description="Per-service restart action (command argv or simulate)."
+        default_factory=dict,
+        description="Per-service restart action, written [services.<name>] (command argv or simulate; see "
+        "docs/acts.md).",
     )
     incident_sources: list[IncidentSourceConfig] = Field(
         default_factory=list,
@@ -316,7 +336,10 @@ class Settings(BaseSettings):
         default_factory=list, description="Where change events come from ([[change_sources]]: files, command)."
     )
     metrics_max_points: int = Field(
-        default=500, ge=10, le=11_000, description="Most points per metric series in a result (the newest kept)."
+        default=500,
+        ge=10,
+        le=11_000,
+        description="Most points per metric series in a result (the newest kept); a cut series says so.",
     )
 
     @model_validator(mode="before")

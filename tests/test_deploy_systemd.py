@@ -18,7 +18,7 @@ from tests.helpers import ROOT
 
 SYSTEMD_ANALYZE = shutil.which("systemd-analyze")
 SHIPPED_UNIT = ROOT / "deploy" / "incident-desk@.service"
-INSTALLED_COMMAND = "/usr/local/bin/incident-desk"  # where the README's guide installs the desk
+INSTALLED_COMMAND = "/usr/local/bin/incident-desk"  # where docs/team-desk.md's guide installs the desk
 LOCAL_COMMAND = Path(sys.executable).with_name("incident-desk")  # the console script `pip install -e` made
 
 pytestmark = pytest.mark.skipif(
@@ -82,7 +82,7 @@ process.stdout.write(JSON.stringify(answers));
 
 @pytest.mark.skipif(shutil.which("node") is None, reason="node is not installed")
 def test_the_polkit_rule_lets_the_desk_restart_its_units_and_nothing_else() -> None:
-    """The README's restart example (systemctl restart payments-api) under the unit's NoNewPrivileges."""
+    """The restart example of docs/acts.md (systemctl restart payments-api) under the unit's NoNewPrivileges."""
     import json
 
     manage = "org.freedesktop.systemd1.manage-units"

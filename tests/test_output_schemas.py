@@ -20,7 +20,7 @@ from tests.prometheus import canned_prometheus
 
 pytestmark = pytest.mark.anyio
 
-# Every way `opened` may be written (README, data layout): TOML offset and local date-times, dates, strings.
+# Every way `opened` may be written (docs/data.md): TOML offset and local date-times, dates, strings.
 OPENED_SHAPES = {
     "INC-1": "2026-11-29T10:58:12Z",
     "INC-2": "2026-11-29T10:58:12+02:00",

@@ -366,9 +366,9 @@ def test_doctor_checks_the_postgres_journal(tmp_path: Path, cluster: Cluster, jo
 
 
 def _guide_commands() -> list[str]:
-    """The README's step-by-step team-desk commands, continuation lines joined."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split("Step by step on one Debian host", 1)[1]
+    """The team-desk guide's step-by-step commands (docs/team-desk.md), continuation lines joined."""
+    guide = (ROOT / "docs" / "team-desk.md").read_text(encoding="utf-8")
+    section = guide.split("Step by step on one Debian host", 1)[1]
     block = section.split("```sh\n", 1)[1].split("```", 1)[0]
     return [command.strip() for command in block.replace("\\\n", " ").splitlines()]
 

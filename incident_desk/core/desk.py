@@ -1,6 +1,6 @@
 """The incident desk's data: incidents, their raw logs, and per-service runbooks, read from a directory.
 
-Layout (documented in the README)::
+Layout (documented in docs/data.md)::
 
     <data_dir>/incidents/<INCIDENT-ID>/incident.toml   title, service, severity, status, opened
                                                        (and, once resolved, resolution)
