@@ -50,8 +50,8 @@ if TYPE_CHECKING:
 logger = structlog.get_logger(__name__)
 T = TypeVar("T")
 # Logs up to this size are read on the caller's thread when the data directory's last look is fresh: reading and
-# redacting 4 KiB takes 0.25 ms (0.6 ms with a secret on every line) on a 2-core VM, a hop to a worker thread
-# and back about 0.1 ms of the loop's time; beyond that the read dominates and a thread keeps the loop freer.
+# redacting them costs the loop about as much as a hop to a worker thread and back (docs/performance.md); beyond
+# that the read dominates and a thread keeps the loop freer.
 INLINE_LOG_MAX_BYTES = 4 * 1024
 # What the first log read imports and compiles; until they are loaded, reads go to a worker thread.
 _LOG_READERS = ("incident_desk.core.logfile", "incident_desk.core.redact")
@@ -98,7 +98,7 @@ class DeskApp:
         return self.desk.root
 
     def redactor(self, text: str) -> str:
-        # Imported by the first log read, not at start: compiling the redaction rules costs the start ~50 ms.
+        # Imported by the first log read, not at start: compiling the redaction rules would slow every start.
         from incident_desk.core.redact import redact
 
         return redact(text) if self.settings.redact_secrets else text
@@ -343,7 +343,7 @@ class DeskApp:
     async def read_log_from_loop(self, incident_id: str, reader: Callable[[BinaryIO], T]) -> T:
         """:meth:`read_log` for a caller on the event loop. A log of at most ``INLINE_LOG_MAX_BYTES`` that the data
         directory's fresh view lists is opened and read right here, once the log reader and the redaction rules
-        are loaded (the first read loads them in a worker thread: compiling the rules takes about 50 ms): the
+        are loaded (the first read loads them in a worker thread, because compiling the rules takes a while): the
         open never blocks and lists nothing, and a hop to a worker thread would cost about as much as the read.
         Any other log is read in a worker thread, through the handle already opened when there is one."""
         if not self._readers_loaded:

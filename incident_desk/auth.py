@@ -121,7 +121,7 @@ async def _unauthorized(send: Send, error: str | None) -> None:
 def approver(ctx: Context) -> str:
     """Who is answering: the authenticated HTTP principal, else the OS user running the desk.
 
-    Never a form field: the spec forbids trusting an identity typed into an elicitation form.
+    Never a form field: the MCP specification forbids trusting an identity typed into an elicitation form.
     """
     token = get_access_token()
     if token is not None:

@@ -301,9 +301,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     command = arguments[0] if arguments[0] in SUBCOMMANDS else None
     collecting = gc.isenabled()
     if command == "serve":
-        # Importing the settings and the SDK and building the desk make about 100k objects that live as long as
-        # the process; the collector, run again and again while they are made, frees nothing and costs the start
-        # about 50 ms on a 2-core VM. serve() freezes them and turns it back on before the first request.
+        # Importing the settings and the SDK and building the desk make objects that all live as long as the
+        # process; the collector, run again and again while they are made, frees nothing and only slows the start
+        # (docs/performance.md). serve() freezes them and turns it back on before the first request.
         gc.disable()
     try:
         return _run(build_parser(command).parse_args(arguments))

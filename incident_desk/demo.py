@@ -2,9 +2,9 @@
 
 It replays twelve scripted exchanges (the handshake, reads, prompts, sampling, approval, refusals, the wire
 requests and the text timeline) against the bundled sample desk with an in-process MCP client whose model
-answers and human approvals are scripted, and prints each as a transcript, for either protocol era. Transcripts
-01-11 follow the ones in the design the desk was first described by; a ``note:`` line says where the desk
-behaves differently on purpose. Output goes to stdout: demo is a command for people, not the server.
+answers and human approvals are scripted, and prints each as a transcript, for either protocol era. A
+``note:`` line says where the desk behaves differently from a plain MCP server on purpose. Output goes to stdout:
+demo is a command for people, not the server.
 """
 
 from __future__ import annotations

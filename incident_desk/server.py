@@ -48,7 +48,7 @@ def _tools_off(app: DeskApp) -> dict[str, str]:
 def build_server(app: DeskApp, *, defer_features: bool = False) -> MCPServer:
     """The desk's server. With ``defer_features`` the listed features are imported and registered by the first
     request that may need them instead of before the first answer: a client spawning the desk over stdio gets
-    its ``initialize`` answer about 40 ms sooner, and sees the same lists in the same order."""
+    its ``initialize`` answer sooner (docs/performance.md), and sees the same lists in the same order."""
     # The sealed 2026 round-trip state must outlive the longest wait for a human, or a slow approval would
     # fail with the SDK's bare "expired requestState" instead of the desk's own timeout text.
     ttl = max(app.settings.approval_timeout_seconds, app.settings.sampling_timeout_seconds) + 120
@@ -146,8 +146,8 @@ class ResultInHandTemplate(ResourceTemplate):
     """A resource template whose function's result is handed back as it is.
 
     The SDK wraps what a template's function returned in a ``FunctionResource`` around a plain lambda, and reading
-    that hops to a worker thread only to return the value already computed: about 100 us of every log or runbook
-    read over stdio on a 2-core machine. The function did its work already (off the loop where it blocks), so
+    that hops to a worker thread only to return the value already computed, a cost paid by every log or runbook
+    read (docs/performance.md). The function did its work already (off the loop where it blocks), so
     its value is served from an async function instead.
     """
 

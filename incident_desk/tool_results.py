@@ -29,8 +29,8 @@ def written_out(model: type[BaseModel]) -> WithJsonSchema:
     """A nested model's JSON schema written out where it is used, in place of a ``$ref`` into ``$defs``.
 
     Clients in Python validate structured content with ``jsonschema``, which resolves a ``$ref`` again for every
-    item of a list: written out, a three-line log page validates in about half the time (0.1 ms less per call on a
-    2-core VM), and a page of hundreds of lines saves more. Only for models with no nested models of their own.
+    item of a list: written out, a log page validates in about half the time (docs/performance.md), and the
+    longer the page the more it saves. Only for models with no nested models of their own.
     """
     schema = model.model_json_schema()
     if "$defs" in schema:

@@ -73,11 +73,11 @@ def _serve(settings: Settings) -> int:
     # Over stdio the client waits for the initialize answer before anything else; over HTTP the desk is
     # ready before it listens.
     server = build_server(app, defer_features=settings.transport != "http")
-    # The objects made by start-up imports (about 100k, mostly the SDK's pydantic models) live as long as the
-    # process; a full collection walking them stops every session for about 150 ms on a 2-core VM, and a busy
-    # search triggers such collections. Frozen, they are never walked again. No collection first: it would cost
-    # the start about 40 ms to free a few hundred objects, which frozen cost nothing but their memory. The
-    # command line turned the collector off for the start (see cli.main); from here on it runs as usual.
+    # The objects made by start-up imports (mostly the SDK's pydantic models) live as long as the process; a full
+    # collection walking them stops every session while it runs, and a busy search triggers such collections.
+    # Frozen, they are never walked again. No collection first: it would slow the start to free a few hundred
+    # objects, which frozen cost nothing but their memory (figures in docs/performance.md). The command line
+    # turned the collector off for the start (see cli.main); from here on it runs as usual.
     gc.freeze()
     gc.enable()
     # Opens nothing that can block (see core.datafiles), so a FIFO in the data directory cannot stall the start.

@@ -15,7 +15,8 @@ from typing import Literal
 
 from incident_desk.core.fields import FIELD_LIMITS, cut, storable
 
-# The most characters of a note (DESIGN §4b); a longer one is refused with its length, never cut.
+# The most characters of a note: long enough for a hand-off, short enough to read in a list of events. A longer
+# one is refused with its length, never cut, so no one's note is silently shortened.
 MAX_NOTE_CHARS = 2000
 EVENT_LIMITS: dict[str, int] = {
     "desk": 200,

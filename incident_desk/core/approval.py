@@ -1,8 +1,8 @@
-"""The approval decision (restarts, and the incident acts of DESIGN §4b), era-agnostic: given what the human
-answered, may the desk act, and what does it say?
+"""The approval decision (restarts, and the approved incident acts: resolve, silence, unsilence), era-agnostic:
+given what the human answered, may the desk act, and what does it say?
 
-No MCP imports. The texts are the product contract (DESIGN §4); nothing restarts without an explicit accept with
-the box ticked and a change ticket.
+No MCP imports. The texts are a contract: clients, people and docs/outcomes.md match on them word for word.
+Nothing restarts without an explicit accept with the box ticked and a change ticket.
 """
 
 from __future__ import annotations
@@ -20,14 +20,15 @@ MAX_TICKET_CHARS = FIELD_LIMITS["ticket"]
 
 
 def form_schema(what: str) -> dict[str, Any]:
-    """The approval form (DESIGN §4): a box to tick for ``what`` (e.g. "the restart") and a change ticket."""
+    """The approval form, flat as elicitation requires: a box to tick for ``what`` (e.g. "the restart") and a
+    change ticket."""
     return {
         "type": "object",
         "properties": {
             "confirm": {"type": "boolean", "description": f"Tick to approve {what}"},
             "ticket": {"type": "string", "description": "Change ticket number, e.g. CHG-2291"},
         },
-        # Only the box is required: a person who unticks it must not have to invent a ticket (the seed's flaw).
+        # Only the box is required: a person who unticks it must not have to invent a ticket to say no.
         "required": ["confirm"],
     }
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 # The most characters the journal keeps of each free-text field. Tickets, service names and client-given reasons
-# arrive from clients and forms: unbounded, 20 answers of 10 MB once made a 200 MB journal that took 14 s to read.
+# arrive from clients and forms: unbounded, a few huge answers would make a journal too large to read back quickly.
 FIELD_LIMITS: dict[str, int] = {"service": 200, "ticket": 200, "approver": 200, "protocol_era": 64, "detail": 4000}
 
 

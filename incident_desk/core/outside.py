@@ -174,8 +174,8 @@ def worker_threads(purpose: str, size: int) -> anyio.CapacityLimiter:
 
 
 def _tls_context() -> ssl.SSLContext:
-    """One TLS context for every exchange: loading the CA bundle costs 50-130 ms holding the interpreter lock on
-    a 2-core machine, too much to pay on every call (it would stall the event loop each time)."""
+    """One TLS context for every exchange: loading the CA bundle holds the interpreter lock long enough to stall
+    the event loop, too much to pay on every call."""
     with _tls_lock:
         if not _tls:
             _tls.append(httpx2.create_ssl_context())

@@ -1,4 +1,5 @@
-"""A direct model provider for summarize_incident when the client cannot lend its model (DESIGN §3 step 2).
+"""A direct model provider for summarize_incident when the client cannot lend its model: the step between the
+client's sampling and the raw log, and the way forward for clients of protocol eras that drop sampling.
 
 Speaks the OpenAI chat-completions shape (which local Ollama, LM Studio and vLLM servers also speak) and the
 Anthropic messages API. Every failure is a ``ProviderError`` whose message says what went wrong and never

@@ -13,7 +13,7 @@ from mcp_types import (
 
 from incident_desk.app import COMPLETION_WAIT_SECONDS, DeskApp
 
-MAX_VALUES = 100  # the spec's cap on values per completion response
+MAX_VALUES = 100  # the MCP specification's cap on values per completion response
 
 
 def _prefixed(candidates: list[str], prefix: str) -> Completion:

@@ -25,8 +25,9 @@ SAVE_SENTENCE = (
 
 
 def postmortem_text(audience: str | None, log: str, activity: str = "", save_as: str | None = None) -> str:
-    """The prompt (DESIGN §2); when the desk journalled acts on the incident, its activity log follows the log; when
-    the desk serves ``save_postmortem``, a last sentence says the result can be saved as ``save_as``."""
+    """The prompt, worded exactly as clients and tests expect; when the desk journalled acts on the incident,
+    its activity log follows the log; when the desk serves ``save_postmortem``, a last sentence says the result
+    can be saved as ``save_as``."""
     who = audience if audience and audience.strip() else DEFAULT_AUDIENCE
     text = (
         f"Write a blameless postmortem for {who}. Sections: impact, timeline, root cause, follow-ups. "
