@@ -1,6 +1,6 @@
 """What redaction costs a search or a paging of a 1 GiB log: redaction on against off, interleaved in one process.
 
-Issue 22's bar: searching or paging a 1 GiB log with redaction on costs at most 1.2x redaction off. The log is
+The bar: searching or paging a 1 GiB log with redaction on costs at most 1.2x redaction off. The log is
 bench_search's (1 GiB of service lines, one in 500 with a bearer token, a needle at the end). Each round times,
 with redaction on and then off (alternating which goes first):
 

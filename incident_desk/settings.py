@@ -241,7 +241,8 @@ class Settings(BaseSettings):
     )
 
     metrics: bool = Field(
-        default=True, description="Serve Prometheus metrics at /metrics on the HTTP desk (behind its token)."
+        default=True,
+        description="Serve Prometheus metrics at /metrics on the HTTP desk, behind its token (docs/telemetry.md).",
     )
     slow_call_seconds: float | None = Field(
         default=None,
