@@ -296,7 +296,7 @@ def _jwt(values: _Values) -> tuple[str, tuple[str, ...]]:
     return f"jwt {header}.{payload}.{signature}", (payload, signature)
 
 
-# Names beside values in syntaxes beyond env and JSON (issue 22).
+# Names beside values in syntaxes beyond env and JSON.
 _simple("PHP define", "define('DB_PASSWORD', '{s}');", 20)
 _simple("PHP define double-quoted", 'define("AUTH_KEY", "{s}");', 40)
 _simple("PHP array entry", "'password' => '{s}',", 20)
@@ -332,7 +332,7 @@ _simple("SQL Server connection", "Server=tcp:db,1433;Database=app;User ID=app;Pa
 _simple("Redis AUTH command", "redis> AUTH {s}", 24)
 _simple("MySQL CHANGE MASTER", "CHANGE MASTER TO MASTER_HOST='db', MASTER_PASSWORD='{s}'", 20)
 
-# Credentials in URLs and connection strings (issue 22).
+# Credentials in URLs and connection strings.
 _simple("Oracle thin URL", "jdbc:oracle:thin:scott/{s}@//db.internal:1521/ORCL", 20)
 _simple("sqlplus login", "sqlplus system/{s}@ORCL @migrate.sql", 20)
 _simple("pgpass line", "db.internal:5432:payments:app:{s}", 20)
@@ -345,7 +345,7 @@ _simple("URL user token only", "git clone https://{s}@github.com/org/repo.git", 
 _simple("SMTP URL", "smtp://mailer:{s}@smtp.example.com:587", 20)
 _simple("LDAP bind URL", "ldaps://cn=admin:{s}@ldap.internal:636", 20)
 
-# Command-line flags of common tools (issue 22).
+# Command-line flags of common tools.
 _simple("redis-cli -a", "redis-cli -h cache.internal -p 6379 -a {s} PING", 24)
 _simple("ldapsearch -w", 'ldapsearch -x -D "cn=admin,dc=example,dc=org" -w {s} -b dc=example,dc=org', 20)
 _simple("keytool -storepass", "keytool -importcert -keystore app.jks -storepass {s} -file ca.pem", 20)
@@ -363,7 +363,7 @@ _simple("helm --set password", "helm upgrade app ./chart --set postgresql.auth.p
 _simple("kubectl create secret", "kubectl create secret generic db --from-literal=password={s}", 20)
 _simple("git credential url", "git config credential.helper store; https://bot:{s}@git.example.com", 20)
 
-# Vendor tokens the rules did not know (issue 22).
+# Vendor tokens the rules once did not know.
 _simple("Twilio API key", "twilio key SK{s}", 32, HEX)
 _simple("Mailchimp key", "mailchimp {s}-us14", 32, HEX)
 _simple("Notion token", "notion ntn_{s}", 46)
@@ -401,7 +401,7 @@ _simple("Hugging Face org token", "api_org_{s}", 34)
 _simple("Bitbucket app password", "ATBB{s}", 32)
 
 
-# No name, no known prefix: only the value's own shape (length, classes, entropy) gives it away (issue 22).
+# No name, no known prefix: only the value's own shape (length, classes, entropy) gives it away.
 _simple("unknown token mid-line", "upstream accepted {s} for tenant acme", 40)
 _simple("unknown token in a URL path", "POST https://hooks.example.net/in/{s}/deliver 202", 44)
 _simple("unknown base64url token in a JSON field", '"x_ref": "{s}", "ok": true', 48, BASE64URL)
@@ -447,7 +447,7 @@ _MAKERS.append(
 _MAKERS.append(("PGP PRIVATE KEY BLOCK", _pem("PGP PRIVATE KEY BLOCK", 900, headers=("Version: GnuPG v2", ""))))
 
 
-# A value on the line after its name (issue 22): the name line ends with the separator, the value stands alone.
+# A value on the line after its name: the name line ends with the separator, the value stands alone.
 NEXT_LINE = "next line: "
 PUNCTUATED = ALNUM + "!#%*-_.~"
 
@@ -588,7 +588,7 @@ ORDINARY_LINES = (
     "----------------------------------------------------------------",
     "WARN index segment merge running",
     "loaded TLS certificate -----BEGIN CERTIFICATE----- for api.example.com (expires 2025-01-01)",
-    # More ordinary values that must stay (issue 22): ids, hashes, pod names, URLs without credentials, and the
+    # More ordinary values that must stay: ids, hashes, pod names, URLs without credentials, and the
     # words of secrets used in ordinary sentences.
     "request 5d41402abc4b2a76b9719d911017c592 served in 12ms",
     "commit a94a8fe5ccb19ba61c4c0873d391e987982fbbd3 merged into main by ci-bot",

@@ -29,7 +29,7 @@ SERVICE = "payments-api"
 QUESTION = "Restart payments-api? This drops in-flight requests."
 
 
-# Written out, not imported: the form is the product contract (DESIGN §4), so a change to it must fail here.
+# Written out, not imported: the form is what clients and people rely on, so a change to it must fail here.
 EXPECTED_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {

@@ -1,6 +1,6 @@
 """summarize_incident test helpers: the transcript texts, a scripted client model, provider settings, fixtures.
 
-The degrade chain under test (DESIGN §3), through a real MCP client in both protocol eras: client sampling
+The degrade chain under test, through a real MCP client in both protocol eras: client sampling
 (transcript 04), then the desk's own model provider on a real loopback HTTP server, then the raw log
 (transcript 06). A decline, a client error or a slow client (transcript 07) falls through to the next step as a
 normal result, never an ``isError`` one, and ``skipped`` says why.

@@ -1,4 +1,4 @@
-"""core/approval.py: the era-agnostic restart decision and its exact texts (DESIGN §4, transcript 05)."""
+"""core/approval.py: the era-agnostic restart decision and its exact texts (docs/outcomes.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Hostile log lines cost linear time (issue 21): no line drives redaction or a content check quadratic.
+"""Hostile log lines cost linear time: no line drives redaction or a content check quadratic.
 
 Lines are generated for every redaction rule: each trigger repeated with every separator a rule looks for, a
 trigger followed by a long run, markers without their ends, and the two lines measured in the issue (a private

@@ -61,7 +61,7 @@ async def test_tools_and_approval_per_mode_and_era(tmp_path: Path, stateless: bo
         declared = await _tools_and_calls(desk.url, "legacy", sampling_callback=_sample)
         stderr = desk.stderr()
     assert legacy["tools"] == modern["tools"]
-    # DESIGN §2's, show_incident_timeline, query_incident_metrics and §4b's acts
+    # the surface's read and act tools, show_incident_timeline and query_incident_metrics
     assert len(legacy["tools"]) == len(ALL_TOOLS)
     assert legacy["log"] == modern["log"] == SAMPLE_1043_LOG
     # 2026-07-28 keeps approval by multi round-trip in every mode.

@@ -177,7 +177,7 @@ async def test_the_timeline_and_the_postmortem_include_the_activity_log(make_app
     assert acts_line.count(f"by {APPROVER}") == 3 and "resolve by" in acts_line and "CHG-3" in acts_line
     plain_text = plain.messages[0].content.text  # type: ignore[union-attr]
     text = prompt.messages[0].content.text  # type: ignore[union-attr]
-    assert "journalled" not in plain_text  # nothing done yet: the prompt of DESIGN §2 and the sentence on saving it
+    assert "journalled" not in plain_text  # nothing done yet: the plain prompt and the sentence on saving it
     save = "\n\n" + SAVE_SENTENCE.format(id="INC-1043")
     assert plain_text.endswith(save) and text.endswith(save)
     journalled = "\n\nWhat the on-call desk journalled for this incident (who did what, UTC):\n"

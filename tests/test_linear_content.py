@@ -1,4 +1,4 @@
-"""No backtracking regex ever runs on log or source text (issue 21): content is matched by RE2 only.
+"""No backtracking regex ever runs on log or source text: content is matched by RE2 only.
 
 Two checks, each shown to catch a planted ``re``: the modules that handle content (all of ``core`` and the
 features) never import Python's ``re`` (or ``regex``); and at run time no compiled ``re.Pattern`` sits anywhere

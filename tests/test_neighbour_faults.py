@@ -1,4 +1,4 @@
-"""No neighbour freezes the desk (issue 21): against an Alertmanager that drips a byte a second, one that accepts
+"""No neighbour freezes the desk: against an Alertmanager that drips a byte a second, one that accepts
 and never answers, and one that sends a 200 MB body, every tool, resource, prompt and completion is fired at
 once, over stdio and over HTTP, while the client pings; every ping answers within 0.5 s, ``initialize`` never
 waits on the source, the calls end by the source's deadline, and the listing names the source's fault.

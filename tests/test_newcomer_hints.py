@@ -1,4 +1,4 @@
-"""What a newcomer sees when starting the desk by hand (issue 24 item 15): on a terminal, one line saying it waits
+"""What a newcomer sees when starting the desk by hand: on a terminal, one line saying it waits
 for an MCP client on stdin; a loopback HTTP desk says nothing of a keychain it does not need."""
 
 from __future__ import annotations

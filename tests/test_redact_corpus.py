@@ -44,7 +44,7 @@ def test_the_corpus_has_more_than_80_formats() -> None:
 
 
 def test_the_corpus_has_at_least_200_formats_and_100_ordinary_lines() -> None:
-    """Issue 22: grown from 137 by kind (syntaxes, URLs and connection strings, command lines, vendor tokens)."""
+    """Grown from 137 by kind (syntaxes, URLs and connection strings, command lines, vendor tokens)."""
     assert len(FORMATS) >= 200
     assert len(set(ORDINARY_LINES)) >= 100
 
@@ -294,7 +294,7 @@ async def test_ordinary_lines_come_back_unchanged_on_every_path(
 async def test_a_value_on_the_line_after_its_name_is_masked_across_page_and_window_edges(
     make_server: Callable[..., MCPServer], tmp_path: Path, era: str
 ) -> None:
-    """Issue 22: the name ends one page and the value starts the next; the window starts at the value, or inside
+    """The name ends one page and the value starts the next; the window starts at the value, or inside
     the name's line; a search shows the value's line alone. None of them shows the value."""
     root = tmp_path / "desk"
     pad = "2024-05-01T10:00:09Z INFO padding " + "p" * (WINDOW_BYTES - 40)
@@ -343,7 +343,7 @@ def _first_error_log(fmt: Format) -> str:
 async def test_the_timeline_first_error_masks_the_corpus(
     make_server: Callable[..., MCPServer], tmp_path: Path, era: str
 ) -> None:
-    """Issue 22: the timeline shows the first error line's text; a secret on it is masked like everywhere."""
+    """The timeline shows the first error line's text; a secret on it is masked like everywhere."""
     root = tmp_path / "desk"
     for number, fmt in enumerate(FORMATS):
         _incident(root, f"TL-{number}", _first_error_log(fmt))
@@ -360,7 +360,7 @@ async def test_the_timeline_first_error_masks_the_corpus(
 
 
 async def test_restart_output_and_the_journal_mask_the_corpus(make_app: AppFactory, tmp_path: Path, era: str) -> None:
-    """Issue 22: a restart command that prints every format (in every shape) shows none of them, in the result
+    """A restart command that prints every format (in every shape) shows none of them, in the result
     or in the journal. The formats are printed in chunks, one service each, to stay within the output limit."""
     printer = tmp_path / "print_file.py"
     printer.write_text("import sys\nsys.stdout.write(open(sys.argv[1], encoding='utf-8').read())\n")

@@ -1,4 +1,4 @@
-"""Generated secrets of every kind in generated log lines are masked; generated ordinary lines are not (issue 22).
+"""Generated secrets of every kind in generated log lines are masked; generated ordinary lines are not.
 
 Secrets come from the corpus's formats with fresh values (a new seed per example), logged after and before
 generated ordinary text, one line or a block of lines; ordinary lines are built from what real logs carry and

@@ -1,4 +1,4 @@
-"""restart_service approval outcomes (DESIGN §4, transcript 05), in both protocol eras.
+"""restart_service approval outcomes (the demo's transcript 05, docs/outcomes.md), in both protocol eras.
 
 Every answer (accept with/without ticket, unticked, decline, cancel, timeout) gives its own outcome and only a
 ticketed accept executes; the question is the designed form; the approver comes from the OS; answers to two
@@ -152,7 +152,7 @@ async def test_the_question_is_the_designed_form(make_app: AppFactory, restarts:
     assert asked.mode == "form"
     assert asked.message == QUESTION
     assert asked.requested_schema == EXPECTED_SCHEMA
-    # Unlike the seed's record (required=[confirm, ticket]), unticking the box needs no invented ticket.
+    # Only the box is required (not the ticket too), so unticking the box needs no invented ticket.
     assert asked.requested_schema["required"] == ["confirm"]
 
 

@@ -162,7 +162,7 @@ async def test_a_provider_answer_that_quotes_its_key_or_a_secret_is_masked(
     memory_keyring: MemoryKeyring,
     kind: str,
 ) -> None:
-    """Issue 22: the provider's own key (whatever its shape) and any secret the answer quotes never come back."""
+    """The provider's own key (whatever its shape) and any secret the answer quotes never come back."""
     plain_key = "plainkey-7Hq2xW9rT4vB8nL3mK6p"  # no vendor shape, no telling name: only the literal can catch it
     memory_keyring.set_password("incident-desk", "provider-api-key", plain_key)
     answer = f"Your key is {plain_key}. The log also shows password=Hunter2Secret99 and {KEY}."

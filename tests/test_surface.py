@@ -1,4 +1,5 @@
-"""The MCP surface of DESIGN §2, through a real client in both protocol eras (transcripts 02 and 03)."""
+"""The MCP surface (resources, templates, prompt, tools), through a real client in both protocol eras (the demo's
+transcripts 02 and 03)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """``incident-desk timeline ID --html FILE``: the chart as one self-contained page, drawn in headless Chromium
-with every request refused (issue 24 items 4 and 11). The browser part needs Debian's chromium and the view's
+with every request refused. The browser part needs Debian's chromium and the view's
 node_modules, like tests/test_timeline_browser.py, and is skipped without them."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Tool-argument errors answer in the desk's words, not the SDK's raw pydantic text (issue 24 item 17)."""
+"""Tool-argument errors answer in the desk's words, not the SDK's raw pydantic text."""
 
 from __future__ import annotations
 
