@@ -3,6 +3,8 @@ short and its test command is the one CI runs."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import shlex
 import unicodedata
@@ -139,3 +141,28 @@ def test_the_readmes_test_command_is_what_ci_runs() -> None:
     assert shlex.split(install)[-1] == ci_install[-1], "the README installs other extras than .ci/run"
     ci_pytest = _command_args(ci, "-m pytest")
     assert shlex.split(pytest_run)[1:] == ci_pytest[1:], "the README runs pytest otherwise than .ci/run"
+
+
+def _fenced(text: str, language: str) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", text, flags=re.DOTALL)
+
+
+def test_the_readmes_config_example_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from incident_desk.settings import load_settings
+
+    for name in [name for name in os.environ if name.startswith(ENV_PREFIX)]:
+        monkeypatch.delenv(name)
+    (example,) = _fenced(README.read_text(encoding="utf-8"), "toml")
+    desk = tmp_path / "desk"
+    (desk / "incidents").mkdir(parents=True)
+    (desk / "runbooks").mkdir()
+    config = tmp_path / "config.toml"
+    config.write_text(example.replace("/srv/incident-desk/desk", str(desk)), encoding="utf-8")
+    settings = load_settings(config_file=config)
+    assert settings.data_dir == desk and settings.provider == "openai"
+    assert settings.services["payments-api"].kind == "command"
+
+
+def test_the_readmes_client_entry_is_json() -> None:
+    for block in _fenced(README.read_text(encoding="utf-8"), "json"):
+        assert json.loads(block)["mcpServers"]["incident-desk"]["command"].endswith("/bin/incident-desk")
