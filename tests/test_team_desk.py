@@ -373,7 +373,7 @@ def _guide_commands() -> list[str]:
     return [command.strip() for command in block.replace("\\\n", " ").splitlines()]
 
 
-def test_the_readme_guides_config_and_doctor_lines_work_as_written(tmp_path: Path, cluster: Cluster) -> None:
+def test_the_team_desk_guides_config_and_doctor_lines_work_as_written(tmp_path: Path, cluster: Cluster) -> None:
     """The guide's config file and its doctor check, as written: only `sudo`, /etc and the port are moved here."""
     commands = _guide_commands()
     (write_config,) = [command for command in commands if command.startswith("printf 'audit_db")]
