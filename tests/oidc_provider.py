@@ -215,13 +215,15 @@ class OpenIDProvider:
         for _ in range(4):  # login, consent, and at most a repeated prompt each
             left = max(deadline - time.monotonic(), 0.1)
             prompt = page.wait_for(
-                f"document.readyState === 'complete' && (!location.href.startsWith({json.dumps(self.issuer)})"
-                " ? 'left' : document.querySelector('input[name=prompt]')?.value)",
+                f"document.readyState === 'complete' && (location.origin !== {json.dumps(self.issuer)}"
+                " ? 'left' : document.querySelector('input[name=prompt]')?.value || 'no prompt')",
                 f"the provider's login or consent page for {user}",
                 left,
             )
             if prompt == "left":
                 return page.url
+            if prompt == "no prompt":
+                raise AssertionError(f"the provider refused {user}'s sign-in at {page.url}: {page.text()[:500]}")
             if prompt == "login":
                 page.fill("input[name=login]", user, left)
                 page.fill("input[name=password]", "any password", left)

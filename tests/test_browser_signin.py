@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
@@ -193,3 +193,14 @@ async def test_an_async_test_drives_a_page_while_its_loop_serves(browser: Browse
         await page.open(callback.url + "?state=async")
         assert await page.url() == callback.url + "?state=async"
         assert await page.evaluate("document.querySelector('h1').textContent") == "Signed in"
+
+
+def test_a_sign_in_the_provider_refuses_says_why_at_once(provider: OpenIDProvider, browser: Browser) -> None:
+    client = provider.register_client("http://127.0.0.1:9/callback", confidential=True)
+    wrong = replace(client, redirect_uri="http://127.0.0.1:9/elsewhere")
+    page = browser.new_page()
+    page.open(provider.authorization(wrong).url)
+    started = time.monotonic()
+    with pytest.raises(AssertionError, match=r"refused bob's sign-in.*redirect_uri"):
+        provider.sign_in_with_browser(page, "bob")
+    assert time.monotonic() - started < 15
