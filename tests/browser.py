@@ -119,10 +119,17 @@ class _CommandFailed(BrowserError):
 class Page:
     """One tab in its own browser context: its own cookies and storage."""
 
-    def __init__(self, devtools: _DevTools, session: str, context: str) -> None:
+    def __init__(self, devtools: _DevTools, session: str, context: str, target: str) -> None:
         self._devtools = devtools
         self._session = session
         self.context = context
+        self._target = target
+
+    def close(self, timeout: float = DEFAULT_TIMEOUT) -> None:
+        """Close the tab and throw its browser context away (cookies and all): that person has left."""
+        deadline = _Deadline(timeout, "the tab to close")
+        self._devtools.call("Target.closeTarget", deadline, targetId=self._target)
+        self._devtools.call("Target.disposeBrowserContext", deadline, browserContextId=self.context)
 
     def _call(self, method: str, deadline: _Deadline, **params: Any) -> dict[str, Any]:
         return self._devtools.call(method, deadline, self._session, **params)
@@ -283,7 +290,7 @@ class Browser:
         context = self._devtools.call("Target.createBrowserContext", deadline)["browserContextId"]
         target = self._devtools.call("Target.createTarget", deadline, url="about:blank", browserContextId=context)
         attached = self._devtools.call("Target.attachToTarget", deadline, targetId=target["targetId"], flatten=True)
-        return Page(self._devtools, attached["sessionId"], context)
+        return Page(self._devtools, attached["sessionId"], context, target["targetId"])
 
     def log(self) -> str:
         """Chromium's stderr so far (for a failing test's message)."""
@@ -375,41 +382,45 @@ class AsyncPage:
     def __init__(self, page: Page) -> None:
         self.page = page
 
-    async def _run(self, call: Callable[..., T], *args: Any) -> T:
+    async def run(self, call: Callable[..., T], *args: Any) -> T:
+        """Run any blocking helper (``provider.sign_in_with_browser(page.page, ...)``) off the event loop."""
         return await anyio.to_thread.run_sync(lambda: call(*args))
 
     async def open(self, url: str, timeout: float = DEFAULT_TIMEOUT) -> None:
-        await self._run(self.page.open, url, timeout)
+        await self.run(self.page.open, url, timeout)
 
     async def click(self, selector: str, navigates: bool = True, timeout: float = DEFAULT_TIMEOUT) -> None:
-        await self._run(self.page.click, selector, navigates, timeout)
+        await self.run(self.page.click, selector, navigates, timeout)
 
     async def submit(self, selector: str = "form", timeout: float = DEFAULT_TIMEOUT) -> None:
-        await self._run(self.page.submit, selector, timeout)
+        await self.run(self.page.submit, selector, timeout)
 
     async def fill(self, selector: str, value: str, timeout: float = DEFAULT_TIMEOUT) -> None:
-        await self._run(self.page.fill, selector, value, timeout)
+        await self.run(self.page.fill, selector, value, timeout)
 
     async def evaluate(self, expression: str, timeout: float = DEFAULT_TIMEOUT) -> Any:
-        return await self._run(self.page.evaluate, expression, timeout)
+        return await self.run(self.page.evaluate, expression, timeout)
 
     async def wait_for(self, expression: str, what: str, timeout: float = DEFAULT_TIMEOUT) -> Any:
-        return await self._run(self.page.wait_for, expression, what, timeout)
+        return await self.run(self.page.wait_for, expression, what, timeout)
 
     async def wait_for_text(self, text: str, timeout: float = DEFAULT_TIMEOUT) -> None:
-        await self._run(self.page.wait_for_text, text, timeout)
+        await self.run(self.page.wait_for_text, text, timeout)
 
     async def wait_for_url(self, prefix: str, timeout: float = DEFAULT_TIMEOUT) -> str:
-        return await self._run(self.page.wait_for_url, prefix, timeout)
+        return await self.run(self.page.wait_for_url, prefix, timeout)
 
     async def url(self) -> str:
-        return await self._run(lambda: self.page.url)
+        return await self.run(lambda: self.page.url)
 
     async def text(self) -> str:
-        return await self._run(self.page.text)
+        return await self.run(self.page.text)
 
     async def html(self) -> str:
-        return await self._run(self.page.html)
+        return await self.run(self.page.html)
 
     async def cookies(self) -> list[dict[str, Any]]:
-        return await self._run(self.page.cookies)
+        return await self.run(self.page.cookies)
+
+    async def close(self, timeout: float = DEFAULT_TIMEOUT) -> None:
+        await self.run(self.page.close, timeout)

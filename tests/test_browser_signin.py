@@ -16,7 +16,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
+import anyio
 import pytest
+from anyio.abc import SocketAttribute, SocketStream
 
 from tests.browser import AsyncPage, Browser, BrowserError, BrowserTimeout, launch, live_processes
 from tests.oidc_provider import OpenIDProvider, claims_of, run_provider
@@ -147,6 +149,9 @@ def test_the_code_is_useless_without_the_pkce_verifier(provider: OpenIDProvider,
             provider.exchange_code(client, code, forged)
         cookies = {cookie["name"] for cookie in page.cookies()}
         assert "_session" in cookies, cookies  # the provider's session cookie, read from the browser
+        page.close()
+        with pytest.raises(BrowserError, match=r"Storage\.getCookies"):
+            page.cookies()  # the context is gone with its cookies
 
 
 def test_a_page_that_never_loads_fails_in_bounded_time_naming_what_was_awaited(browser: Browser) -> None:
@@ -186,13 +191,39 @@ def test_the_browser_and_its_profile_are_gone_after_the_block_even_on_failure(tm
 
 
 @pytest.mark.anyio
-async def test_an_async_test_drives_a_page_while_its_loop_serves(browser: Browser) -> None:
-    """An async test keeps its event loop free while the browser works (AsyncPage runs calls in a thread)."""
-    page = AsyncPage(browser.new_page())
-    with callback_server() as callback:
-        await page.open(callback.url + "?state=async")
-        assert await page.url() == callback.url + "?state=async"
+async def test_an_async_test_signs_in_while_its_own_loop_serves_the_callback(
+    provider: OpenIDProvider, browser: Browser
+) -> None:
+    """The shape of an in-process desk: the page the browser lands on is served by the test's own event loop, so
+    the browser calls must leave that loop free (AsyncPage runs them in a worker thread)."""
+    queries: list[str] = []
+
+    async def answer(stream: SocketStream) -> None:
+        async with stream:
+            request = b""
+            while b"\r\n\r\n" not in request:
+                request += await stream.receive()
+            queries.append(request.split(b" ", 2)[1].decode())
+            body = b"<h1>Signed in</h1>"
+            await stream.send(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nConnection: close\r\n")
+            await stream.send(b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+
+    listener = await anyio.create_tcp_listener(local_host="127.0.0.1")
+    port = listener.extra(SocketAttribute.local_port)  # noqa: S610 -- anyio typed attributes, not Django
+    async with listener, anyio.create_task_group() as serving:
+        serving.start_soon(listener.serve, answer)
+        client = provider.register_client(f"http://127.0.0.1:{port}/approval/callback")
+        authorization = provider.authorization(client)
+        page = AsyncPage(browser.new_page())
+        await page.open(authorization.url)
+        landed = await page.run(provider.sign_in_with_browser, page.page, "alice")
+        assert landed.startswith(client.redirect_uri + "?") and await page.text() == "Signed in", landed
         assert await page.evaluate("document.querySelector('h1').textContent") == "Signed in"
+        await page.close()
+        serving.cancel_scope.cancel()
+    [query] = [parse_qs(urlsplit(path).query) for path in queries if path.startswith("/approval/callback")]
+    tokens = provider.exchange_code(client, query["code"][0], authorization)
+    assert provider.id_token_claims(tokens["id_token"], client, authorization.nonce)["sub"] == "alice"
 
 
 def test_a_sign_in_the_provider_refuses_says_why_at_once(provider: OpenIDProvider, browser: Browser) -> None:
