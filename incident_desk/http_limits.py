@@ -16,10 +16,16 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 import h11
-from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from incident_desk.library_hooks import uvicorn_h11_protocol
+
+if TYPE_CHECKING:
+    from uvicorn.protocols.http.h11_impl import H11Protocol as _Protocol
+else:
+    _Protocol = object  # the real base is put under this class per server, by guarded_protocol
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +48,7 @@ class ConnectionTable:
     waiting: dict[GuardedH11Protocol, None] = field(default_factory=dict)
 
 
-class GuardedH11Protocol(H11Protocol):
+class GuardedH11Protocol(_Protocol):
     """uvicorn's h11 protocol with a request read deadline and a connection cap (see the module docstring)."""
 
     table: ClassVar[ConnectionTable]
@@ -107,7 +113,13 @@ class GuardedH11Protocol(H11Protocol):
             self.table.open -= 1
 
 
-def guarded_protocol(max_connections: int, read_timeout: float) -> type[GuardedH11Protocol]:
-    """A protocol class for one server, with its own connection table (uvicorn's ``http=`` setting takes a class)."""
+def guarded_protocol(max_connections: int, read_timeout: float) -> type[asyncio.Protocol] | Literal["h11"]:
+    """A protocol class for one server, with its own connection table (uvicorn's ``http=`` setting takes a class).
+
+    uvicorn's plain ``"h11"`` when its h11 protocol no longer fits (``library_hooks.uvicorn_h11_protocol``).
+    """
+    base = uvicorn_h11_protocol()
+    if base is None:
+        return "h11"
     table = ConnectionTable(max_connections=max_connections, read_timeout=read_timeout)
-    return type("DeskH11Protocol", (GuardedH11Protocol,), {"table": table})
+    return type("DeskH11Protocol", (GuardedH11Protocol, base), {"table": table})
