@@ -31,6 +31,7 @@ logger = logging.getLogger(__name__)
 
 MCP_SESSION_HEADER = b"mcp-session-id"
 MCP_PROTOCOL_HEADER = b"mcp-protocol-version"
+# Written on the socket before uvicorn has parsed a request or called any app, so raw bytes, not a Starlette response.
 _BUSY_BODY = b'{"error":"busy","message":"the desk has as many connections open as it allows; try again shortly"}'
 _BUSY_RESPONSE = (
     b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\n"
