@@ -6,6 +6,8 @@ Rules (docs/architecture.md), each with where it lives:
 - A feature module never imports another feature module (``features-stand-apart``).
 - Only the transports and the in-process clients (``doctor``, ``demo``, ``timeline_page``) import the server factory
   (``server-factory-importers``).
+- No module that handles content (``core``, the features) imports Python's backtracking ``re`` (``content-is-linear``;
+  ``tests/test_linear_content.py`` also looks for ``__import__("re")`` and compiled patterns at run time).
 - No import cycle, counting imports made inside functions too (``no-cycles``).
 - Only ``client_features`` imports the SDK's sampling and elicitation types or ``client_supports_apps`` (ruff's
   banned-api, TID251); the demo, which plays the client, may build the two answers it gives.
@@ -31,7 +33,7 @@ from tests.helpers import ROOT
 PACKAGE = "incident_desk"
 CLIENT_FEATURES = ROOT / PACKAGE / "client_features.py"
 CLIENT_TALK_ATTRIBUTES = frozenset({"client_capabilities", "send_request"})
-CONTRACTS = ("core-stands-alone", "features-stand-apart", "server-factory-importers", "no-cycles")
+CONTRACTS = ("core-stands-alone", "features-stand-apart", "content-is-linear", "server-factory-importers", "no-cycles")
 BIN = Path(sys.executable).parent
 
 
@@ -135,6 +137,13 @@ CONTRACT_PLANTS = [
         "features/summarize.py",
         "    from incident_desk.server import build_server",
         "incident_desk.features.summarize -> incident_desk.server",
+    ),
+    ("content-is-linear", "core/logfile.py", "    import re", "incident_desk.core.logfile -> re"),
+    (
+        "content-is-linear",
+        "features/read_tools.py",
+        "from re import compile",
+        "incident_desk.features.read_tools -> re",
     ),
     ("no-cycles", "app.py", "import incident_desk.server", ".app -> .server"),
 ]
