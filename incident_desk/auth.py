@@ -10,12 +10,12 @@ from __future__ import annotations
 import getpass
 import hashlib
 import hmac
-from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
 from urllib.parse import parse_qsl, unquote_plus
 
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.mcpserver import Context
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 PRINCIPAL_HEADER = "x-incident-desk-principal"
 HEALTH_PATH = "/healthz"
@@ -23,12 +23,6 @@ HEALTH_PATH = "/healthz"
 CREDENTIAL_PARAMETERS = frozenset(
     {"token", "accesstoken", "authtoken", "idtoken", "bearer", "auth", "authorization", "apikey", "key", "secret"}
 )
-
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 def token_fingerprint(token: str) -> str:
@@ -57,10 +51,12 @@ class BearerAuth:
         authorizations = [value for name, value in headers if name.lower() == b"authorization"]
         if len(authorizations) > 1:
             # Proxies and servers disagree on which copy counts; a request that carries two is refused, not guessed.
-            await _bad_request(send, f"send one Authorization header, not {len(authorizations)}")
+            await _bad_request(scope, receive, send, f"send one Authorization header, not {len(authorizations)}")
             return
         if self._credential_in_url(scope):
             await _bad_request(
+                scope,
+                receive,
                 send,
                 "credentials do not belong in the URL, where logs and proxies keep them: "
                 "send the token in the Authorization header",
@@ -71,7 +67,7 @@ class BearerAuth:
             scheme, _, credential = presented.partition(b" ")
             if scheme.lower() != b"bearer" or not hmac.compare_digest(credential.strip(), self._token):
                 error = "invalid_token" if presented else None
-                await _unauthorized(send, error)
+                await _unauthorized(scope, receive, send, error)
                 return
             headers.append((PRINCIPAL_HEADER.encode(), (self._principal or "").encode()))
         await self._app({**scope, "headers": headers}, receive, send)
@@ -89,33 +85,14 @@ class BearerAuth:
         return token in unquote_plus(query) or token in unquote_plus(path)
 
 
-async def _bad_request(send: Send, message: str) -> None:
-    body = ('{"error":"bad_request","message":"' + message + '"}').encode()
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 400,
-            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
+async def _bad_request(scope: Scope, receive: Receive, send: Send, message: str) -> None:
+    await JSONResponse({"error": "bad_request", "message": message}, status_code=400)(scope, receive, send)
 
 
-async def _unauthorized(send: Send, error: str | None) -> None:
+async def _unauthorized(scope: Scope, receive: Receive, send: Send, error: str | None) -> None:
     challenge = 'Bearer realm="incident-desk"' + (f', error="{error}"' if error else "")
-    body = b'{"error":"unauthorized","message":"a valid bearer token is required"}'
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 401,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"www-authenticate", challenge.encode()),
-                (b"content-length", str(len(body)).encode()),
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
+    body = {"error": "unauthorized", "message": "a valid bearer token is required"}
+    await JSONResponse(body, status_code=401, headers={"www-authenticate": challenge})(scope, receive, send)
 
 
 def approver(ctx: Context) -> str:

@@ -12,7 +12,7 @@ import getpass
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, get_args, get_origin
 
 from incident_desk import __version__
 
@@ -33,49 +33,50 @@ def _err(text: str) -> None:
     sys.stderr.write(f"incident-desk: {text}\n")
 
 
+# The settings a command line may set, by their Settings field names: each flag's name, type, choices and help are
+# read from the model, so a setting is described once. ``redact_secrets`` is turned off by ``--no-redact``.
+SETTINGS_FLAGS = ("data_dir", "audit_db", "desk_name", "log_level", "log_format")
+SERVE_FLAGS = ("transport", "host", "port", "stateless", "read_only", "redact_secrets")
+_OFF_FLAGS = {"redact_secrets": "--no-redact"}
+
+
+def _add_setting_flag(parser: argparse._ActionsContainer, name: str, *, default: Any = None) -> None:
+    """``--name-with-dashes`` for the setting ``name``, as the Settings model declares it."""
+    from incident_desk.settings import Settings
+
+    field = Settings.model_fields[name]
+    description = (field.description or name).rstrip(".")
+    if name in _OFF_FLAGS:
+        off = f"turn off: {description[:1].lower()}{description[1:]}"
+        parser.add_argument(_OFF_FLAGS[name], dest=name, action="store_false", default=default, help=off)
+        return
+    flag = "--" + name.replace("_", "-")
+    annotation = field.annotation
+    options = get_args(annotation) or (annotation,)
+    if annotation is bool:
+        parser.add_argument(flag, action="store_true", default=default, help=description)
+        return
+    shown = f"{description} (default {field.default})" if field.default is not None else description
+    if get_origin(annotation) is Literal:
+        parser.add_argument(flag, choices=list(options), default=default, help=shown)
+    elif Path in options and str not in options:
+        parser.add_argument(flag, type=Path, default=default, help=shown)
+    elif int in options:
+        parser.add_argument(flag, type=int, default=default, help=shown)
+    else:
+        parser.add_argument(flag, default=default, help=shown)
+
+
 def _add_settings_flags(parser: argparse._ActionsContainer, *, default: Any = None) -> None:
     parser.add_argument("--config", type=Path, default=default, help="TOML config file (also INCIDENT_DESK_CONFIG)")
-    parser.add_argument(
-        "--data-dir", type=Path, default=default, help="data directory; default: the bundled sample desk"
-    )
-    parser.add_argument(
-        "--audit-db", default=default, help="audit journal: SQLite file path or postgresql:// URL (no password)"
-    )
-    parser.add_argument(
-        "--desk-name", default=default, help="the desk's name in a shared journal (default: from its data and sources)"
-    )
-    parser.add_argument(
-        "--log-level",
-        choices=["debug", "info", "warning", "error"],
-        default=default,
-        help="threshold of the desk's own log on stderr (default info)",
-    )
-    parser.add_argument(
-        "--log-format",
-        choices=["auto", "console", "json"],
-        default=default,
-        help="stderr log format; auto is console on a terminal, JSON otherwise",
-    )
+    for name in SETTINGS_FLAGS:
+        _add_setting_flag(parser, name, default=default)
 
 
 def _add_serve_flags(parser: argparse._ActionsContainer, *, default: Any = None) -> None:
     _add_settings_flags(parser, default=default)
-    parser.add_argument("--transport", choices=["stdio", "http"], default=default, help="default: stdio")
-    parser.add_argument("--host", default=default, help="HTTP bind address (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=default, help="HTTP port (default 8765)")
-    parser.add_argument(
-        "--stateless", action="store_true", default=default, help="stateless HTTP for load-balanced replicas"
-    )
-    parser.add_argument(
-        "--read-only", action="store_true", default=default, help="serve no acting tool (acknowledge, restart, ...)"
-    )
-    parser.add_argument(
-        "--no-redact",
-        dest="redact_secrets",
-        action="store_false",
-        default=default,
-        help="show log lines unredacted",
-    )
+    for name in SERVE_FLAGS:
+        _add_setting_flag(parser, name, default=default)
 
 
 def _add_config_flag(parser: argparse.ArgumentParser) -> None:
@@ -115,7 +116,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             description="Print every tool, on or off, for these settings (read_only, enabled_tools, disabled_tools).",
         )
         _add_settings_flags(tools)
-        tools.add_argument("--read-only", action="store_true", default=None, help="as the desk's --read-only")
+        _add_setting_flag(tools, "read_only")
     if only in (None, "locks"):
         _add_locks_parser(commands)
     if only in (None, "key"):
@@ -267,22 +268,7 @@ def _audit_limit(text: str) -> int:
 
 
 def _settings_from(args: argparse.Namespace) -> Settings:
-    overrides: dict[str, Any] = {
-        name: getattr(args, name, None)
-        for name in (
-            "data_dir",
-            "audit_db",
-            "desk_name",
-            "read_only",
-            "log_level",
-            "log_format",
-            "transport",
-            "host",
-            "port",
-            "stateless",
-            "redact_secrets",
-        )
-    }
+    overrides: dict[str, Any] = {name: getattr(args, name, None) for name in (*SETTINGS_FLAGS, *SERVE_FLAGS)}
     from incident_desk.settings import Settings, load_settings
 
     settings = load_settings(overrides, getattr(args, "config", None))

@@ -19,6 +19,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types import EmptyResult, LoggingLevel, SetLevelRequestParams
 
 from incident_desk.client_features import ROUND_TRIP_ERAS
+from incident_desk.library_hooks import sdk_add_request_handler
 
 _LEVELS: tuple[str, ...] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 _STDIO_CONNECTION = "stdio"
@@ -73,8 +74,8 @@ class RequestLogContext:
 def serve_set_level(server: MCPServer, levels: ClientLogLevels) -> None:
     """Answer ``logging/setLevel`` by remembering the level per connection.
 
-    mcp 2.3's MCPServer has no public hook for this request, so this is the one place that reaches into its
-    private low-level server; revisit when the SDK grows a decorator or ``on_set_level`` for MCPServer.
+    mcp 2.3's MCPServer has no public hook for this request: it goes on the private low-level server
+    (``library_hooks.sdk_add_request_handler``); revisit when the SDK grows a decorator for MCPServer.
     """
 
     async def set_level(ctx: ServerRequestContext[Any, Any], params: SetLevelRequestParams) -> EmptyResult:
@@ -82,7 +83,7 @@ def serve_set_level(server: MCPServer, levels: ClientLogLevels) -> None:
         levels.set(ClientLogLevels.connection_key(headers), params.level)
         return EmptyResult()
 
-    server._lowlevel_server.add_request_handler("logging/setLevel", SetLevelRequestParams, set_level)
+    sdk_add_request_handler(server, "logging/setLevel", SetLevelRequestParams, set_level)
 
 
 async def tell_client(ctx: Context, levels: ClientLogLevels, level: LoggingLevel, event: str, **fields: Any) -> None:

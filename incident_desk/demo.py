@@ -20,7 +20,11 @@ from typing import Any
 import anyio
 from mcp import Client
 from mcp.shared.exceptions import MCPError
-from mcp_types import CreateMessageResult, ElicitResult, TextContent
+from mcp_types import (
+    CreateMessageResult,  # noqa: TID251  the demo plays the client's model: it builds the model's answer
+    ElicitResult,  # noqa: TID251  and the client's human: it builds the approval answer
+    TextContent,
+)
 
 from incident_desk import safe_write
 from incident_desk.app import build_app

@@ -15,10 +15,11 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp
 
 from incident_desk import __version__
 from incident_desk.app import DeskApp
-from incident_desk.auth import HEALTH_PATH, ASGIApp, BearerAuth
+from incident_desk.auth import HEALTH_PATH, BearerAuth
 from incident_desk.client_features import era_features
 from incident_desk.http_limits import guarded_protocol
 from incident_desk.http_peers import ClientAddress, RebindingGuard

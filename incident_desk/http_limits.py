@@ -16,15 +16,22 @@ from __future__ import annotations
 import asyncio
 import logging
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 import h11
-from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from incident_desk.library_hooks import uvicorn_h11_protocol
+
+if TYPE_CHECKING:
+    from uvicorn.protocols.http.h11_impl import H11Protocol as _Protocol
+else:
+    _Protocol = object  # the real base is put under this class per server, by guarded_protocol
 
 logger = logging.getLogger(__name__)
 
 MCP_SESSION_HEADER = b"mcp-session-id"
 MCP_PROTOCOL_HEADER = b"mcp-protocol-version"
+# Written on the socket before uvicorn has parsed a request or called any app, so raw bytes, not a Starlette response.
 _BUSY_BODY = b'{"error":"busy","message":"the desk has as many connections open as it allows; try again shortly"}'
 _BUSY_RESPONSE = (
     b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\n"
@@ -42,7 +49,7 @@ class ConnectionTable:
     waiting: dict[GuardedH11Protocol, None] = field(default_factory=dict)
 
 
-class GuardedH11Protocol(H11Protocol):
+class GuardedH11Protocol(_Protocol):
     """uvicorn's h11 protocol with a request read deadline and a connection cap (see the module docstring)."""
 
     table: ClassVar[ConnectionTable]
@@ -107,7 +114,13 @@ class GuardedH11Protocol(H11Protocol):
             self.table.open -= 1
 
 
-def guarded_protocol(max_connections: int, read_timeout: float) -> type[GuardedH11Protocol]:
-    """A protocol class for one server, with its own connection table (uvicorn's ``http=`` setting takes a class)."""
+def guarded_protocol(max_connections: int, read_timeout: float) -> type[asyncio.Protocol] | Literal["h11"]:
+    """A protocol class for one server, with its own connection table (uvicorn's ``http=`` setting takes a class).
+
+    uvicorn's plain ``"h11"`` when its h11 protocol no longer fits (``library_hooks.uvicorn_h11_protocol``).
+    """
+    base = uvicorn_h11_protocol()
+    if base is None:
+        return "h11"
     table = ConnectionTable(max_connections=max_connections, read_timeout=read_timeout)
-    return type("DeskH11Protocol", (GuardedH11Protocol,), {"table": table})
+    return type("DeskH11Protocol", (GuardedH11Protocol, base), {"table": table})

@@ -16,8 +16,7 @@ from collections.abc import Sequence
 
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from starlette.requests import Request
-
-from incident_desk.auth import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 

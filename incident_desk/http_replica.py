@@ -7,7 +7,7 @@ is, so it is unknown here (404), never mistaken for a local session. 2026-07-28 
 
 from __future__ import annotations
 
-from incident_desk.auth import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 SESSION_HEADER = b"mcp-session-id"
 

@@ -27,8 +27,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from incident_desk.auth import PRINCIPAL_HEADER, ASGIApp, Message, Receive, Scope, Send
+from incident_desk.auth import PRINCIPAL_HEADER
 
 logger = logging.getLogger(__name__)
 
@@ -89,7 +91,7 @@ class SessionLimiter:
             return
         if headers.get(PRINCIPAL_HEADER.encode(), b"").decode("latin-1") != session.owner[0]:
             # A session belongs to the person who opened it: another token gets the SDK's "no such session".
-            await _not_found(send)
+            await _not_found(scope, receive, send)
             return
         session.in_flight += 1
         status = 0
@@ -116,7 +118,7 @@ class SessionLimiter:
         client = scope.get("client")
         owner = (headers.get(PRINCIPAL_HEADER.encode(), b"").decode("latin-1"), str(client[0]) if client else "")
         if not await self._make_room(owner, headers.get(b"host", b"")):
-            await _desk_full(send, self._max_sessions)
+            await _desk_full(scope, receive, send, self._max_sessions)
             return
         opened: list[str] = []
         self._opening += 1
@@ -181,7 +183,10 @@ class SessionLimiter:
         return session.in_flight == 0 and now - session.opened >= HANDSHAKE_GRACE_SECONDS
 
     async def _close(self, session_id: str, host: bytes) -> None:
-        """End the session in the SDK as its client's DELETE would: transport closed, server task finished."""
+        """End the session in the SDK as its client's DELETE would: transport closed, server task finished.
+
+        The request is built by hand as ASGI messages: Starlette has types for answering, not for making one.
+        """
         self._sessions.pop(session_id, None)
         scope: Scope = {
             "type": "http",
@@ -218,27 +223,18 @@ class SessionLimiter:
             del self._sessions[key]
 
 
-async def _desk_full(send: Send, max_sessions: int) -> None:
+def _rpc_error(message: str, status: int, headers: dict[str, str] | None = None) -> JSONResponse:
+    """A JSON-RPC error answer for a request the SDK never sees (the id is unknown, so null)."""
+    body = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": message}}
+    return JSONResponse(body, status_code=status, headers=headers)
+
+
+async def _desk_full(scope: Scope, receive: Receive, send: Send, max_sessions: int) -> None:
     message = (
         f"The desk holds as many sessions as it allows ({max_sessions}) and every one is in use: try again shortly"
     )
-    body = ('{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"' + message + '"}}').encode()
-    headers: list[tuple[bytes, bytes]] = [
-        (b"content-type", b"application/json"),
-        (b"retry-after", b"1"),
-        (b"content-length", str(len(body)).encode()),
-    ]
-    await send({"type": "http.response.start", "status": 503, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+    await _rpc_error(message, 503, {"retry-after": "1"})(scope, receive, send)
 
 
-async def _not_found(send: Send) -> None:
-    body = b'{"jsonrpc":"2.0","id":null,"error":{"code":-32600,"message":"Session not found"}}'
-    await send(
-        {
-            "type": "http.response.start",
-            "status": 404,
-            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
+async def _not_found(scope: Scope, receive: Receive, send: Send) -> None:
+    await _rpc_error("Session not found", 404)(scope, receive, send)

@@ -12,8 +12,10 @@ import json
 from typing import Any
 
 import structlog
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from incident_desk.auth import HEALTH_PATH, PRINCIPAL_HEADER, ASGIApp, Message, Receive, Scope, Send
+from incident_desk.auth import HEALTH_PATH, PRINCIPAL_HEADER
 from incident_desk.oauth import READ, RESTART, SCOPES, WRITE, IssuerUnavailable, OAuthVerifier, TokenRejected
 
 logger = structlog.get_logger(__name__)
@@ -45,15 +47,13 @@ class OAuthBearer:
         self._mcp_path = mcp_path
         base = resource[: -len(mcp_path)] if resource.endswith(mcp_path) else resource.rstrip("/")
         self.metadata_url = f"{base}{PRM_PATH}{mcp_path}"
-        self._metadata = json.dumps(
-            {
-                "resource": resource,
-                "authorization_servers": [verifier.issuer],
-                "scopes_supported": [verifier.issuer_scope(scope) for scope in SCOPES],
-                "bearer_methods_supported": ["header"],
-                "resource_name": "incident-desk",
-            }
-        ).encode()
+        self._metadata = {
+            "resource": resource,
+            "authorization_servers": [verifier.issuer],
+            "scopes_supported": [verifier.issuer_scope(scope) for scope in SCOPES],
+            "bearer_methods_supported": ["header"],
+            "resource_name": "incident-desk",
+        }
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope.get("path") == HEALTH_PATH:
@@ -61,48 +61,53 @@ class OAuthBearer:
             return
         path = scope.get("path")
         if path in (PRM_PATH, PRM_PATH + self._mcp_path):
-            await _answer(send, 200, self._metadata, [(b"cache-control", b"max-age=3600")])
+            await JSONResponse(self._metadata, headers={"cache-control": "max-age=3600"})(scope, receive, send)
             return
         headers = list(scope.get("headers", []))
         presented = next((value for name, value in headers if name.lower() == b"authorization"), b"")
         scheme, _, credential = presented.decode("latin-1").partition(" ")
         if scheme.lower() != "bearer" or not credential.strip():
-            await self._challenge(send, 401, None, "a bearer access token is required", READ)
+            await self._challenge(scope, receive, send, 401, None, "a bearer access token is required", READ)
             return
         try:
             principal = await self._verifier.verify(credential.strip())
         except TokenRejected as exc:
             logger.info("access token refused", reason=str(exc))
-            await self._challenge(send, 401, "invalid_token", str(exc), READ)
+            await self._challenge(scope, receive, send, 401, "invalid_token", str(exc), READ)
             return
         except IssuerUnavailable as exc:
             logger.warning("cannot check access tokens: the issuer is unavailable", problem=str(exc))
             refusal = {"error": "issuer_unavailable", "message": f"cannot check the token: {exc}"}
-            await _answer(send, 503, json.dumps(refusal).encode(), [(b"retry-after", b"5")])
+            await JSONResponse(refusal, status_code=503, headers={"retry-after": "5"})(scope, receive, send)
             return
         needed = READ
         if scope.get("method") == "POST" and path == self._mcp_path:
             payload, receive = await _buffered(receive)
             if payload is None:
-                await _answer(send, 413, b'{"error":"request_too_large"}', [])
+                await JSONResponse({"error": "request_too_large"}, status_code=413)(scope, receive, send)
                 return
             needed = next((s for s in _called_tools_scopes(payload) if s not in principal.scopes), READ)
         if needed not in principal.scopes:
             logger.info("call beyond the token's scopes", principal=principal.label, needed=needed)
-            await self._challenge(send, 403, "insufficient_scope", f"this needs the scope {needed}", needed)
+            await self._challenge(
+                scope, receive, send, 403, "insufficient_scope", f"this needs the scope {needed}", needed
+            )
             return
         headers.append((PRINCIPAL_HEADER.encode(), principal.label.encode()))
         await self._app({**scope, "headers": headers}, receive, send)
 
-    async def _challenge(self, send: Send, status: int, error: str | None, message: str, scope: str) -> None:
+    async def _challenge(
+        self, request: Scope, receive: Receive, send: Send, status: int, error: str | None, message: str, scope: str
+    ) -> None:
         wanted = self._verifier.issuer_scope(scope)
         parts = [f'resource_metadata="{self.metadata_url}"', f'scope="{wanted}"']
         if error:
             parts.insert(0, f'error="{error}"')
             parts.append('error_description="' + message.replace('"', "'") + '"')
         challenge = "Bearer " + ", ".join(parts)
-        body = json.dumps({"error": error or "unauthorized", "message": message, "scope": wanted}).encode()
-        await _answer(send, status, body, [(b"www-authenticate", challenge.encode("latin-1", "replace"))])
+        body = {"error": error or "unauthorized", "message": message, "scope": wanted}
+        header = challenge.encode("latin-1", "replace").decode("latin-1")
+        await JSONResponse(body, status_code=status, headers={"www-authenticate": header})(request, receive, send)
 
 
 def _called_tools_scopes(body: bytes) -> list[str]:
@@ -120,7 +125,11 @@ def _called_tools_scopes(body: bytes) -> list[str]:
 
 
 async def _buffered(receive: Receive) -> tuple[bytes | None, Receive]:
-    """The whole request body (None past the cap) and a receive that replays it to the app."""
+    """The whole request body (None past the cap) and a receive that replays it to the app.
+
+    The replayed ``http.request`` message is written by hand: Starlette has types for answering, not for
+    playing a request back to the app.
+    """
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -145,18 +154,3 @@ async def _buffered(receive: Receive) -> tuple[bytes | None, Receive]:
         return await receive()
 
     return body, replay
-
-
-async def _answer(send: Send, status: int, body: bytes, extra: list[tuple[bytes, bytes]]) -> None:
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [
-                (b"content-type", b"application/json"),
-                (b"content-length", str(len(body)).encode()),
-                *extra,
-            ],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})

@@ -21,6 +21,7 @@ from incident_desk.app import DeskApp
 from incident_desk.client_features import HideAppViewsFromPlainClients
 from incident_desk.client_logging import RequestLogContext, serve_set_level
 from incident_desk.features import completions, timeline
+from incident_desk.library_hooks import sdk_resource_templates
 from incident_desk.tool_arguments import DeskWordsForArgumentErrors
 from incident_desk.tool_selection import instructions_note, tools_off
 
@@ -130,13 +131,12 @@ def register_listed_features(server: MCPServer, app: DeskApp) -> None:
 def _serve_template_results_in_hand(server: MCPServer) -> None:
     """Make every registered resource template a :class:`ResultInHandTemplate`.
 
-    mcp 2.3 has no public way to register a template of another class, so this is the one place that reaches
-    into the SDK's resource manager; ``tests/test_overhead.py`` counts the thread hops of a log read and fails
-    if this stops taking effect. Revisit when the SDK reads a template's result without the hop.
+    The SDK's template table is private (``library_hooks.sdk_resource_templates``); ``tests/test_overhead.py``
+    counts the thread hops of a log read and fails if this stops taking effect. Revisit when the SDK reads a
+    template's result without the hop.
     """
-    templates = getattr(getattr(server, "_resource_manager", None), "_templates", None)
-    if not isinstance(templates, dict):
-        logger.warning("resource templates left as the SDK made them: its resource manager changed")
+    templates = sdk_resource_templates(server)
+    if templates is None:
         return
     for key, template in templates.items():
         templates[key] = ResultInHandTemplate.model_construct(**dict(template))

@@ -61,22 +61,24 @@ _config_file_path: ContextVar[Path | None] = ContextVar("_config_file_path", def
 
 
 class _ConfigFile(TomlConfigSettingsSource):
-    """pydantic-settings' own TOML source, refusing secrets: a config file gets copied, pasted and committed."""
+    """pydantic-settings' own TOML source, refusing secrets: a config file gets copied, pasted and committed.
 
-    def _read_file(self, file_path: Any) -> dict[str, Any]:
+    Read through the source's public constructor and its ``toml_data``, not its private per-file reader.
+    """
+
+    def __init__(self, settings_cls: type[BaseSettings], toml_file: Path | None) -> None:
         try:
-            data = super()._read_file(file_path)
+            super().__init__(settings_cls, toml_file=toml_file)
         except (OSError, UnicodeDecodeError) as exc:
-            raise SettingsError(f"config file {file_path} cannot be read: {exc}") from None
+            raise SettingsError(f"config file {toml_file} cannot be read: {exc}") from None
         except tomllib.TOMLDecodeError as exc:
-            raise SettingsError(f"config file {file_path} is not valid TOML: {exc}") from None
-        leaked = sorted(SECRET_SETTINGS & data.keys())
+            raise SettingsError(f"config file {toml_file} is not valid TOML: {exc}") from None
+        leaked = sorted(SECRET_SETTINGS & self.toml_data.keys())
         if leaked:
             raise SettingsError(
-                f"config file {file_path} holds {', '.join(leaked)}: secrets belong in the OS keychain "
+                f"config file {toml_file} holds {', '.join(leaked)}: secrets belong in the OS keychain "
                 f"(`incident-desk key set` / `incident-desk token create`) or {ENV_PREFIX}* environment variables"
             )
-        return data
 
 
 class Settings(BaseSettings):

@@ -15,6 +15,8 @@ from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
 from pydantic import ValidationError
 
+from incident_desk.library_hooks import sdk_tool_arguments
+
 logger = structlog.get_logger(__name__)
 
 
@@ -89,10 +91,10 @@ class DeskWordsForArgumentErrors:
     def _validation_errors(self, name: str, arguments: Any) -> ValidationError | None:
         """Validate again, through the tool's own argument model, to get the errors as data, not text.
 
-        mcp 2.3 has no public accessor for a registered tool; without one the SDK's text is left as it is.
+        mcp 2.3 has no public accessor for a registered tool (``library_hooks.sdk_tool_arguments``); without one
+        the SDK's text is left as it is.
         """
-        tool = getattr(getattr(self._server, "_tool_manager", None), "get_tool", lambda _name: None)(name)
-        metadata = getattr(tool, "fn_metadata", None)
+        metadata = sdk_tool_arguments(self._server, name)
         if metadata is None or not isinstance(arguments, dict):
             return None
         try:

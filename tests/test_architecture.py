@@ -1,209 +1,197 @@
-"""The package's layering, read from its imports: a rule broken here is a cycle or a leak waiting to happen.
+"""The package's layering: import-linter's contracts and ruff's banned-api say the rules, these tests prove them.
 
-Rules (docs/architecture.md):
-- ``core`` stands alone: it imports no MCP package and nothing of the desk outside ``core``.
-- A feature module never imports another feature module.
-- Only the transports and the in-process clients (``doctor``, ``demo``, ``timeline_page``) import the server factory.
-- Only ``client_features`` speaks the SDK's sampling and elicitation types or reads the client's capabilities.
-- No import cycle, counting imports made inside functions too.
+Rules (docs/architecture.md), each with where it lives:
+- ``core`` stands alone: it imports no MCP package and nothing of the desk outside ``core`` (contract
+  ``core-stands-alone`` in pyproject.toml).
+- A feature module never imports another feature module (``features-stand-apart``).
+- Only the transports and the in-process clients (``doctor``, ``demo``, ``timeline_page``) import the server factory
+  (``server-factory-importers``).
+- No module that handles content (``core``, the features) imports Python's backtracking ``re`` (``content-is-linear``;
+  ``tests/test_linear_content.py`` also looks for ``__import__("re")`` and compiled patterns at run time).
+- No import cycle, counting imports made inside functions too (``no-cycles``).
+- Only ``client_features`` imports the SDK's sampling and elicitation types or ``client_supports_apps`` (ruff's
+  banned-api, TID251); the demo, which plays the client, may build the two answers it gives.
+- Only ``client_features`` reads the client's capabilities or sends the client a request: attribute names, which no
+  import tool sees, so this file checks them itself.
+
+Each rule is shown to fail on a planted forbidden import in a copy of the package.
 """
 
 from __future__ import annotations
 
 import ast
 import shutil
-from dataclasses import dataclass, field
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from tests.architecture_rules import banned_api, sdk_client_talk_names
 from tests.helpers import ROOT
 
 PACKAGE = "incident_desk"
-MCP_DISTRIBUTIONS = frozenset({"mcp", "mcp_types"})
-SERVER_FACTORY = f"{PACKAGE}.server"
-# timeline_page asks an in-process desk for show_incident_timeline as a client would, like doctor and demo.
-SERVER_IMPORTERS = frozenset(
-    {f"{PACKAGE}.transport", f"{PACKAGE}.doctor", f"{PACKAGE}.demo", f"{PACKAGE}.timeline_page"}
-)
-CLIENT_FEATURES = f"{PACKAGE}.client_features"
-CLIENT_TALK_PREFIXES = ("CreateMessage", "Elicit", "SamplingMessage", "client_supports_apps")
+CLIENT_FEATURES = ROOT / PACKAGE / "client_features.py"
 CLIENT_TALK_ATTRIBUTES = frozenset({"client_capabilities", "send_request"})
-# The demo plays the client's model and human: it builds their answers, the client side of the conversation, and
-# may use those two types only; it still may not read capabilities or send requests as the server.
-CLIENT_SIDE_ANSWERS = {f"{PACKAGE}.demo": frozenset({"CreateMessageResult", "ElicitResult"})}
+CONTRACTS = ("core-stands-alone", "features-stand-apart", "content-is-linear", "server-factory-importers", "no-cycles")
+BIN = Path(sys.executable).parent
 
 
-@dataclass
-class Module:
-    name: str
-    internal: set[str] = field(default_factory=set)
-    external: set[str] = field(default_factory=set)
-    sdk_names: set[str] = field(default_factory=set)
-    attributes: set[str] = field(default_factory=set)
+def lint_imports(project: Path, *contracts: str) -> subprocess.CompletedProcess[str]:
+    """import-linter on the package under ``project`` with the contracts of ``project``/pyproject.toml."""
+    selected = [arg for contract in contracts for arg in ("--contract", contract)]
+    return subprocess.run(
+        [str(BIN / "lint-imports"), "--no-cache", *selected],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
-def _module_name(root: Path, path: Path) -> str:
-    parts = list(path.relative_to(root.parent).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
+def banned_api_findings(project: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(BIN / "ruff"), "check", "--no-cache", "--select", "TID251", "--output-format", "concise", PACKAGE],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
-def read_modules(root: Path) -> dict[str, Module]:
-    """Every module of the package at ``root`` with what it imports (anywhere in the file)."""
-    paths = {_module_name(root, path): path for path in sorted(root.rglob("*.py"))}
-    modules: dict[str, Module] = {}
-    for name, path in paths.items():
-        module = Module(name)
-        is_package = path.name == "__init__.py"
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
-            if isinstance(node, ast.Attribute):
-                module.attributes.add(node.attr)
-            targets: list[str] = []
-            if isinstance(node, ast.Import):
-                targets = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    anchor = name.split(".") if is_package else name.split(".")[:-1]
-                    anchor = anchor[: len(anchor) - node.level + 1]
-                    base = ".".join([*anchor, base] if base else anchor)
-                for alias in node.names:
-                    # `from pkg import sub` depends on the submodule; `from pkg import name` on pkg itself.
-                    submodule = f"{base}.{alias.name}"
-                    targets.append(submodule if submodule in paths else base)
-                    if base.split(".")[0] in MCP_DISTRIBUTIONS:
-                        module.sdk_names.add(alias.name)
-            for target in targets:
-                if target.split(".")[0] == PACKAGE:
-                    if target != name:
-                        module.internal.add(target)
-                else:
-                    module.external.add(target.split(".")[0])
-        modules[name] = module
-    return modules
-
-
-def _cycles(modules: dict[str, Module]) -> list[list[str]]:
-    """Strongly connected components of more than one module (Tarjan)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found: list[list[str]] = []
-
-    def visit(node: str) -> None:
-        index[node] = low[node] = len(index)
-        stack.append(node)
-        on_stack.add(node)
-        for target in sorted(modules[node].internal & modules.keys()):
-            if target not in index:
-                visit(target)
-                low[node] = min(low[node], low[target])
-            elif target in on_stack:
-                low[node] = min(low[node], index[target])
-        if low[node] == index[node]:
-            component = []
-            while True:
-                member = stack.pop()
-                on_stack.discard(member)
-                component.append(member)
-                if member == node:
-                    break
-            if len(component) > 1:
-                found.append(sorted(component))
-
-    for name in sorted(modules):
-        if name not in index:
-            visit(name)
+def client_talk_attributes(root: Path) -> list[str]:
+    """``module: attribute`` for every read of the client's capabilities or request sending outside client_features."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if path.name == CLIENT_FEATURES.name and path.parent == root:
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        attributes = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
+        found += [f"{path.relative_to(root.parent)}: {name}" for name in sorted(attributes & CLIENT_TALK_ATTRIBUTES)]
     return found
 
 
-def violations(root: Path) -> list[str]:
-    modules = read_modules(root)
-    problems: list[str] = []
-    core, features = f"{PACKAGE}.core", f"{PACKAGE}.features"
-    for name, module in sorted(modules.items()):
-        if name == core or name.startswith(core + "."):
-            problems += [f"{name} (core) imports {dist}" for dist in sorted(module.external & MCP_DISTRIBUTIONS)]
-            problems += [
-                f"{name} (core) imports {target}"
-                for target in sorted(module.internal)
-                if target != PACKAGE and not (target == core or target.startswith(core + "."))
-            ]
-        if name.startswith(features + "."):
-            problems += [
-                f"{name} imports another feature, {target}"
-                for target in sorted(module.internal)
-                if target.startswith(features + ".")
-            ]
-        if SERVER_FACTORY in module.internal and name not in SERVER_IMPORTERS:
-            problems.append(f"{name} imports the server factory {SERVER_FACTORY}")
-        if name != CLIENT_FEATURES:
-            talk = {n for n in module.sdk_names if n.startswith(CLIENT_TALK_PREFIXES)}
-            talk -= CLIENT_SIDE_ANSWERS.get(name, frozenset())
-            talk |= module.attributes & CLIENT_TALK_ATTRIBUTES
-            problems += [f"{name} talks to the client directly ({what})" for what in sorted(talk)]
-    problems += [f"import cycle: {' -> '.join(cycle)}" for cycle in _cycles(modules)]
-    return problems
+def test_the_package_keeps_its_import_contracts() -> None:
+    result = lint_imports(ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"Contracts: {len(CONTRACTS)} kept, 0 broken." in result.stdout, result.stdout
 
 
-def test_the_package_keeps_its_layers() -> None:
-    assert violations(ROOT / PACKAGE) == []
+def test_only_client_features_imports_the_sdks_client_talk() -> None:
+    result = banned_api_findings(ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
 
 
-def test_the_reader_sees_the_real_graph() -> None:
-    """Guards the guard: an import reader that saw nothing would pass every rule."""
-    modules = read_modules(ROOT / PACKAGE)
-    assert f"{PACKAGE}.features.restart" in modules
-    assert f"{PACKAGE}.app" in modules[f"{PACKAGE}.features.restart"].internal
-    assert f"{PACKAGE}.features.restart" in modules[SERVER_FACTORY].internal
-    assert "mcp" in modules[CLIENT_FEATURES].external
-    assert "ElicitRequest" in modules[CLIENT_FEATURES].sdk_names
-    assert f"{PACKAGE}.core.names" in modules[f"{PACKAGE}.core.desk"].internal
+def test_only_client_features_reads_capabilities_or_sends_requests() -> None:
+    assert client_talk_attributes(ROOT / PACKAGE) == []
+
+
+def test_the_banned_api_covers_every_client_talk_name_the_sdk_has() -> None:
+    """Ruff bans exact names: one the SDK adds (or moves) must be added to pyproject.toml, or the rule has a hole."""
+    configured = set(banned_api(ROOT / "pyproject.toml"))
+    offered = sdk_client_talk_names()
+    assert len(offered) > 20, "the SDK scan found almost nothing: it is not looking where the SDK keeps its types"
+    missing = sorted(offered - configured)
+    assert missing == [], "add to [tool.ruff.lint.flake8-tidy-imports.banned-api]:\n" + "\n".join(
+        f'"{name}".msg = "only incident_desk.client_features talks to the client"' for name in missing
+    )
+
+
+def _planted_copy(tmp_path: Path, module_path: str, added_line: str) -> Path:
+    """A copy of the project's package and configuration with ``added_line`` appended to ``module_path``."""
+    shutil.copytree(ROOT / PACKAGE, tmp_path / PACKAGE, ignore=shutil.ignore_patterns("__pycache__", "data"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    target = tmp_path / PACKAGE / module_path
+    if added_line.startswith(" "):
+        added_line = f"def _added() -> None:\n{added_line}\n"  # an import inside a function counts too
+    target.write_text(f"{target.read_text(encoding='utf-8')}\n{added_line}\n", encoding="utf-8")
+    return tmp_path
+
+
+# (contract, module, line appended, what the broken contract's report names)
+CONTRACT_PLANTS = [
+    ("core-stands-alone", "core/desk.py", "import mcp_types", "incident_desk.core.desk -> mcp_types"),
+    ("core-stands-alone", "core/audit.py", "from mcp.server import mcpserver", "incident_desk.core.audit -> mcp"),
+    (
+        "core-stands-alone",
+        "core/executor.py",
+        "from incident_desk.settings import Settings",
+        "incident_desk.core.executor -> incident_desk.settings",
+    ),
+    (
+        "features-stand-apart",
+        "features/restart.py",
+        "from incident_desk.features import prompts",
+        "incident_desk.features.restart -> incident_desk.features.prompts",
+    ),
+    (
+        "features-stand-apart",
+        "features/prompts.py",
+        "from .read_tools import MAX_MATCHES",
+        "incident_desk.features.prompts -> incident_desk.features.read_tools",
+    ),
+    (
+        "server-factory-importers",
+        "features/summarize.py",
+        "    from incident_desk.server import build_server",
+        "incident_desk.features.summarize -> incident_desk.server",
+    ),
+    ("content-is-linear", "core/logfile.py", "    import re", "incident_desk.core.logfile -> re"),
+    (
+        "content-is-linear",
+        "features/read_tools.py",
+        "from re import compile",
+        "incident_desk.features.read_tools -> re",
+    ),
+    ("no-cycles", "app.py", "import incident_desk.server", ".app -> .server"),
+]
+
+
+@pytest.mark.parametrize(("contract", "module_path", "added_line", "expected"), CONTRACT_PLANTS)
+def test_each_contract_catches_a_planted_import(
+    tmp_path: Path, contract: str, module_path: str, added_line: str, expected: str
+) -> None:
+    project = _planted_copy(tmp_path, module_path, added_line)
+    result = lint_imports(project, contract)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "0 kept, 1 broken." in result.stdout, result.stdout
+    assert expected in result.stdout, result.stdout
+
+
+def test_every_contract_has_a_planted_import() -> None:
+    """A contract added to pyproject.toml without a plant above would be trusted unseen."""
+    result = lint_imports(ROOT)
+    assert {plant[0] for plant in CONTRACT_PLANTS} == set(CONTRACTS)
+    assert f"Contracts: {len(CONTRACTS)} kept, 0 broken." in result.stdout, result.stdout
 
 
 @pytest.mark.parametrize(
     ("module_path", "added_line", "expected"),
     [
-        ("core/desk.py", "import mcp_types", "incident_desk.core.desk (core) imports mcp_types"),
-        ("core/audit.py", "from mcp.server import mcpserver", "incident_desk.core.audit (core) imports mcp"),
-        (
-            "core/executor.py",
-            "from incident_desk.settings import Settings",
-            "incident_desk.core.executor (core) imports incident_desk.settings",
-        ),
-        (
-            "features/restart.py",
-            "from incident_desk.features import prompts",
-            "incident_desk.features.restart imports another feature, incident_desk.features.prompts",
-        ),
-        (
-            "features/prompts.py",
-            "from .read_tools import MAX_MATCHES",
-            "incident_desk.features.prompts imports another feature, incident_desk.features.read_tools",
-        ),
-        (
-            "features/summarize.py",
-            "    from incident_desk.server import build_server",
-            "incident_desk.features.summarize imports the server factory incident_desk.server",
-        ),
         (
             "features/summarize.py",
             "from mcp_types import CreateMessageRequest",
-            "incident_desk.features.summarize talks to the client directly (CreateMessageRequest)",
+            "`mcp_types.CreateMessageRequest` is banned",
         ),
-        ("app.py", "import incident_desk.server", "import cycle: incident_desk.app -> "),
+        ("tool_results.py", "    from mcp.server.apps import client_supports_apps", "client_supports_apps` is banned"),
+        ("demo.py", "from mcp_types import ElicitRequest", "`mcp_types.ElicitRequest` is banned"),
     ],
 )
-def test_a_forbidden_import_is_caught(tmp_path: Path, module_path: str, added_line: str, expected: str) -> None:
-    copy = tmp_path / PACKAGE
-    shutil.copytree(ROOT / PACKAGE, copy, ignore=shutil.ignore_patterns("__pycache__", "data"))
-    target = copy / module_path
-    text = target.read_text(encoding="utf-8")
-    if added_line.startswith(" "):
-        added_line = f"def _added() -> None:\n{added_line}\n"  # an import inside a function counts too
-    target.write_text(f"{text}\n{added_line}\n", encoding="utf-8")
-    found = violations(copy)
-    assert any(problem.startswith(expected) for problem in found), found
+def test_the_banned_api_catches_a_planted_import(
+    tmp_path: Path, module_path: str, added_line: str, expected: str
+) -> None:
+    project = _planted_copy(tmp_path, module_path, added_line)
+    result = banned_api_findings(project)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert expected in result.stdout, result.stdout
+    assert f"{PACKAGE}/{module_path}:" in result.stdout, result.stdout
+
+
+@pytest.mark.parametrize("added_line", ["    ctx.session.client_capabilities", "    ctx.session.send_request(x)"])
+def test_the_attribute_check_catches_a_planted_read(tmp_path: Path, added_line: str) -> None:
+    project = _planted_copy(tmp_path, "features/restart.py", added_line)
+    assert client_talk_attributes(project / PACKAGE) == [
+        f"incident_desk/features/restart.py: {added_line.strip().split('.')[2].split('(')[0]}"
+    ]

@@ -19,10 +19,10 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from starlette.types import Message, Receive, Scope, Send
 
 from incident_desk import http_sessions
 from incident_desk.app import build_app
-from incident_desk.auth import Message, Receive, Scope, Send
 from incident_desk.http import build_asgi
 from incident_desk.http_peers import ClientAddress, forwarded_hops
 from incident_desk.http_sessions import HANDSHAKE_GRACE_SECONDS

@@ -17,10 +17,11 @@ from typing import Any
 
 import re2
 
-Span = tuple[int, int]
-_UNANCHORED: Any = re2._Anchor.UNANCHORED
-_ANCHOR_START: Any = re2._Anchor.ANCHOR_START
-_NO_MATCH = (-1, -1)
+from incident_desk.core.re2_hook import ANCHOR_START as _ANCHOR_START
+from incident_desk.core.re2_hook import NO_MATCH as _NO_MATCH
+from incident_desk.core.re2_hook import UNANCHORED as _UNANCHORED
+from incident_desk.core.re2_hook import Span as Span
+from incident_desk.core.re2_hook import engine_object, span_matcher
 
 
 def _options(*, literal: bool = False) -> re2.Options:
@@ -38,8 +39,8 @@ class LinearPattern:
     def __init__(self, source: bytes, *, literal: bool = False) -> None:
         compiled = re2.compile(source, _options(literal=literal))
         self.source = source
-        self.regexp: Any = compiled._regexp  # the RE2 object itself: one C call per search, no wrapper generator
-        self._match = self.regexp.Match
+        self.regexp: Any = engine_object(compiled)
+        self._match = span_matcher(compiled)  # one C call per search, no wrapper generator
         self.groups: int = compiled.groups
 
     def search(self, data: bytes, pos: int = 0, end: int | None = None) -> list[Span] | None:
