@@ -8,10 +8,11 @@ OS user who broke it and the reason given.
 from __future__ import annotations
 
 import getpass
-import sys
 import unicodedata
 from datetime import UTC
 from typing import TYPE_CHECKING
+
+from incident_desk.cli_output import err, out
 
 if TYPE_CHECKING:
     from incident_desk.core.restart_locks import HeldLock
@@ -21,14 +22,6 @@ SQLITE_LOCKS = (
     "the SQLite journal {location} has no shared restart locks: a restart is held inside the one desk process "
     "running it, and ends with that process (stop or kill it); `locks` works on a PostgreSQL journal (audit_db)"
 )
-
-
-def _out(text: str) -> None:
-    sys.stdout.write(text if text.endswith("\n") else text + "\n")
-
-
-def _err(text: str) -> None:
-    sys.stderr.write(f"incident-desk: {text}\n")
 
 
 def operator() -> str:
@@ -68,22 +61,22 @@ def run_locks(settings: Settings, action: str, service: str | None, reason: str 
     from incident_desk.core.audit_pg import PostgresJournal
 
     if settings.audit_url is None:
-        _err(SQLITE_LOCKS.format(location=settings.audit_path))
+        err(SQLITE_LOCKS.format(location=settings.audit_path))
         return 1
     if action == "break" and not (reason or "").strip():
-        _err("--reason is required: say why the lock is broken (it goes into the journal)")
+        err("--reason is required: say why the lock is broken (it goes into the journal)")
         return 2
     try:
         journal = open_journal(settings)
         assert isinstance(journal, PostgresJournal)
         try:
             if action == "list":
-                _out(format_held(journal.held_locks()))
+                out(format_held(journal.held_locks()))
                 return 0
             assert service is not None and reason is not None
             broken = journal.break_lock(service)
             if broken is None:
-                _err(f"no restart lock of {service} is held; nothing was broken")
+                err(f"no restart lock of {service} is held; nothing was broken")
                 return 1
             who = operator()
             detail = (
@@ -94,9 +87,9 @@ def run_locks(settings: Settings, action: str, service: str | None, reason: str 
         finally:
             journal.close()
     except AuditError as exc:
-        _err(str(exc))
+        err(str(exc))
         return 1
-    _out(
+    out(
         f"broke the restart lock of {service} ({broken.holder.describe()}); journalled as lock_broken by {who}. "
         "A holder that was only stopped finds the lock gone when it resumes, and kills its restart command."
     )

@@ -101,7 +101,7 @@ def _cell(text: str) -> str:
 
 def _flags_by_setting() -> dict[str, str]:
     """The serve command's flags, by the setting each one sets."""
-    from incident_desk.cli import build_parser
+    from incident_desk.cli_parser import build_parser
 
     flags: dict[str, str] = {}
     for action in build_parser()._actions:

@@ -1,51 +1,33 @@
 """The desk's settings: CLI flags over ``INCIDENT_DESK_*`` variables over a TOML config file over defaults.
 
 Secrets (provider API key, HTTP bearer token, sealing key) are accepted from the environment only; the
-config file may not hold them, and the CLI reads them from the OS keychain (see ``core.credentials``).
+config file may not hold them (``settings_sources``), and the CLI reads them from the OS keychain (see
+``core.credentials``). Which of these settings a client's entry carries is ``client_configs.launch``.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import os
-import re
-import tomllib
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from contextvars import ContextVar
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
 import platformdirs
 from pydantic import Field, IPvAnyNetwork, SecretStr, ValidationError, field_validator, model_validator
-from pydantic_settings import (
-    BaseSettings,
-    PydanticBaseSettingsSource,
-    SettingsConfigDict,
-    TomlConfigSettingsSource,
-)
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from incident_desk.core.actions import RestartAction
 from incident_desk.core.audit import DEFAULT_DESK, is_postgres_url, url_has_password
 from incident_desk.core.changes import ChangeSourceConfig
-from incident_desk.core.credentials import ENV_PREFIX, SECRET_SETTINGS
+from incident_desk.core.credentials import ENV_PREFIX
 from incident_desk.core.metrics import MetricsConfig
 from incident_desk.core.names import SERVICE_NAME, is_safe_name
 from incident_desk.core.sources.config import IncidentSourceConfig, LogSourceConfig, check_unique_names
 from incident_desk.core.sources.spool import DEFAULT_MAX_BYTES as DEFAULT_SPOOL_BYTES
-from incident_desk.settings_errors import describe_validation_error
+from incident_desk.settings_errors import SettingsError, describe_validation_error
+from incident_desk.settings_sources import chosen_config_file, config_file_source, is_unset, reading
 
 APP_NAME = "incident-desk"
-CONFIG_ENV_VAR = "INCIDENT_DESK_CONFIG"
-# How a desk serves: a client starts its desk over stdio, whatever the shell that ran `config` serves with.
-_SERVING_SETTINGS = frozenset({"transport", "host", "port", "stateless", "allowed_hosts", "allowed_origins"})
-# Read relative to the working directory, which is the client's own when a client starts the desk.
-_PATH_SETTINGS = ("config", "data_dir", "audit_db")
-
-
-class SettingsError(Exception):
-    """A setting is missing, malformed or in the wrong place; the message names it."""
 
 
 def user_data_dir() -> Path:
@@ -55,30 +37,6 @@ def user_data_dir() -> Path:
     local (not roaming) app data folder. Each followed by ``incident-desk``.
     """
     return Path(platformdirs.user_data_dir(APP_NAME, appauthor=False, roaming=False))
-
-
-_config_file_path: ContextVar[Path | None] = ContextVar("_config_file_path", default=None)
-
-
-class _ConfigFile(TomlConfigSettingsSource):
-    """pydantic-settings' own TOML source, refusing secrets: a config file gets copied, pasted and committed.
-
-    Read through the source's public constructor and its ``toml_data``, not its private per-file reader.
-    """
-
-    def __init__(self, settings_cls: type[BaseSettings], toml_file: Path | None) -> None:
-        try:
-            super().__init__(settings_cls, toml_file=toml_file)
-        except (OSError, UnicodeDecodeError) as exc:
-            raise SettingsError(f"config file {toml_file} cannot be read: {exc}") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise SettingsError(f"config file {toml_file} is not valid TOML: {exc}") from None
-        leaked = sorted(SECRET_SETTINGS & self.toml_data.keys())
-        if leaked:
-            raise SettingsError(
-                f"config file {toml_file} holds {', '.join(leaked)}: secrets belong in the OS keychain "
-                f"(`incident-desk key set` / `incident-desk token create`) or {ENV_PREFIX}* environment variables"
-            )
 
 
 class Settings(BaseSettings):
@@ -379,7 +337,7 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return init_settings, env_settings, _ConfigFile(settings_cls, toml_file=_config_file_path.get())
+        return init_settings, env_settings, config_file_source(settings_cls)
 
     @field_validator("data_dir", "audit_db", "provider_api_key", mode="before")
     @classmethod
@@ -479,35 +437,12 @@ class Settings(BaseSettings):
         return self.audit_url or str(self.audit_path)
 
 
-@contextmanager
-def _reading(config_file: Path | None) -> Iterator[None]:
-    token = _config_file_path.set(config_file)
-    try:
-        yield
-    finally:
-        _config_file_path.reset(token)
-
-
-# What a bundle host (Claude Desktop's .mcpb) leaves in place of an optional user_config field left empty.
-_UNFILLED_PLACEHOLDER = re.compile(r"\$\{user_config\.[^}]*\}")
-
-
-def is_unset(value: object) -> bool:
-    """An optional value a client left empty: blank, or a bundle's user_config placeholder never filled in."""
-    return isinstance(value, str) and (not value.strip() or _UNFILLED_PLACEHOLDER.fullmatch(value.strip()) is not None)
-
-
 def load_settings(overrides: Mapping[str, Any] | None = None, config_file: Path | None = None) -> Settings:
     """Build settings from every source, turning validation failures into one message per bad setting."""
-    if config_file is None and not is_unset(os.environ.get(CONFIG_ENV_VAR, "")):
-        config_file = Path(os.environ[CONFIG_ENV_VAR]).expanduser()
-    if config_file is not None and not config_file.is_file():
-        # pydantic-settings skips a missing file; a typo in --config must not silently mean "no config".
-        problem = "is not a file" if config_file.exists() else "does not exist"
-        raise SettingsError(f"config file {config_file} {problem}")
+    config_file = chosen_config_file(config_file)
     cli_values = {k: v for k, v in (overrides or {}).items() if v is not None}
     try:
-        with _reading(config_file):
+        with reading(config_file):
             return Settings(**cli_values)
     except ValidationError as exc:
         raise SettingsError(describe_validation_error(exc, Settings.model_fields, cli_values, config_file)) from None
@@ -521,67 +456,3 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
-
-
-@dataclass(frozen=True)
-class ClientLaunch:
-    """What ``incident-desk config`` puts in a client's entry so the desk the client starts is the user's own."""
-
-    env: dict[str, str]  # INCIDENT_DESK_* variables: non-secret, paths absolute
-    left_out: dict[str, str]  # variable -> why it is not written
-    settings: Settings  # what the launched desk will load, already validated
-    config_file: Path | None
-
-    def desk(self) -> str:
-        """Which desk the client will see, in words."""
-        data = self.settings.data_dir
-        where = f"the desk in {data}" if data is not None else "the bundled sample desk"
-        return where + (f", configured by {self.config_file}" if self.config_file else "")
-
-
-def client_launch(flags: Mapping[str, Any]) -> ClientLaunch:
-    """The settings this shell runs with, ``flags`` over ``INCIDENT_DESK_*`` variables, as a client entry's env.
-
-    Paths become absolute (a client starts the desk in a working directory of its own); secrets are left out (a
-    client config gets copied and shared); so are serving settings (the client talks stdio). Everything carried
-    is loaded as the launched desk will load it, so a typo fails here instead of in the client's log.
-    """
-    env: dict[str, str] = {}
-    left_out: dict[str, str] = {}
-    for name, value in sorted(os.environ.items()):
-        if not name.upper().startswith(ENV_PREFIX) or not value.strip():
-            continue
-        setting = name[len(ENV_PREFIX) :].lower().split("__")[0]
-        if setting in SECRET_SETTINGS:
-            left_out[name] = (
-                "a secret; the desk the client starts reads it from the OS keychain (`incident-desk key set` / "
-                "`incident-desk token create`) or from the client's own environment"
-            )
-        elif setting in _SERVING_SETTINGS:
-            left_out[name] = "the client starts its desk over stdio"
-        elif setting in Settings.model_fields or setting == "config":
-            env[name if "__" in name else name.upper()] = value
-        else:
-            left_out[name] = "not a setting of this desk"  # settings_errors.unknown_environment_variables
-    env.update({ENV_PREFIX + name.upper(): str(value) for name, value in flags.items() if value is not None})
-    paths = {name: ENV_PREFIX + name.upper() for name in _PATH_SETTINGS}
-    for variable in paths.values():
-        if variable in env and not is_postgres_url(env[variable]):
-            env[variable] = str(Path(env[variable]).expanduser().absolute())
-    config_file = Path(env[CONFIG_ENV_VAR]) if CONFIG_ENV_VAR in env else None
-    # The launched desk serves stdio with defaults for the rest, whatever this shell's serving variables say.
-    serving = {name: Settings.model_fields[name].get_default(call_default_factory=True) for name in _SERVING_SETTINGS}
-    carried = {name: env[variable] for name, variable in paths.items() if variable in env and name != "config"}
-    other_flags = {name: value for name, value in flags.items() if name != "config"}
-    settings = load_settings({**other_flags, **serving, **carried}, config_file)
-    for name in ("data_dir", "audit_db"):
-        value = getattr(settings, name)
-        if isinstance(value, Path) and not value.is_absolute():
-            raise SettingsError(
-                f"invalid setting {name} in config file {config_file}: {value} is relative, and a client starts "
-                "the desk in a working directory of its own; make it absolute"
-            )
-    file_values = tomllib.loads(config_file.read_text(encoding="utf-8")) if config_file else {}
-    if file_values.get("transport", "stdio") != "stdio":
-        env[ENV_PREFIX + "TRANSPORT"] = "stdio"  # the file serves HTTP; the desk of this entry talks stdio
-    return ClientLaunch(dict(sorted(env.items())), left_out, settings, config_file)

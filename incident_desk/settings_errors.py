@@ -30,7 +30,7 @@ _KINDS: dict[str, dict[str, type[BaseModel]]] = {
     "service_logs": {"files": FilesLogConfig, "command": CommandLogConfig, "journald": JournaldLogConfig},
     "incident_sources": {"folder": FolderSourceConfig, "alertmanager": AlertmanagerSourceConfig},
 }
-# Settings the command line also takes as flags (cli._add_settings_flags and _add_serve_flags).
+# Settings the command line also takes as flags (cli_parser._add_settings_flags and _add_serve_flags).
 _FLAGS = {
     "data_dir": "--data-dir",
     "audit_db": "--audit-db",
@@ -46,6 +46,10 @@ _FLAGS = {
 # the build script's mode; INCIDENT_DESK_SOURCE_<NAME> holds an incident source's secret; TEST_ belongs to tests.
 _OTHER_VARIABLES = frozenset({"CONFIG", "SERVICE", "BUILD_MODE"})
 _OTHER_PREFIXES = ("SOURCE_", "TEST_")
+
+
+class SettingsError(Exception):
+    """A setting is missing, malformed or in the wrong place; the message names it."""
 
 
 def _suggest(word: str, candidates: list[str]) -> str:

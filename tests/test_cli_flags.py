@@ -6,7 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Literal, get_args, get_origin
 
-from incident_desk.cli import SERVE_FLAGS, SETTINGS_FLAGS, _settings_from, build_parser
+from incident_desk.cli import _settings_from
+from incident_desk.cli_parser import SERVE_FLAGS, SETTINGS_FLAGS, build_parser
 from incident_desk.settings import Settings
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from incident_desk import cli
+from incident_desk import cli, cli_parser
 from incident_desk.demo import TRANSCRIPTS
 from tests.helpers import ERAS, ROOT
 
@@ -83,6 +83,6 @@ def test_demo_shows_the_text_timeline_and_speaks_of_no_unseen_article(capsys: py
     assert "=== 12-timeline.txt (legacy)" in printed
     assert "lines/min █ (peak 6)" in printed and "first error 10:58 (line 3)" in printed
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    for text in (printed, readme, cli.build_parser().format_help()):
+    for text in (printed, readme, cli_parser.build_parser().format_help()):
         assert "article" not in text.lower()
         assert "/nCause" not in text

@@ -21,7 +21,8 @@ from mcp import Client, StdioServerParameters
 from pydantic import SecretStr
 
 from incident_desk import __version__
-from incident_desk.settings import CONFIG_ENV_VAR, Settings
+from incident_desk.settings import Settings
+from incident_desk.settings_sources import CONFIG_ENV_VAR
 from tests.helpers import ROOT, child_env, text_of
 
 SERVER_JSON = ROOT / "server.json"

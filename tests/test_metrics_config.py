@@ -12,7 +12,8 @@ from incident_desk import cli
 from incident_desk.app import source_secret
 from incident_desk.core.changes import CommandChangeConfig, FilesChangeConfig, parse_record
 from incident_desk.core.metrics import alert_expression, incident_window, secret_name
-from incident_desk.settings import Settings, SettingsError, load_settings
+from incident_desk.settings import Settings, load_settings
+from incident_desk.settings_errors import SettingsError
 from tests.fakes import MemoryKeyring
 
 CONTRACT = """

@@ -131,6 +131,9 @@ NOT_NEEDED_TO_ANSWER = (
     "incident_desk.core.redact",
     "incident_desk.client_configs.merge",
     "incident_desk.client_configs.registry",
+    "incident_desk.client_configs.launch",
+    "incident_desk.config_cli",
+    "incident_desk.keychain_cli",
     "incident_desk.core.logfile",
     "incident_desk.core.cursors",
     "incident_desk.features.read_tools",
@@ -150,7 +153,8 @@ NOT_NEEDED_TO_ANSWER = (
 def test_building_the_desk_served_over_stdio_imports_nothing_the_first_answer_does_not_need(tmp_path: Path) -> None:
     probe = (
         "import sys\n"
-        "from incident_desk.cli import build_parser\n"
+        "import incident_desk.cli\n"
+        "from incident_desk.cli_parser import build_parser\n"
         "from incident_desk.settings import load_settings\n"
         "from incident_desk.app import build_app\n"
         "from incident_desk.server import build_server\n"

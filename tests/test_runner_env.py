@@ -21,7 +21,8 @@ from incident_desk.core import runner
 from incident_desk.core.desk import Desk
 from incident_desk.core.sources import IncidentSources
 from incident_desk.server import build_server
-from incident_desk.settings import SettingsError, load_settings
+from incident_desk.settings import load_settings
+from incident_desk.settings_errors import SettingsError
 from tests.alertmanager import alert, needs_alertmanager, running_alertmanager
 from tests.helpers import AppFactory, connect, text_of
 from tests.restart_helpers import SERVICE, approve, desk, rows

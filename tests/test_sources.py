@@ -8,7 +8,8 @@ import pytest
 
 from incident_desk.core.desk import Desk
 from incident_desk.core.sources import IncidentSources
-from incident_desk.settings import SettingsError, load_settings
+from incident_desk.settings import load_settings
+from incident_desk.settings_errors import SettingsError
 from tests.helpers import AppFactory
 
 

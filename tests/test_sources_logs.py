@@ -17,7 +17,8 @@ from incident_desk.core import logfile
 from incident_desk.core.desk import Desk, LogUnavailable
 from incident_desk.core.pattern import compile_pattern
 from incident_desk.core.sources import IncidentSources
-from incident_desk.settings import SettingsError, load_settings
+from incident_desk.settings import load_settings
+from incident_desk.settings_errors import SettingsError
 
 OPENED = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 

@@ -30,7 +30,8 @@ from mcp_types import ElicitResult, InputRequiredResult, InputResponses
 from incident_desk.core.audit import AuditError, Decision, DuplicateApproval
 from incident_desk.core.audit_pg import PostgresJournal
 from incident_desk.core.restart_locks import ServiceBusy
-from incident_desk.settings import SettingsError, load_settings
+from incident_desk.settings import load_settings
+from incident_desk.settings_errors import SettingsError
 from tests.helpers import ROOT, child_env, text_of
 from tests.http_desk import run_desk
 from tests.postgres_cluster import PASSWORD, Cluster, running_cluster, unavailable_reason

@@ -9,7 +9,8 @@ import pytest
 from mcp.server.mcpserver import MCPServer
 
 from incident_desk.cli import main as cli_main
-from incident_desk.settings import SettingsError, load_settings
+from incident_desk.settings import load_settings
+from incident_desk.settings_errors import SettingsError
 from incident_desk.tool_selection import ACTING_TOOLS, ALL_TOOLS, READ_TOOLS
 from tests.helpers import connect, text_of
 
