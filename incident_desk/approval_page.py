@@ -1,0 +1,209 @@
+"""The approval page of out-of-band approvals (issue 27): what the person opens from the link, never the client.
+
+``GET /approvals/{link}`` shows the act, its target, the requester, the reason and who may approve, with an approve
+or decline form; ``POST`` records the decision once. Protections: the link is single use and expires with the
+approval timeout; the form carries a CSRF token that must also come back in a SameSite=Strict cookie; the page
+may not be framed (``X-Frame-Options: DENY``, CSP ``frame-ancestors 'none'``) and sends no Referer (the link is in
+its URL). On the HTTP desk the page is a route of the desk; over stdio :class:`LoopbackPage` serves it on a
+loopback port while any approval is pending.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import getpass
+import html
+import socket
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import anyio
+import structlog
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import Route
+
+from incident_desk.core.approval_links import ApprovalBook, LinkRefused, Pending, State
+
+log = structlog.get_logger(__name__)
+
+PAGE_PREFIX = "/approvals/"
+CSRF_COOKIE = "incident_desk_approval_csrf"
+SECURITY_HEADERS = {
+    "X-Frame-Options": "DENY",
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; "
+    "frame-ancestors 'none'; base-uri 'none'",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+    "X-Content-Type-Options": "nosniff",
+}
+OS_USER_NOTE = (
+    "You are approving as the operating-system user running this desk ({who}), by holding this one-time link. "
+    "This proves a human at this machine, not a second person."
+)
+
+
+@dataclass(frozen=True)
+class SignIn:
+    """Who is deciding on the page, and what that proof is worth (shown on the page)."""
+
+    approver: str
+    note: str
+
+
+def os_sign_in() -> SignIn:
+    """The static-token and stdio desks: the one-time link plus the OS user."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = "unknown"
+    who = f"os:{user}"
+    return SignIn(who, OS_USER_NOTE.format(who=who))
+
+
+def _page(title: str, body: str, status: int = 200, cookie: str | None = None) -> HTMLResponse:
+    document = (
+        "<!doctype html><html><head><meta charset='utf-8'><title>"
+        + html.escape(title)
+        + "</title><style>body{font-family:sans-serif;max-width:40em;margin:2em auto}"
+        "dt{font-weight:bold}.note{background:#fff4d6;padding:.5em}</style></head><body><h1>"
+        + html.escape(title)
+        + "</h1>"
+        + body
+        + "</body></html>"
+    )
+    response = HTMLResponse(document, status_code=status, headers=SECURITY_HEADERS)
+    if cookie is not None:
+        response.set_cookie(CSRF_COOKIE, cookie, httponly=True, samesite="strict", path=PAGE_PREFIX)
+    return response
+
+
+def _refused(exc: LinkRefused) -> HTMLResponse:
+    log.info("approval page refused", reason=str(exc))
+    return _page("Approval refused", f"<p>{html.escape(str(exc))}</p>", exc.status)
+
+
+def _details(pending: Pending, sign_in: SignIn) -> str:
+    rows = [
+        ("Act", pending.act),
+        ("Service or incident", pending.target),
+        ("Question", pending.question),
+        ("Requested by", pending.requester),
+        ("Reason", pending.reason),
+        ("Who may approve", pending.who_may_approve),
+        ("You are", sign_in.approver),
+        ("Link expires in", f"{pending.seconds_left():.0f} s"),
+    ]
+    items = "".join(f"<dt>{html.escape(k)}</dt><dd>{html.escape(v)}</dd>" for k, v in rows)
+    return f"<dl>{items}</dl><p class='note'>{html.escape(sign_in.note)}</p>"
+
+
+def page_routes(book: ApprovalBook, sign_in: Callable[[], SignIn] = os_sign_in) -> list[Route]:
+    """The page's routes, for the HTTP desk's app or the loopback server."""
+
+    async def show(request: Request) -> Response:
+        link = request.path_params["link"]
+        try:
+            pending = book.open(link)
+        except LinkRefused as exc:
+            return _refused(exc)
+        who = sign_in()
+        log.info("approval page opened", approval=pending.public_id)
+        form = (
+            "<form method='post'>"
+            f"<input type='hidden' name='csrf' value='{html.escape(pending.csrf)}'>"
+            "<p><label>Change ticket (e.g. CHG-2291): <input name='ticket' required></label></p>"
+            "<button name='decision' value='approve'>Approve</button> "
+            "<button name='decision' value='decline' formnovalidate>Decline</button></form>"
+        )
+        return _page(f"Approve: {pending.question}", _details(pending, who) + form, cookie=pending.csrf)
+
+    async def decide(request: Request) -> Response:
+        link = request.path_params["link"]
+        form = await request.form()
+        sent = str(form.get("csrf") or "")
+        cookie = request.cookies.get(CSRF_COOKIE, "")
+        # Double submit: the hidden field and the SameSite cookie must both be there and agree.
+        csrf = sent if sent and sent == cookie else ""
+        decision = str(form.get("decision") or "")
+        if decision not in ("approve", "decline"):
+            return _page("Approval refused", "<p>the form must say approve or decline</p>", 400)
+        ticket = str(form.get("ticket") or "").strip() or None
+        who = sign_in()
+        try:
+            pending = book.decide(link, csrf, approve=decision == "approve", approver=who.approver, ticket=ticket)
+        except LinkRefused as exc:
+            return _refused(exc)
+        log.info("approval decided on the page", approval=pending.public_id, state=pending.state, by=who.approver)
+        verb = "approved" if pending.state == "approved" else "declined"
+        return _page(f"You {verb}", f"<p>{html.escape(pending.question)}</p><p>You can close this page.</p>")
+
+    return [
+        Route(PAGE_PREFIX + "{link}", show, methods=["GET"]),
+        Route(PAGE_PREFIX + "{link}", decide, methods=["POST"]),
+    ]
+
+
+async def wait_for_decision(book: ApprovalBook, pending: Pending, on_opened: Callable[[], Awaitable[None]]) -> State:
+    """Poll until the person decides on the page or the link expires; ``on_opened`` once the page was seen."""
+    while True:
+        state = book.settle(pending)
+        if pending.opened_at is not None and not pending.opened_journalled:
+            pending.opened_journalled = True
+            await on_opened()
+        if state != "pending":
+            return state
+        await anyio.sleep(min(ApprovalBook.POLL_SECONDS, max(pending.seconds_left(), 0.01)))
+
+
+class LoopbackPage:
+    """The page of a stdio desk: a loopback HTTP server on its own thread, up while any approval is pending."""
+
+    def __init__(self, book: ApprovalBook) -> None:
+        self._book = book
+        self._lock = threading.Lock()
+        self._base: str | None = None
+        self._running: Callable[[], bool] = lambda: False
+
+    def base_url(self) -> str:
+        """Start the server if it is not running; its ``http://127.0.0.1:port``."""
+        with self._lock:
+            if self._base is None or not self._running():
+                self._base, self._running = _start_loopback(Starlette(routes=page_routes(self._book)), self._book)
+            return self._base
+
+
+def _start_loopback(asgi: Starlette, book: ApprovalBook) -> tuple[str, Callable[[], bool]]:
+    import uvicorn
+
+    class _QuietServer(uvicorn.Server):
+        @contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            yield  # the desk's own signal handling stays in charge
+
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    port = sock.getsockname()[1]
+    config = uvicorn.Config(asgi, log_config=None, access_log=False, lifespan="off", server_header=False, ws="none")
+    server = _QuietServer(config)
+
+    def run() -> None:
+        asyncio.run(server.serve(sockets=[sock]))
+
+    def idle_watch() -> None:
+        # Up while an approval is pending (and a minute beyond its expiry, so a late click gets a clear page).
+        while not server.should_exit:
+            time.sleep(1)
+            if len(book) == 0:
+                server.should_exit = True
+
+    threading.Thread(target=run, name="approval-page", daemon=True).start()
+    threading.Thread(target=idle_watch, name="approval-page-idle", daemon=True).start()
+    log.info("approval page serving on loopback", port=port)
+
+    return f"http://127.0.0.1:{port}", lambda: not server.should_exit

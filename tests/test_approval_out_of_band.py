@@ -1,0 +1,88 @@
+"""Out-of-band approval (issue 27), in process in both eras: the restart runs only after the desk's own page
+approves; the client's in-band answer never counts; the journal shows the requester and the approver."""
+
+from __future__ import annotations
+
+import getpass
+
+import pytest
+
+from incident_desk.core.audit import Decision
+from tests.approval_page_helpers import LinkFollower
+from tests.helpers import AppFactory, connect, text_of
+from tests.restart_helpers import (
+    SERVICE,
+    Restarts,
+    desk,
+    outcomes,
+    restarts_fixture,  # noqa: F401 -- the `restarts` fixture
+    rows,
+)
+
+pytestmark = pytest.mark.anyio
+OS_USER = f"os:{getpass.getuser()}"
+
+
+def _out_of_band(restarts: Restarts, mode: str = "out-of-band", **more: object) -> dict[str, object]:
+    action = restarts.action()
+    return {"services": {SERVICE: {**action, "approval": mode}}, **more}
+
+
+async def test_page_approval_restarts_and_journals_each_step(
+    make_app: AppFactory, restarts: Restarts, era: str
+) -> None:
+    app, server = desk(make_app, **_out_of_band(restarts))
+    person = LinkFollower()
+    async with connect(server, era, elicitation_callback=person) as client:
+        result = await client.call_tool("restart_service", {"service": SERVICE})
+    assert text_of(result).startswith(f"RESTARTED {SERVICE} under CHG-2291"), text_of(result)
+    assert restarts.executions() == [SERVICE]
+    (url,) = person.urls
+    assert url.startswith("http://127.0.0.1:") and "/approvals/" in url
+    (seen,) = person.visits
+    assert seen.status == 200 and seen.decided == 200
+    assert seen.headers["x-frame-options"] == "DENY"
+    assert "frame-ancestors 'none'" in seen.headers["content-security-policy"]
+    assert "samesite=strict" in seen.headers["set-cookie"].lower()
+    assert "not a second person" in seen.text
+    assert outcomes(app.journal) == ["approval_requested", "page_opened", "approved", "executed"]
+    link_token = url.rsplit("/", 1)[1]
+    assert all(link_token not in (d.detail or "") for d in rows(app.journal))
+
+
+async def test_in_band_answer_is_ignored_for_an_out_of_band_service(
+    make_app: AppFactory, restarts: Restarts, era: str
+) -> None:
+    app, server = desk(make_app, approval_timeout_seconds=1.5, **_out_of_band(restarts))
+    person = LinkFollower(decision=None)  # the client accepts; nobody approves on the page
+    async with connect(server, era, elicitation_callback=person) as client:
+        result = await client.call_tool("restart_service", {"service": SERVICE})
+    assert text_of(result) == "NOT RESTARTED -- no answer within 1.5s"
+    assert restarts.executions() == []
+    assert "approved" not in outcomes(app.journal)
+
+
+async def test_decline_on_the_page_is_the_operator_declined_text(
+    make_app: AppFactory, restarts: Restarts, era: str
+) -> None:
+    app, server = desk(make_app, **_out_of_band(restarts))
+    async with connect(server, era, elicitation_callback=LinkFollower(decision="decline")) as client:
+        result = await client.call_tool("restart_service", {"service": SERVICE})
+    assert text_of(result) == "NOT RESTARTED -- operator declined"
+    assert restarts.executions() == []
+    declined: Decision = rows(app.journal)[-1]
+    assert declined.outcome == "declined" and declined.approver == OS_USER
+
+
+async def test_second_person_refuses_the_requester_as_approver(
+    make_app: AppFactory, restarts: Restarts, era: str
+) -> None:
+    _, server = desk(make_app, approval_timeout_seconds=2, **_out_of_band(restarts, "second-person"))
+    person = LinkFollower()  # the OS user approves, and the OS user asked
+    async with connect(server, era, elicitation_callback=person) as client:
+        result = await client.call_tool("restart_service", {"service": SERVICE})
+    (seen,) = person.visits
+    assert seen.decided == 403 and "must approve it" in seen.text
+    assert "a signed-in person other than the requester" in seen.text
+    assert text_of(result) == "NOT RESTARTED -- no answer within 2s"
+    assert restarts.executions() == []
