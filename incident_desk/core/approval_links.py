@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 ApprovalMode = Literal["in-band", "out-of-band", "second-person"]
+TOMBSTONE_SECONDS = 60.0
 MODES: tuple[ApprovalMode, ...] = ("in-band", "out-of-band", "second-person")
 State = Literal["pending", "approved", "declined", "expired"]
 
@@ -66,6 +67,7 @@ class Pending:
     approver: str | None = None
     ticket: str | None = None
     opened_at: float | None = None
+    forget_at: float | None = None
     opened_journalled: bool = False
 
     @property
@@ -134,6 +136,8 @@ class ApprovalBook:
         pending = self._by_hash.get(_hash(token))
         if pending is None:
             raise LinkRefused("this approval link is not valid (unknown or forged)", 404)
+        if pending.state == "expired":
+            raise LinkRefused("this approval link has expired", 410)
         if pending.state != "pending":
             raise LinkRefused(f"this approval link was already used ({pending.state})", 410)
         if pending.seconds_left() <= 0:
@@ -175,25 +179,33 @@ class ApprovalBook:
         """The newest approval this requester asked for with these arguments that is not yet consumed."""
         with self._lock:
             self._forget_expired()
-            found = [p for p in self._by_hash.values() if p.binding == binding and p.requester == requester]
+            found = [
+                p
+                for p in self._by_hash.values()
+                if p.binding == binding and p.requester == requester and p.forget_at is None
+            ]
             return found[-1] if found else None
 
     def consume(self, pending: Pending) -> None:
-        """Done with: the call has acted (or refused) on it."""
+        """Done with: the call has acted (or refused) on it. Kept a minute more, refused, so a late or repeated
+        click gets a page saying why rather than a dead port."""
         with self._lock:
-            self._by_hash.pop(pending.token_hash, None)
+            if pending.state == "pending":
+                pending.state = "expired"
+            pending.forget_at = time.time() + TOMBSTONE_SECONDS
 
     def by_public_id(self, public_id: str) -> Pending | None:
         with self._lock:
-            return next((p for p in self._by_hash.values() if p.public_id == public_id), None)
+            return next((p for p in self._by_hash.values() if p.public_id == public_id and p.forget_at is None), None)
 
     def __len__(self) -> int:
         with self._lock:
+            self._forget_expired()
             return len(self._by_hash)
 
     def _forget_expired(self) -> None:
         now = time.time()
         for digest, pending in list(self._by_hash.items()):
-            if pending.expires_at + 60 < now:
+            if (pending.forget_at or pending.expires_at + TOMBSTONE_SECONDS) < now:
                 self._expire(pending)
                 del self._by_hash[digest]
