@@ -27,11 +27,12 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
+from incident_desk.auth import APPROVAL_PAGE_PREFIX
 from incident_desk.core.approval_links import ApprovalBook, LinkRefused, Pending, State
 
 log = structlog.get_logger(__name__)
 
-PAGE_PREFIX = "/approvals/"
+PAGE_PREFIX = APPROVAL_PAGE_PREFIX
 CSRF_COOKIE = "incident_desk_approval_csrf"
 SECURITY_HEADERS = {
     "X-Frame-Options": "DENY",

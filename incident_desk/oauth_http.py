@@ -13,7 +13,7 @@ from typing import Any
 
 import structlog
 
-from incident_desk.auth import HEALTH_PATH, PRINCIPAL_HEADER, ASGIApp, Message, Receive, Scope, Send
+from incident_desk.auth import PRINCIPAL_HEADER, ASGIApp, Message, Receive, Scope, Send, is_open_path
 from incident_desk.oauth import READ, RESTART, SCOPES, WRITE, IssuerUnavailable, OAuthVerifier, TokenRejected
 
 logger = structlog.get_logger(__name__)
@@ -56,7 +56,7 @@ class OAuthBearer:
         ).encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope.get("path") == HEALTH_PATH:
+        if scope["type"] != "http" or is_open_path(str(scope.get("path", ""))):
             await self._app(scope, receive, send)
             return
         path = scope.get("path")
