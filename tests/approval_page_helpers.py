@@ -49,7 +49,7 @@ class LinkFollower:
     urls: list[str] = field(default_factory=list)
     visits: list[PageVisit] = field(default_factory=list)
 
-    async def __call__(self, ctx: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult | ErrorData:
+    async def __call__(self, context: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult | ErrorData:
         if not isinstance(params, ElicitRequestURLParams):
             return ElicitResult(action="accept", content={"confirm": True, "ticket": "CHG-FORGED"})
         self.urls.append(params.url)
