@@ -2,6 +2,12 @@
 
 Installed once into the ignored build dir like the other npm tools. It issues client-credentials access tokens as
 JWTs bound to the resource asked for (RFC 8707), with a ``preferred_username`` so the journal shows a name.
+
+People sign in through the provider's own login and consent pages (devInteractions: any login name and any
+password; the login name is the subject). :data:`USERS` are the two the tests use; ``sub`` is the login name,
+``preferred_username`` is ``<login>@example.test``. For a browser sign-in, register a client with the redirect URI
+chosen at run time (:meth:`OpenIDProvider.register_client`), open :meth:`OpenIDProvider.authorization`'s URL in a
+:mod:`tests.browser` page, :meth:`OpenIDProvider.sign_in_with_browser`, then :meth:`OpenIDProvider.exchange_code`.
 """
 
 from __future__ import annotations
@@ -17,11 +23,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlencode
 
 import httpx2
+import jwt
 
 from tests.helpers import free_port
 from tests.npm_tools import UNREACHABLE, install_root
+
+if TYPE_CHECKING:
+    from tests.browser import Page
 
 PACKAGE = "oidc-provider@9"
 SECRET = "client-secret-for-tests-only"
@@ -31,6 +43,33 @@ CLIENTS = {
     "desk-writer": "incidents:read incidents:write",
     "desk-operator": "incidents:read incidents:write services:restart",
 }
+USERS = ("alice", "bob")  # any login name signs in; these two are the people the browser tests use
+
+
+def claims_of(user: str) -> dict[str, str]:
+    """The identity the provider asserts for a login name (ID token, userinfo, access token)."""
+    return {"sub": user, "preferred_username": f"{user}@example.test", "name": user.capitalize()}
+
+
+@dataclass(frozen=True)
+class RegisteredClient:
+    """A client registered at run time: public (PKCE only) or confidential (PKCE and a client secret)."""
+
+    client_id: str
+    redirect_uri: str
+    client_secret: str | None = None
+
+
+@dataclass(frozen=True)
+class Authorization:
+    """One authorization request: the URL to open in the browser and what the code exchange needs back."""
+
+    url: str
+    verifier: str
+    state: str
+    nonce: str
+    resource: str | None = None
+
 
 SCRIPT = """
 import Provider from "%(module)s";
@@ -45,9 +84,16 @@ const provider = new Provider(issuer, {
     client_id: "desk-desktop", application_type: "native", token_endpoint_auth_method: "none",
     grant_types: ["authorization_code"], response_types: ["code"], redirect_uris: ["%(redirect)s"],
   }]),
-  scopes: ["openid", "incidents:read", "incidents:write", "services:restart"],
+  scopes: ["openid", "profile", "incidents:read", "incidents:write", "services:restart"],
+  claims: { openid: ["sub"], profile: ["preferred_username", "name"] },
+  conformIdTokenClaims: false,
+  findAccount: (ctx, id) => ({
+    accountId: id,
+    claims: () => ({ sub: id, preferred_username: id + "@example.test", name: id[0].toUpperCase() + id.slice(1) }),
+  }),
   features: {
     clientCredentials: { enabled: true },
+    registration: { enabled: true },
     resourceIndicators: {
       enabled: true,
       defaultResource: () => undefined,
@@ -125,6 +171,91 @@ class OpenIDProvider:
             )
         assert answer.status_code == 200, answer.text
         return str(answer.json()["access_token"])
+
+    def register_client(self, redirect_uri: str, confidential: bool = False) -> RegisteredClient:
+        """Register (RFC 7591) an authorization-code client for ``redirect_uri``. A public client is "native", so
+        a loopback redirect matches on any port (RFC 8252); a confidential one must come back to the exact URI."""
+        metadata: dict[str, Any] = {
+            "redirect_uris": [redirect_uri],
+            "grant_types": ["authorization_code"],
+            "response_types": ["code"],
+            "application_type": "web" if confidential else "native",
+            "token_endpoint_auth_method": "client_secret_basic" if confidential else "none",
+        }
+        answer = httpx2.post(f"{self.issuer}/reg", json=metadata, timeout=10)
+        assert answer.status_code == 201, answer.text
+        registered = answer.json()
+        return RegisteredClient(registered["client_id"], redirect_uri, registered.get("client_secret"))
+
+    def authorization(
+        self, client: RegisteredClient, scope: str = "openid profile", resource: str | None = None
+    ) -> Authorization:
+        """A fresh authorization request with PKCE (S256), state and nonce for ``client``."""
+        verifier = secrets.token_urlsafe(48)
+        challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+        state, nonce = secrets.token_urlsafe(16), secrets.token_urlsafe(16)
+        query = {
+            "client_id": client.client_id,
+            "response_type": "code",
+            "redirect_uri": client.redirect_uri,
+            "scope": scope,
+            "code_challenge": challenge,
+            "code_challenge_method": "S256",
+            "state": state,
+            "nonce": nonce,
+        }
+        if resource:
+            query["resource"] = resource
+        return Authorization(f"{self.issuer}/auth?{urlencode(query)}", verifier, state, nonce, resource)
+
+    def sign_in_with_browser(self, page: Page, user: str, timeout: float = 60) -> str:
+        """On a page at this provider's authorization endpoint: sign in as ``user`` and consent, as a person
+        would (typing, clicking). Returns the URL the provider sent the browser on to (the redirect URI + code)."""
+        deadline = time.monotonic() + timeout
+        for _ in range(4):  # login, consent, and at most a repeated prompt each
+            left = max(deadline - time.monotonic(), 0.1)
+            prompt = page.wait_for(
+                f"document.readyState === 'complete' && (!location.href.startsWith({json.dumps(self.issuer)})"
+                " ? 'left' : document.querySelector('input[name=prompt]')?.value)",
+                f"the provider's login or consent page for {user}",
+                left,
+            )
+            if prompt == "left":
+                return page.url
+            if prompt == "login":
+                page.fill("input[name=login]", user, left)
+                page.fill("input[name=password]", "any password", left)
+            page.click("button[type=submit]", timeout=left)
+        raise AssertionError(f"the provider kept prompting {user}: {page.url}\n{page.text()[:500]}")
+
+    def exchange_code(self, client: RegisteredClient, code: str, authorization: Authorization) -> dict[str, Any]:
+        """Trade an authorization code (with its PKCE verifier) for tokens; fails the test on an error answer."""
+        form = {
+            "grant_type": "authorization_code",
+            "code": code,
+            "redirect_uri": client.redirect_uri,
+            "code_verifier": authorization.verifier,
+        }
+        if authorization.resource:
+            form["resource"] = authorization.resource
+        auth = (client.client_id, client.client_secret) if client.client_secret else None
+        if auth is None:
+            form["client_id"] = client.client_id
+        answer = httpx2.post(f"{self.issuer}/token", data=form, auth=auth, timeout=10)
+        assert answer.status_code == 200, answer.text
+        return dict(answer.json())
+
+    def id_token_claims(self, id_token: str, client: RegisteredClient, nonce: str | None = None) -> dict[str, Any]:
+        """The ID token's claims after checking its signature (the provider's JWKS), issuer, audience and nonce."""
+        kid = jwt.get_unverified_header(id_token).get("kid")
+        keys = httpx2.get(f"{self.issuer}/jwks", timeout=10).json()["keys"]
+        key = next(jwt.PyJWK(jwk) for jwk in keys if jwk.get("kid") == kid)
+        claims: dict[str, Any] = jwt.decode(
+            id_token, key, algorithms=["RS256", "ES256", "EdDSA"], audience=client.client_id, issuer=self.issuer
+        )
+        if nonce is not None:
+            assert claims.get("nonce") == nonce, f"the ID token's nonce is not the one sent: {claims}"
+        return claims
 
 
 @contextmanager
