@@ -11,24 +11,31 @@ loopback port while any approval is pending.
 from __future__ import annotations
 
 import asyncio
-import getpass
 import html
 import socket
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 import anyio
 import structlog
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, Response
+from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
+from incident_desk.approval_signin import (
+    SESSION_COOKIE,
+    SIGN_IN_CALLBACK,
+    Identity,
+    OpenIDSignIn,
+    OsUser,
+    SignedIn,
+)
 from incident_desk.auth import APPROVAL_PAGE_PREFIX
 from incident_desk.core.approval_links import ApprovalBook, LinkRefused, Pending, State
+from incident_desk.oauth import IssuerUnavailable
 
 log = structlog.get_logger(__name__)
 
@@ -42,28 +49,6 @@ SECURITY_HEADERS = {
     "Cache-Control": "no-store",
     "X-Content-Type-Options": "nosniff",
 }
-OS_USER_NOTE = (
-    "You are approving as the operating-system user running this desk ({who}), by holding this one-time link. "
-    "This proves a human at this machine, not a second person."
-)
-
-
-@dataclass(frozen=True)
-class SignIn:
-    """Who is deciding on the page, and what that proof is worth (shown on the page)."""
-
-    approver: str
-    note: str
-
-
-def os_sign_in() -> SignIn:
-    """The static-token and stdio desks: the one-time link plus the OS user."""
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = "unknown"
-    who = f"os:{user}"
-    return SignIn(who, OS_USER_NOTE.format(who=who))
 
 
 def _page(title: str, body: str, status: int = 200, cookie: str | None = None) -> HTMLResponse:
@@ -88,7 +73,7 @@ def _refused(exc: LinkRefused) -> HTMLResponse:
     return _page("Approval refused", f"<p>{html.escape(str(exc))}</p>", exc.status)
 
 
-def _details(pending: Pending, sign_in: SignIn) -> str:
+def _details(pending: Pending, sign_in: SignedIn) -> str:
     rows = [
         ("Act", pending.act),
         ("Service or incident", pending.target),
@@ -103,8 +88,16 @@ def _details(pending: Pending, sign_in: SignIn) -> str:
     return f"<dl>{items}</dl><p class='note'>{html.escape(sign_in.note)}</p>"
 
 
-def page_routes(book: ApprovalBook, sign_in: Callable[[], SignIn] = os_sign_in) -> list[Route]:
+def page_routes(book: ApprovalBook, identity: Identity | None = None) -> list[Route]:
     """The page's routes, for the HTTP desk's app or the loopback server."""
+    identity = identity or OsUser()
+
+    async def signed_in(request: Request, link: str, pending: Pending) -> SignedIn | Response:
+        try:
+            return await identity.who(request, link, pending)
+        except IssuerUnavailable as exc:
+            log.warning("approval page cannot sign people in", problem=str(exc))
+            return _page("Sign-in unavailable", f"<p>{html.escape(str(exc))}</p>", 503)
 
     async def show(request: Request) -> Response:
         link = request.path_params["link"]
@@ -112,7 +105,9 @@ def page_routes(book: ApprovalBook, sign_in: Callable[[], SignIn] = os_sign_in) 
             pending = book.open(link)
         except LinkRefused as exc:
             return _refused(exc)
-        who = sign_in()
+        who = await signed_in(request, link, pending)
+        if isinstance(who, Response):
+            return who
         log.info("approval page opened", approval=pending.public_id)
         form = (
             "<form method='post'>"
@@ -134,7 +129,12 @@ def page_routes(book: ApprovalBook, sign_in: Callable[[], SignIn] = os_sign_in) 
         if decision not in ("approve", "decline"):
             return _page("Approval refused", "<p>the form must say approve or decline</p>", 400)
         ticket = str(form.get("ticket") or "").strip() or None
-        who = sign_in()
+        try:
+            who = await signed_in(request, link, book.open(link))
+        except LinkRefused as exc:
+            return _refused(exc)
+        if isinstance(who, Response):
+            return _page("Approval refused", "<p>sign in first: open the approval link again</p>", 403)
         try:
             pending = book.decide(link, csrf, approve=decision == "approve", approver=who.approver, ticket=ticket)
         except LinkRefused as exc:
@@ -143,7 +143,21 @@ def page_routes(book: ApprovalBook, sign_in: Callable[[], SignIn] = os_sign_in) 
         verb = "approved" if pending.state == "approved" else "declined"
         return _page(f"You {verb}", f"<p>{html.escape(pending.question)}</p><p>You can close this page.</p>")
 
+    async def sign_in_callback(request: Request) -> Response:
+        if not isinstance(identity, OpenIDSignIn):
+            return _page("Not found", "<p>this desk signs nobody in</p>", 404)
+        finished = await identity.callback(request)
+        if isinstance(finished, str):
+            log.info("approval page sign-in refused", reason=finished)
+            return _page("Sign-in refused", f"<p>{html.escape(finished)}</p>", 403)
+        link, session = finished
+        response = RedirectResponse(PAGE_PREFIX + link, status_code=303, headers=SECURITY_HEADERS)
+        # Lax, not Strict: it arrives at the end of the provider's cross-site redirect and must come straight back.
+        response.set_cookie(SESSION_COOKIE, session, httponly=True, samesite="lax", path=PAGE_PREFIX)
+        return response
+
     return [
+        Route(SIGN_IN_CALLBACK, sign_in_callback, methods=["GET"]),
         Route(PAGE_PREFIX + "{link}", show, methods=["GET"]),
         Route(PAGE_PREFIX + "{link}", decide, methods=["POST"]),
     ]
@@ -164,8 +178,8 @@ async def wait_for_decision(book: ApprovalBook, pending: Pending, on_opened: Cal
 class LoopbackPage:
     """The page of a stdio desk: a loopback HTTP server on its own thread, up while any approval is pending."""
 
-    def __init__(self, book: ApprovalBook) -> None:
-        self._book = book
+    def __init__(self, book: ApprovalBook, identity: Identity | None = None) -> None:
+        self._book, self._identity = book, identity
         self._lock = threading.Lock()
         self._base: str | None = None
         self._running: Callable[[], bool] = lambda: False
@@ -174,7 +188,9 @@ class LoopbackPage:
         """Start the server if it is not running; its ``http://127.0.0.1:port``."""
         with self._lock:
             if self._base is None or not self._running():
-                self._base, self._running = _start_loopback(Starlette(routes=page_routes(self._book)), self._book)
+                self._base, self._running = _start_loopback(
+                    Starlette(routes=page_routes(self._book, self._identity)), self._book
+                )
             return self._base
 
 

@@ -110,7 +110,7 @@ def serve_approval_page(server: MCPServer, app: DeskApp) -> None:
     host = f"[{host}]" if ":" in host else host
     approvals = out_of_band.desk_of(app)
     approvals.base_url = (settings.public_url or f"http://{host}:{settings.port}").rstrip("/")
-    for route in page_routes(approvals.book):
+    for route in page_routes(approvals.book, approvals.identity):
         add_page = server.custom_route(route.path, methods=sorted(route.methods or ()), include_in_schema=False)
         add_page(route.endpoint)
 

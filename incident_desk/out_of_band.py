@@ -16,6 +16,7 @@ from mcp.server.mcpserver import Context
 from incident_desk import client_features
 from incident_desk.app import DeskApp
 from incident_desk.approval_page import LoopbackPage, wait_for_decision
+from incident_desk.approval_signin import identity_for
 from incident_desk.core.approval_links import ApprovalBook, ApprovalMode, Pending
 
 log = structlog.get_logger(__name__)
@@ -38,7 +39,8 @@ class ApprovalDesk:
     def __init__(self, app: DeskApp) -> None:
         self.book = ApprovalBook()
         self._app = app
-        self._loopback = LoopbackPage(self.book)
+        self.identity = identity_for(app.settings)
+        self._loopback = LoopbackPage(self.book, self.identity)
         self.base_url: str | None = None  # set by the HTTP desk, which serves the page itself
 
     def page_base(self) -> str:

@@ -461,6 +461,22 @@ class Settings(BaseSettings):
         by_act = self.act_approval.get(act)  # type: ignore[call-overload]
         return strictest(self.service_approval.get(service) if service else None, by_act)
 
+    @model_validator(mode="after")
+    def _approvers_can_sign_in(self) -> Settings:
+        modes = {*self.service_approval.values(), *self.act_approval.values()}
+        if self.approval_page_client_id and not self.oauth_issuer:
+            raise ValueError("approval_page_client_id needs oauth_issuer (where approvers sign in)")
+        if self.approval_page_client_id:
+            return self
+        if "second-person" in modes:
+            raise ValueError(
+                "approval = 'second-person' needs approval_page_client_id (with oauth_issuer): only a sign-in at "
+                "the identity provider tells a second person from the requester"
+            )
+        if self.http_auth == "oauth" and "out-of-band" in modes:
+            raise ValueError("approval = 'out-of-band' with http_auth = 'oauth' needs approval_page_client_id")
+        return self
+
     @property
     def audit_url(self) -> str | None:
         """The PostgreSQL journal's URL, or None for the embedded SQLite journal."""

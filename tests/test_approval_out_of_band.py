@@ -8,6 +8,7 @@ import getpass
 import pytest
 
 from incident_desk.core.audit import Decision
+from incident_desk.settings import SettingsError, load_settings
 from tests.approval_page_helpers import LinkFollower
 from tests.helpers import AppFactory, connect, text_of
 from tests.restart_helpers import (
@@ -74,15 +75,9 @@ async def test_decline_on_the_page_is_the_operator_declined_text(
     assert declined.outcome == "declined" and declined.approver == OS_USER
 
 
-async def test_second_person_refuses_the_requester_as_approver(
-    make_app: AppFactory, restarts: Restarts, era: str
-) -> None:
-    _, server = desk(make_app, approval_timeout_seconds=2, **_out_of_band(restarts, "second-person"))
-    person = LinkFollower()  # the OS user approves, and the OS user asked
-    async with connect(server, era, elicitation_callback=person) as client:
-        result = await client.call_tool("restart_service", {"service": SERVICE})
-    (seen,) = person.visits
-    assert seen.decided == 403 and "must approve it" in seen.text
-    assert "a signed-in person other than the requester" in seen.text
-    assert text_of(result) == "NOT RESTARTED -- no answer within 2s"
-    assert restarts.executions() == []
+def test_second_person_needs_a_sign_in_at_the_identity_provider(restarts: Restarts) -> None:
+    """The OS user cannot be told from the requester: second-person without an identity provider fails at start."""
+    with pytest.raises(SettingsError, match="second-person' needs approval_page_client_id"):
+        load_settings(_out_of_band(restarts, "second-person"))
+    with pytest.raises(SettingsError, match="approval_page_client_id needs oauth_issuer"):
+        load_settings({"approval_page_client_id": "desk-page"})

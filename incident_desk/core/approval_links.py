@@ -73,7 +73,7 @@ class Pending:
     @property
     def who_may_approve(self) -> str:
         if self.mode == "second-person":
-            return f"a signed-in person other than the requester ({self.requester})"
+            return f"a person signed in at the identity provider, other than the requester ({self.requester})"
         return "the person at this desk who signs in on this page"
 
     def seconds_left(self, now: float | None = None) -> float:
@@ -154,6 +154,10 @@ class ApprovalBook:
         pending = self._find(token)
         if not csrf or not hmac.compare_digest(csrf.encode(), pending.csrf.encode()):
             raise LinkRefused("the form's CSRF token is missing or wrong: reload the approval page", 403)
+        if approve and pending.mode == "second-person" and not person_key(approver).startswith("oauth:"):
+            raise LinkRefused(
+                f"second-person approval needs a person signed in at the identity provider, not {approver}", 403
+            )
         if approve and pending.mode == "second-person" and person_key(approver) == person_key(pending.requester):
             raise LinkRefused(
                 f"{approver} asked for this {pending.act}; under second-person approval {pending.who_may_approve} "
