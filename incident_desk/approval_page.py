@@ -113,8 +113,8 @@ def page_routes(book: ApprovalBook, identity: Identity | None = None) -> list[Ro
             "<form method='post'>"
             f"<input type='hidden' name='csrf' value='{html.escape(pending.csrf)}'>"
             "<p><label>Change ticket (e.g. CHG-2291): <input name='ticket' required></label></p>"
-            "<button name='decision' value='approve'>Approve</button> "
-            "<button name='decision' value='decline' formnovalidate>Decline</button></form>"
+            "<button id='approve' name='decision' value='approve'>Approve</button> "
+            "<button id='decline' name='decision' value='decline' formnovalidate>Decline</button></form>"
         )
         return _page(f"Approve: {pending.question}", _details(pending, who) + form, cookie=pending.csrf)
 
