@@ -8,6 +8,7 @@ import getpass
 import pytest
 
 from incident_desk.core.audit import Decision
+from incident_desk.server import build_server
 from incident_desk.settings import SettingsError, load_settings
 from tests.approval_page_helpers import LinkFollower
 from tests.helpers import AppFactory, connect, text_of
@@ -81,3 +82,22 @@ def test_second_person_needs_a_sign_in_at_the_identity_provider(restarts: Restar
         load_settings(_out_of_band(restarts, "second-person"))
     with pytest.raises(SettingsError, match="approval_page_client_id needs oauth_issuer"):
         load_settings({"approval_page_client_id": "desk-page"})
+
+
+@pytest.mark.parametrize("setting", ["act", "service"])
+async def test_an_incident_act_goes_out_of_band_by_act_or_by_its_service(
+    make_app: AppFactory, era: str, setting: str
+) -> None:
+    """resolve_incident on INC-1043 (search-api): the page approves, the activity log names each step."""
+    if setting == "act":
+        app = make_app(act_approval={"resolve": "out-of-band"})
+    else:
+        app = make_app(services={"search-api": {"approval": "out-of-band"}})
+    person = LinkFollower()
+    async with connect(build_server(app), era, elicitation_callback=person) as client:
+        result = await client.call_tool("resolve_incident", {"incidentId": "INC-1043", "resolution": "merged"})
+    assert text_of(result) == "RESOLVED INC-1043 under CHG-2291: merged"
+    assert person.visits[0].decided == 200
+    events = await app.activity("INC-1043", 50)
+    assert [str(e.outcome) for e in events] == ["approval_requested", "page_opened", "approved", "done"]
+    assert {e.actor for e in events} == {OS_USER}
