@@ -47,15 +47,11 @@ class ApprovalDesk:
         return self.base_url or self._loopback.base_url()
 
 
-_DESKS: dict[int, ApprovalDesk] = {}
-
-
 def desk_of(app: DeskApp) -> ApprovalDesk:
     """The app's approval desk (one per DeskApp)."""
-    found = _DESKS.get(id(app))
-    if found is None or found._app is not app:
-        found = _DESKS[id(app)] = ApprovalDesk(app)
-    return found
+    if not isinstance(app.approval_desk, ApprovalDesk):
+        app.approval_desk = ApprovalDesk(app)
+    return app.approval_desk
 
 
 async def ask_out_of_band(
