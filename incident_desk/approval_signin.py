@@ -106,6 +106,7 @@ class OpenIDSignIn:
     def __init__(self, issuer: str, client_id: str, timeout: float) -> None:
         self.issuer, self.client_id, self._timeout = issuer, client_id, timeout
         self._started: dict[str, _Started] = {}
+        self.public_base: str | None = None  # the HTTP desk's public address; else the address the browser used
         self._sessions: dict[str, _Session] = {}
 
     async def who(self, request: Request, link: str, pending: Pending) -> SignedIn | Response:
@@ -121,7 +122,7 @@ class OpenIDSignIn:
         challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
         state, nonce = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
         browser = request.cookies.get(BROWSER_COOKIE) or secrets.token_urlsafe(24)
-        redirect_uri = str(request.base_url).rstrip("/") + SIGN_IN_CALLBACK
+        redirect_uri = (self.public_base or str(request.base_url)).rstrip("/") + SIGN_IN_CALLBACK
         self._forget_old()
         self._started[state] = _Started(link, browser, verifier, nonce, redirect_uri, time.time() + SIGN_IN_SECONDS)
         query = {

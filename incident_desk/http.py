@@ -19,6 +19,7 @@ from starlette.responses import JSONResponse, Response
 from incident_desk import __version__, out_of_band
 from incident_desk.app import DeskApp
 from incident_desk.approval_page import page_routes
+from incident_desk.approval_signin import OpenIDSignIn
 from incident_desk.auth import HEALTH_PATH, ASGIApp, BearerAuth
 from incident_desk.client_features import era_features
 from incident_desk.http_limits import guarded_protocol
@@ -110,6 +111,8 @@ def serve_approval_page(server: MCPServer, app: DeskApp) -> None:
     host = f"[{host}]" if ":" in host else host
     approvals = out_of_band.desk_of(app)
     approvals.base_url = (settings.public_url or f"http://{host}:{settings.port}").rstrip("/")
+    if isinstance(approvals.identity, OpenIDSignIn):
+        approvals.identity.public_base = approvals.base_url
     for route in page_routes(approvals.book, approvals.identity):
         add_page = server.custom_route(route.path, methods=sorted(route.methods or ()), include_in_schema=False)
         add_page(route.endpoint)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
+import anyio
 import structlog
 from mcp.server.mcpserver import Context
 
@@ -113,15 +114,19 @@ async def ask_out_of_band(
     async def until_decided() -> None:
         await wait_for_decision(book, pending, lambda: journal("opened", "", f"approval page {pending.public_id}"))
 
-    sent = await client_features.send_approval_link(
-        ctx,
-        message=f"{question} Approve on the desk's page ({mode}).",
-        url=url,
-        public_id=pending.public_id,
-        binding=binding,
-        timeout=timeout,
-        wait_for_page=until_decided,
-    )
+    try:
+        sent = await client_features.send_approval_link(
+            ctx,
+            message=f"{question} Approve on the desk's page ({mode}).",
+            url=url,
+            public_id=pending.public_id,
+            binding=binding,
+            timeout=timeout,
+            wait_for_page=until_decided,
+        )
+    except anyio.get_cancelled_exc_class():
+        book.consume(pending)  # the call is gone: its link must not approve anything any more
+        raise
     if isinstance(sent, client_features.NoChannel):
         book.consume(pending)
         return sent
@@ -137,9 +142,12 @@ async def ask_out_of_band(
 async def _settled(
     desk: ApprovalDesk, pending: Pending, journal: Journal
 ) -> PageAnswer | client_features.NoAnswer | client_features.PendingShown:
-    """Wait for the page's decision (a 2026 retry waits too, bounded by the link's expiry)."""
-    await wait_for_decision(desk.book, pending, lambda: journal("opened", "", f"approval page {pending.public_id}"))
-    desk.book.consume(pending)
+    """Wait for the page's decision (a 2026 retry waits too, bounded by the link's expiry); the link is spent
+    whatever becomes of the wait."""
+    try:
+        await wait_for_decision(desk.book, pending, lambda: journal("opened", "", f"approval page {pending.public_id}"))
+    finally:
+        desk.book.consume(pending)
     nonce = pending.token_hash[:32]
     if pending.state == "approved":
         content = {"confirm": True, "ticket": pending.ticket or ""}

@@ -3,6 +3,7 @@ expired links, a POST without the CSRF token or its cookie; and the pending text
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 from mcp.client.session import ClientSession
 from mcp_types import ClientCapabilities, ElicitationCapability, FormElicitationCapability
 
+from incident_desk.log import WithholdQueryStrings
 from tests.approval_page_helpers import CSRF, LinkFollower, visit
 from tests.helpers import AppFactory, connect, text_of
 from tests.restart_helpers import (
@@ -156,3 +158,14 @@ async def test_no_elicitation_capability_keeps_the_refusal(make_app: AppFactory,
         result = await client.call_tool("restart_service", {"service": SERVICE})
     assert text_of(result) == f"ELICITATION_UNAVAILABLE -- refusing to restart {SERVICE} without an approval channel"
     assert outcomes(app.journal) == ["refused_no_channel"]
+
+
+def test_the_access_log_withholds_approval_links() -> None:
+    """uvicorn's access log (on at debug) must not write the single-use link, which is in the page's path."""
+    record = logging.LogRecord("uvicorn.access", logging.INFO, "", 0, '%s - "%s %s HTTP/%s" %d', None, None)
+    record.args = ("127.0.0.1:1", "GET", "/approvals/SECRETLINK?x=1", "1.1", 200)
+    WithholdQueryStrings().filter(record)
+    assert "SECRETLINK" not in record.getMessage() and "/approvals/[link withheld]" in record.getMessage()
+    record.args = ("127.0.0.1:1", "GET", "/approvals/sign-in/callback?code=c&state=s", "1.1", 303)
+    WithholdQueryStrings().filter(record)
+    assert record.getMessage().endswith('"GET /approvals/sign-in/callback?[query withheld] HTTP/1.1" 303')
