@@ -19,7 +19,7 @@ import contextlib
 import json
 import secrets
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
@@ -426,18 +426,28 @@ def can_elicit_url(ctx: Context) -> bool:
     return bool(caps and caps.elicitation is not None and caps.elicitation.url is not None)
 
 
-def link_round(ctx: Context, binding: Mapping[str, str], timeout: float) -> str | StaleRound | None:
-    """On a 2026 retry of a URL-mode round: the approval's public id the round was sealed with (the client's
-    answer itself is ignored); None on a first call."""
+@dataclass(frozen=True)
+class LinkRound:
+    """A 2026 retry of a URL-mode round: the approval it was sealed with, and the client's no, if it said no."""
+
+    public_id: str
+    refused: ApprovalAction | None
+
+
+def link_round(ctx: Context, binding: Mapping[str, str], timeout: float) -> LinkRound | StaleRound | None:
+    """On a 2026 retry of a URL-mode round: the approval's public id the round was sealed with; the client's
+    accept is ignored (the page decides), its decline or cancel honoured. None on a first call."""
     key = "approval_link"
     state = _Round.decode(ctx.request_state)
-    if state is None or state.key != key:
+    if state is None or state.key != key or "approval" not in state.binding:
         return None
     if {k: v for k, v in state.binding.items() if k != "approval"} != dict(binding):
         return StaleRound("unbound", "the approval link was given for another call")
     if time.time() - state.asked_at > timeout:
         return StaleRound("late", f"no answer within {timeout:g}s")
-    return state.binding.get("approval")
+    answer = (ctx.input_responses or {}).get(key)
+    refused = answer.action if isinstance(answer, ElicitResult) and answer.action != "accept" else None
+    return LinkRound(state.binding["approval"], refused)
 
 
 def link_channel(ctx: Context) -> NoChannel | None:
@@ -460,7 +470,7 @@ async def send_approval_link(
     public_id: str,
     binding: Mapping[str, str],
     timeout: float,
-    wait_for_page: Any,
+    wait_for_page: Callable[[], Awaitable[None]],
 ) -> NoChannel | Ask | PendingShown | LinkSent:
     """Point the person at the approval page: URL-mode elicitation where the client has it, else the pending
     text. 2025: sent on the open call, and ``wait_for_page`` (an awaitable factory) runs meanwhile; 2026: an

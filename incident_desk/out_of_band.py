@@ -87,9 +87,12 @@ async def ask_out_of_band(
                 return client_features.NoAnswer("timed_out", sealed.reason)
             return sealed
         if sealed is not None:
-            pending = book.by_public_id(sealed)
+            pending = book.by_public_id(sealed.public_id)
             if pending is None or pending.binding != binding or pending.requester != requester:
                 return client_features.StaleRound("unbound", "this approval is unknown, used or expired")
+            if sealed.refused is not None:
+                book.consume(pending)
+                return PageAnswer(client_features.Answered(sealed.refused, {}, pending.token_hash[:32]), requester)
         elif not client_features.can_elicit_url(ctx):
             # The client retries the call after showing the pending text: it finds its approval again.
             pending = book.waiting_for(binding, requester)

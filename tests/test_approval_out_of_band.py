@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import getpass
 
+import anyio
 import pytest
 
 from incident_desk.core.audit import Decision
 from incident_desk.server import build_server
 from incident_desk.settings import SettingsError, load_settings
-from tests.approval_page_helpers import LinkFollower
+from tests.approval_page_helpers import LinkFollower, visit
 from tests.helpers import AppFactory, connect, text_of
 from tests.restart_helpers import (
     SERVICE,
@@ -101,3 +102,16 @@ async def test_an_incident_act_goes_out_of_band_by_act_or_by_its_service(
     events = await app.activity("INC-1043", 50)
     assert [str(e.outcome) for e in events] == ["approval_requested", "page_opened", "approved", "done"]
     assert {e.actor for e in events} == {OS_USER}
+
+
+async def test_a_client_that_declines_the_link_is_a_no(make_app: AppFactory, restarts: Restarts, era: str) -> None:
+    """A no needs no proof: declining the link ends the call at once, and the link is spent."""
+    app, server = desk(make_app, **_out_of_band(restarts))
+    person = LinkFollower(decision=None, client_action="decline")
+    async with connect(server, era, elicitation_callback=person) as client:
+        result = await client.call_tool("restart_service", {"service": SERVICE})
+    assert text_of(result) == "NOT RESTARTED -- operator declined"
+    assert outcomes(app.journal) == ["approval_requested", "declined"]
+    late = await anyio.to_thread.run_sync(lambda: visit(person.urls[0]))
+    assert late.status == 410 and late.decided is None
+    assert restarts.executions() == []
