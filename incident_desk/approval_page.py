@@ -130,7 +130,7 @@ def page_routes(book: ApprovalBook, identity: Identity | None = None) -> list[Ro
             return _page("Approval refused", "<p>the form must say approve or decline</p>", 400)
         ticket = str(form.get("ticket") or "").strip() or None
         try:
-            who = await signed_in(request, link, book.open(link))
+            who = await signed_in(request, link, book.check(link))
         except LinkRefused as exc:
             return _refused(exc)
         if isinstance(who, Response):

@@ -131,6 +131,11 @@ class ApprovalBook:
                 pending.opened_at = time.time()
             return pending
 
+    def check(self, token: str) -> Pending:
+        """The approval this link names, without noting it as seen (a form posted to it)."""
+        with self._lock:
+            return self._find(token)
+
     def _find(self, token: str) -> Pending:
         """The approval this link opens, or why not: unknown (forged), already decided (replayed), expired."""
         pending = self._by_hash.get(_hash(token))
