@@ -41,6 +41,7 @@ log = structlog.get_logger(__name__)
 
 PAGE_PREFIX = APPROVAL_PAGE_PREFIX
 CSRF_COOKIE = "incident_desk_approval_csrf"
+MAX_FORM_BYTES = 4096  # a ticket, a decision and a CSRF token
 SECURITY_HEADERS = {
     "X-Frame-Options": "DENY",
     "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; "
@@ -120,6 +121,11 @@ def page_routes(book: ApprovalBook, identity: Identity | None = None) -> list[Ro
 
     async def decide(request: Request) -> Response:
         link = request.path_params["link"]
+        length = request.headers.get("content-length", "")
+        if not length.isdigit() or int(length) > MAX_FORM_BYTES:
+            return _page(
+                "Approval refused", f"<p>the form must be sent with a length of at most {MAX_FORM_BYTES} bytes</p>", 413
+            )
         form = await request.form()
         sent = str(form.get("csrf") or "")
         cookie = request.cookies.get(CSRF_COOKIE, "")
