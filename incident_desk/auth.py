@@ -19,6 +19,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 PRINCIPAL_HEADER = "x-incident-desk-principal"
 HEALTH_PATH = "/healthz"
+# The approval page: a person's browser has no bearer token; the single-use link in the path is the credential.
+APPROVAL_PAGE_PREFIX = "/approvals/"
 # Query parameter names that carry credentials, compared without case, "-" or "_" (access_token, api-key...).
 CREDENTIAL_PARAMETERS = frozenset(
     {"token", "accesstoken", "authtoken", "idtoken", "bearer", "auth", "authorization", "apikey", "key", "secret"}
@@ -62,7 +64,7 @@ class BearerAuth:
                 "send the token in the Authorization header",
             )
             return
-        if self._token is not None and scope.get("path") != HEALTH_PATH:
+        if self._token is not None and not is_open_path(str(scope.get("path", ""))):
             presented = authorizations[0] if authorizations else b""
             scheme, _, credential = presented.partition(b" ")
             if scheme.lower() != b"bearer" or not hmac.compare_digest(credential.strip(), self._token):
@@ -83,6 +85,11 @@ class BearerAuth:
         token = self._token.decode("latin-1")
         path = bytes(scope.get("raw_path") or str(scope.get("path", "")).encode()).decode("latin-1")
         return token in unquote_plus(query) or token in unquote_plus(path)
+
+
+def is_open_path(path: str) -> bool:
+    """Paths served without the desk's token: liveness, and the approval page (its link is its credential)."""
+    return path == HEALTH_PATH or path.startswith(APPROVAL_PAGE_PREFIX)
 
 
 async def _bad_request(scope: Scope, receive: Receive, send: Send, message: str) -> None:

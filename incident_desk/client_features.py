@@ -15,10 +15,11 @@ protocol change should touch this file only.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
@@ -36,6 +37,7 @@ from mcp_types import (
     CreateMessageResult,
     ElicitRequest,
     ElicitRequestFormParams,
+    ElicitRequestURLParams,
     ElicitResult,
     InputRequiredResult,
     SamplingMessage,
@@ -390,3 +392,118 @@ class HideAppViewsFromPlainClients:
             if kept:
                 tool["_meta"] = kept
         return result
+
+
+# Out-of-band approval (URL mode) ----------------------------------------------------------------------------
+
+PENDING_TEXT = "APPROVAL PENDING -- open {url} to approve"
+
+
+@dataclass(frozen=True)
+class LinkSent:
+    """The client was given the link (URL mode, or the pending text it can show); wait for the page now.
+
+    ``refused`` is set when the client declined or dismissed the link: a no needs no proof, so it is honoured;
+    an accept proves nothing and is ignored (the page decides).
+    """
+
+    refused: ApprovalAction | None = None
+
+
+@dataclass(frozen=True)
+class PendingShown:
+    """A 2026 client without URL mode got the pending text as the result; it retries the call later."""
+
+    text: str
+
+
+def _link_request(message: str, url: str, elicitation_id: str | None) -> ElicitRequest:
+    return ElicitRequest(params=ElicitRequestURLParams(message=message, url=url, elicitation_id=elicitation_id))
+
+
+def can_elicit_url(ctx: Context) -> bool:
+    caps = ctx.client_capabilities
+    return bool(caps and caps.elicitation is not None and caps.elicitation.url is not None)
+
+
+@dataclass(frozen=True)
+class LinkRound:
+    """A 2026 retry of a URL-mode round: the approval it was sealed with, and the client's no, if it said no."""
+
+    public_id: str
+    refused: ApprovalAction | None
+
+
+def link_round(ctx: Context, binding: Mapping[str, str], timeout: float) -> LinkRound | StaleRound | None:
+    """On a 2026 retry of a URL-mode round: the approval's public id the round was sealed with; the client's
+    accept is ignored (the page decides), its decline or cancel honoured. None on a first call."""
+    key = "approval_link"
+    state = _Round.decode(ctx.request_state)
+    if state is None or state.key != key or "approval" not in state.binding:
+        return None
+    if {k: v for k, v in state.binding.items() if k != "approval"} != dict(binding):
+        return StaleRound("unbound", "the approval link was given for another call")
+    if time.time() - state.asked_at > timeout:
+        return StaleRound("late", f"no answer within {timeout:g}s")
+    answer = (ctx.input_responses or {}).get(key)
+    refused = answer.action if isinstance(answer, ElicitResult) and answer.action != "accept" else None
+    return LinkRound(state.binding["approval"], refused)
+
+
+def link_channel(ctx: Context) -> NoChannel | None:
+    """Why no approval link can reach this client, or None: any elicitation capability will do (URL mode, or
+    the pending text); none at all keeps the in-band refusal."""
+    client = view(ctx)
+    if not (client.round_trip or client.back_channel):
+        return NoChannel(f"stateless HTTP cannot send an approval link to a {ERA_2025} client (no back-channel)")
+    caps = ctx.client_capabilities
+    if caps is None or caps.elicitation is None:
+        return NoChannel("the client did not declare the elicitation capability")
+    return None
+
+
+async def send_approval_link(
+    ctx: Context,
+    *,
+    message: str,
+    url: str,
+    public_id: str,
+    binding: Mapping[str, str],
+    timeout: float,
+    wait_for_page: Callable[[], Awaitable[None]],
+) -> NoChannel | Ask | PendingShown | LinkSent:
+    """Point the person at the approval page: URL-mode elicitation where the client has it, else the pending
+    text. 2025: sent on the open call, and ``wait_for_page`` (an awaitable factory) runs meanwhile; 2026: an
+    ``input_required`` round (URL mode) or the pending text as the result, and the client retries."""
+    client = view(ctx)
+    if (no_channel := link_channel(ctx)) is not None:
+        return no_channel
+    pending_text = PENDING_TEXT.format(url=url)
+    if client.round_trip:
+        if not can_elicit_url(ctx):
+            return PendingShown(pending_text)
+        state = _new_round("approval_link", {**binding, "approval": public_id})
+        request = _link_request(message, url, None)
+        return Ask(InputRequiredResult(input_requests={"approval_link": request}, request_state=state.encode()))
+    refused: list[ApprovalAction] = []
+    async with anyio.create_task_group() as group:
+
+        async def show_link() -> None:
+            if can_elicit_url(ctx):
+                answer = await _ask_on_open_call(ctx, _link_request(message, url, public_id), ElicitResult, timeout)
+                if isinstance(answer, ElicitResult) and answer.action != "accept":
+                    refused.append(answer.action)
+                    group.cancel_scope.cancel()
+                return
+            await ctx.report_progress(0, None, pending_text)
+            await ctx.session.send_log_message("warning", pending_text, related_request_id=ctx.request_id)
+
+        group.start_soon(show_link)
+        await wait_for_page()
+        group.cancel_scope.cancel()
+    if refused:
+        return LinkSent(refused=refused[0])
+    if can_elicit_url(ctx):
+        with contextlib.suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+            await ctx.session.send_elicit_complete(public_id, related_request_id=ctx.request_id)
+    return LinkSent()

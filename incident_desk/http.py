@@ -17,8 +17,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp
 
-from incident_desk import __version__
+from incident_desk import __version__, out_of_band
 from incident_desk.app import DeskApp
+from incident_desk.approval_page import page_routes
+from incident_desk.approval_signin import OpenIDSignIn
 from incident_desk.auth import HEALTH_PATH, BearerAuth
 from incident_desk.client_features import era_features
 from incident_desk.http_limits import guarded_protocol
@@ -73,6 +75,7 @@ def build_asgi(server: MCPServer, app: DeskApp, token: str | None, verifier: OAu
         add_metrics = server.custom_route(METRICS_PATH, methods=["GET"], include_in_schema=False)
         add_metrics(metrics)
 
+    serve_approval_page(server, app)
     security = transport_security(settings)
     asgi: ASGIApp = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
@@ -100,6 +103,20 @@ def build_asgi(server: MCPServer, app: DeskApp, token: str | None, verifier: OAu
     authenticated = BearerAuth(asgi, token)
     guarded = RebindingGuard(authenticated, path=MCP_PATH, security=security)
     return ClientAddress(guarded, settings.trusted_proxies)
+
+
+def serve_approval_page(server: MCPServer, app: DeskApp) -> None:
+    """The out-of-band approval page as a route of this desk, reached at its public address."""
+    settings = app.settings
+    host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host  # noqa: S104 - compared, not bound
+    host = f"[{host}]" if ":" in host else host
+    approvals = out_of_band.desk_of(app)
+    approvals.base_url = (settings.public_url or f"http://{host}:{settings.port}").rstrip("/")
+    if isinstance(approvals.identity, OpenIDSignIn):
+        approvals.identity.public_base = approvals.base_url
+    for route in page_routes(approvals.book, approvals.identity):
+        add_page = server.custom_route(route.path, methods=sorted(route.methods or ()), include_in_schema=False)
+        add_page(route.endpoint)
 
 
 def ensure_descriptors(max_connections: int) -> str | None:

@@ -66,12 +66,19 @@ class RepeatLimiter(logging.Filter):
         return True
 
 
+APPROVAL_LINKS = "/approvals/"  # the approval page's prefix (auth.APPROVAL_PAGE_PREFIX)
+APPROVAL_SIGN_IN = "/approvals/sign-in/callback"
+
+
 class WithholdQueryStrings(logging.Filter):
-    """uvicorn's access log writes the request target with its query string: keep the path, drop the query."""
+    """uvicorn's access log writes the request target with its query string: keep the path, drop the query; and
+    an approval page's path carries its single-use link, which is withheld too."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if isinstance(record.args, tuple) and len(record.args) == 5 and isinstance(record.args[2], str):
             path, separator, _ = record.args[2].partition("?")
+            if path.startswith(APPROVAL_LINKS) and path != APPROVAL_SIGN_IN:
+                path = APPROVAL_LINKS + "[link withheld]"
             shown = path + ("?[query withheld]" if separator else "")
             record.args = (*record.args[:2], shown, *record.args[3:])
         return True

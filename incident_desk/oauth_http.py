@@ -15,7 +15,7 @@ import structlog
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from incident_desk.auth import HEALTH_PATH, PRINCIPAL_HEADER
+from incident_desk.auth import PRINCIPAL_HEADER, is_open_path
 from incident_desk.oauth import READ, RESTART, SCOPES, WRITE, IssuerUnavailable, OAuthVerifier, TokenRejected
 
 logger = structlog.get_logger(__name__)
@@ -56,7 +56,7 @@ class OAuthBearer:
         }
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope.get("path") == HEALTH_PATH:
+        if scope["type"] != "http" or is_open_path(str(scope.get("path", ""))):
             await self._app(scope, receive, send)
             return
         path = scope.get("path")

@@ -17,6 +17,7 @@ from pydantic import Field, IPvAnyNetwork, SecretStr, ValidationError, field_val
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from incident_desk.core.actions import RestartAction
+from incident_desk.core.approval_links import ApprovalMode, strictest
 from incident_desk.core.audit import DEFAULT_DESK, is_postgres_url, url_has_password
 from incident_desk.core.changes import ChangeSourceConfig
 from incident_desk.core.credentials import ENV_PREFIX
@@ -296,6 +297,21 @@ class Settings(BaseSettings):
     change_sources: list[ChangeSourceConfig] = Field(
         default_factory=list, description="Where change events come from ([[change_sources]]: files, command)."
     )
+    service_approval: dict[str, ApprovalMode] = Field(
+        default_factory=dict,
+        description='Per-service approval, written [services.<name>] approval = "in-band" | "out-of-band" | '
+        "\"second-person\" (the stricter of the service's and the act's applies).",
+    )
+    act_approval: dict[Literal["restart", "resolve", "silence", "unsilence"], ApprovalMode] = Field(
+        default_factory=dict,
+        description='Per-act approval ([act_approval] restart = "out-of-band"); unset: in-band, the form in the '
+        "client.",
+    )
+    approval_page_client_id: str | None = Field(
+        default=None,
+        description="OAuth client id (public, PKCE) the approval page signs people in with at oauth_issuer; unset: "
+        "the one-time link and the OS user.",
+    )
     metrics_max_points: int = Field(
         default=500,
         ge=10,
@@ -310,7 +326,13 @@ class Settings(BaseSettings):
         if isinstance(data, dict) and isinstance(data.get("services"), dict):
             services, logs = {}, dict(data.get("service_logs") or {})
             metrics = dict(data.get("service_metrics") or {})
+            approvals = dict(data.get("service_approval") or {})
             for name, table in data["services"].items():
+                if isinstance(table, dict) and "approval" in table:
+                    approvals[name] = table["approval"]
+                    table = {key: value for key, value in table.items() if key != "approval"}
+                    if not table:
+                        continue  # a service with only its approval mode
                 if isinstance(table, dict) and ("logs" in table or "metrics" in table):
                     if "logs" in table:
                         logs[name] = table["logs"]
@@ -320,7 +342,13 @@ class Settings(BaseSettings):
                     if not table:
                         continue  # a service with a log source or metrics and no restart action
                 services[name] = table
-            data = {**data, "services": services, "service_logs": logs, "service_metrics": metrics}
+            data = {
+                **data,
+                "services": services,
+                "service_logs": logs,
+                "service_metrics": metrics,
+                "service_approval": approvals,
+            }
         return data
 
     @field_validator("incident_sources")
@@ -373,7 +401,7 @@ class Settings(BaseSettings):
             raise ValueError(f"{value} is not a directory")
         return value
 
-    @field_validator("services", "service_logs", "service_metrics")
+    @field_validator("services", "service_logs", "service_metrics", "service_approval")
     @classmethod
     def _service_names_are_valid(cls, value: dict[str, Any]) -> dict[str, Any]:
         bad = sorted(name for name in value if not is_safe_name(name, SERVICE_NAME))
@@ -410,6 +438,27 @@ class Settings(BaseSettings):
     def _provider_needs_a_model(self) -> Settings:
         if self.provider != "none" and not self.provider_model:
             raise ValueError(f"provider_model is required when provider is {self.provider!r}")
+        return self
+
+    def approval_for(self, act: str, service: str | None) -> ApprovalMode:
+        """How ``act`` on ``service`` is approved: the stricter of the service's and the act's setting."""
+        by_act = self.act_approval.get(act)  # type: ignore[call-overload]
+        return strictest(self.service_approval.get(service) if service else None, by_act)
+
+    @model_validator(mode="after")
+    def _approvers_can_sign_in(self) -> Settings:
+        modes = {*self.service_approval.values(), *self.act_approval.values()}
+        if self.approval_page_client_id and not self.oauth_issuer:
+            raise ValueError("approval_page_client_id needs oauth_issuer (where approvers sign in)")
+        if self.approval_page_client_id:
+            return self
+        if "second-person" in modes:
+            raise ValueError(
+                "approval = 'second-person' needs approval_page_client_id (with oauth_issuer): only a sign-in at "
+                "the identity provider tells a second person from the requester"
+            )
+        if self.http_auth == "oauth" and "out-of-band" in modes:
+            raise ValueError("approval = 'out-of-band' with http_auth = 'oauth' needs approval_page_client_id")
         return self
 
     @property

@@ -99,7 +99,8 @@ def test_every_outcome_is_accepted_and_unknown_ones_are_not(journal: AuditJourna
     for outcome in Outcome:
         journal.record(_decision(outcome=outcome.value))
     assert {d.outcome for d in journal.recent(limit=100)} == set(Outcome)
-    assert len(Outcome) == 16  # lock_broken: an operator broke a stuck restart lock
+    # lock_broken: an operator broke a stuck restart lock; approval_requested and page_opened: out-of-band steps
+    assert len(Outcome) == 18
     with pytest.raises(ValueError, match="unknown audit outcome"):
         _decision(outcome="rebooted")
 

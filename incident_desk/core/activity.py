@@ -57,6 +57,8 @@ class EventOutcome(StrEnum):
     REFUSED = "refused"
     DISCONNECTED = "disconnected"
     CLIENT_ERROR = "client_error"
+    APPROVAL_REQUESTED = "approval_requested"  # out-of-band: the link was sent (actor: the requester)
+    PAGE_OPENED = "page_opened"  # out-of-band: someone opened the approval page
 
 
 def _now() -> datetime:

@@ -149,6 +149,8 @@ class Outcome(StrEnum):
     REFUSED_STALE = "refused_stale"
     REFUSED_BUSY = "refused_busy"
     LOCK_BROKEN = "lock_broken"
+    APPROVAL_REQUESTED = "approval_requested"  # out-of-band: the link was sent (approver column: the requester)
+    PAGE_OPENED = "page_opened"  # out-of-band: someone opened the approval page
 
 
 def _now() -> datetime:

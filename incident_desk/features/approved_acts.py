@@ -17,7 +17,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
 from pydantic import BaseModel, Field
 
-from incident_desk import auth, client_features
+from incident_desk import auth, client_features, out_of_band
 from incident_desk import tool_results as results
 from incident_desk.app import DeskApp, NoSilences
 from incident_desk.core import approval
@@ -76,6 +76,15 @@ class _Journal:
             await self.app.record_event(event)
         log.info("incident act", incident=self.incident_id, act=str(self.act), outcome=str(outcome), ticket=ticket)
 
+    async def step(self, step: str, who: str, detail: str) -> None:
+        """An out-of-band approval's step: ``requested`` (by ``who``) or ``opened`` (the page was seen)."""
+        outcome = EventOutcome.APPROVAL_REQUESTED if step == "requested" else EventOutcome.PAGE_OPENED
+        before, self.actor = self.actor, who or self.actor
+        try:
+            await self(outcome, text=detail)
+        finally:
+            self.actor = before
+
     def report(self, outcome: EventOutcome, **fields: object) -> ActReport:
         values: dict[str, object] = {"ticket": None, "reason": None, **fields}
         return ActReport.model_validate(
@@ -97,13 +106,38 @@ async def _approval(
     words: approval.ActWords,
     question: str,
     binding: dict[str, str],
+    service: str | None,
 ) -> _Approved | CallToolResult | InputRequiredResult:
-    """Ask the human (``restart_service``'s form and rules); an approval, or the result to return as it is."""
+    """Ask the human (``restart_service``'s form and rules, in band or on the desk's page as the act's and the
+    service's ``approval`` says); an approval, or the result to return as it is."""
     await app.check_journal_writable()
     form = client_features.ApprovalForm(question, words.schema())
     timeout = app.settings.approval_timeout_seconds
+    mode = app.settings.approval_for(words.verb, service)
     try:
-        answer = await client_features.ask_approval(ctx, form, timeout=timeout, binding=binding)
+        if mode == "in-band":
+            answer = await client_features.ask_approval(ctx, form, timeout=timeout, binding=binding)
+        else:
+            asked = await out_of_band.ask_out_of_band(
+                ctx,
+                app,
+                act=words.verb,
+                target=journal.incident_id,
+                question=question,
+                reason=binding.get("reason") or binding.get("resolution") or question,
+                requester=journal.actor,
+                mode=mode,
+                binding=binding,
+                journal=journal.step,
+            )
+            if isinstance(asked, out_of_band.PageAnswer):
+                journal.actor = asked.approver
+                answer = asked.answer
+            elif isinstance(asked, client_features.PendingShown):
+                pending = EventOutcome.APPROVAL_REQUESTED
+                return results.ok(asked.text, journal.report(pending, reason=asked.text))
+            else:
+                answer = asked
     except anyio.get_cancelled_exc_class():
         with anyio.CancelScope(shield=True):
             try:
@@ -173,6 +207,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
                 words,
                 f"Resolve {incidentId}? Resolution: {resolution}",
                 {"tool": "resolve_incident", "incidentId": incidentId, "resolution": resolution},
+                found.service,
             )
             if not isinstance(asked, _Approved):
                 return asked
@@ -209,7 +244,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
         )
         binding = {"tool": "silence_incident", "incidentId": incidentId, "minutes": str(minutes), "reason": reason}
         try:
-            asked = await _approval(ctx, app, journal, words, question, binding)
+            asked = await _approval(ctx, app, journal, words, question, binding, found.service)
             if not isinstance(asked, _Approved):
                 return asked
             if (replayed := await _single_use(journal, words, asked, reason)) is not None:
@@ -247,7 +282,8 @@ def register(server: MCPServer, app: DeskApp) -> None:
         words = approval.UNSILENCE
         binding = {"tool": "unsilence_incident", "incidentId": incidentId}
         try:
-            asked = await _approval(ctx, app, journal, words, f"Lift the silence on {incidentId}?", binding)
+            question = f"Lift the silence on {incidentId}?"
+            asked = await _approval(ctx, app, journal, words, question, binding, found.service)
             if not isinstance(asked, _Approved):
                 return asked
             ids = ", ".join(found.silenced_by)

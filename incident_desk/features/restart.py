@@ -10,7 +10,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field
 
-from incident_desk import auth, client_features, client_logging
+from incident_desk import auth, client_features, client_logging, out_of_band
 from incident_desk import tool_results as results
 from incident_desk.app import DeskApp
 from incident_desk.core import approval, executor
@@ -38,7 +38,7 @@ class _Recorder:
 
     def __init__(self, ctx: Context, app: DeskApp, service: str, approver: str, era: str) -> None:
         self._ctx, self._app = ctx, app
-        self._journal, self._approver, self._era = app.journal, approver, era
+        self._journal, self.approver, self._era = app.journal, approver, era
         # A service name comes from the client: it is journalled and logged cut, like every stored field.
         self._service = cut(service, FIELD_LIMITS["service"])
 
@@ -55,7 +55,7 @@ class _Recorder:
             service=self._service,
             outcome=outcome,
             ticket=ticket,
-            approver=self._approver,
+            approver=self.approver,
             protocol_era=self._era,
             exit_status=exit_status,
             detail=detail,
@@ -67,6 +67,15 @@ class _Recorder:
         fields = {"service": self._service, "outcome": outcome, "ticket": decision.ticket, "era": self._era}
         log.info("restart decision", **fields)
         await client_logging.tell_client(self._ctx, self._app.log_levels, "info", "restart decision", **fields)
+
+    async def step(self, step: str, who: str, detail: str) -> None:
+        """An out-of-band approval's step: ``requested`` (by ``who``) or ``opened`` (the page was seen)."""
+        outcome = "approval_requested" if step == "requested" else "page_opened"
+        before, self.approver = self.approver, who or self.approver
+        try:
+            await self(outcome, detail=detail)
+        finally:
+            self.approver = before
 
     async def quietly(self, outcome: str, **fields: Any) -> str | None:
         """Record after the action ran: a journal failure is returned (and logged), never raised over the result."""
@@ -133,10 +142,32 @@ def register(server: MCPServer, app: DeskApp) -> None:
 
         form = client_features.ApprovalForm(approval.question(service), approval.FORM_SCHEMA)
         timeout = app.settings.approval_timeout_seconds
+        binding = {"tool": "restart_service", "service": service}
+        mode = app.settings.approval_for("restart", service)
         try:
-            answer = await client_features.ask_approval(
-                ctx, form, timeout=timeout, binding={"tool": "restart_service", "service": service}
-            )
+            if mode == "in-band":
+                answer = await client_features.ask_approval(ctx, form, timeout=timeout, binding=binding)
+            else:
+                asked = await out_of_band.ask_out_of_band(
+                    ctx,
+                    app,
+                    act="restart",
+                    target=service,
+                    question=approval.question(service),
+                    reason=f"restart_service called for {service}",
+                    requester=approver,
+                    mode=mode,
+                    binding=binding,
+                    journal=record.step,
+                )
+                if isinstance(asked, out_of_band.PageAnswer):
+                    record.approver = approver = asked.approver
+                    answer = asked.answer
+                elif isinstance(asked, client_features.PendingShown):
+                    report = _report(service, "approval_requested", reason=asked.text)
+                    return results.ok(asked.text, report)
+                else:
+                    answer = asked
         except anyio.get_cancelled_exc_class():
             await record.quietly("disconnected", detail="the call was cancelled while the question was open")
             raise

@@ -1,0 +1,221 @@
+"""Out-of-band approvals (issue 27): a person decides on the desk's own page, never through the client.
+
+No MCP imports. A pending approval is bound to one act and its arguments and reached by a single-use link token.
+Only the token's hash is kept; logs and the journal name an approval by ``public_id``, a prefix of that hash, so
+nothing that reaches a log can open the page. The link expires with the approval timeout.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Literal
+
+ApprovalMode = Literal["in-band", "out-of-band", "second-person"]
+TOMBSTONE_SECONDS = 60.0
+MODES: tuple[ApprovalMode, ...] = ("in-band", "out-of-band", "second-person")
+State = Literal["pending", "approved", "declined", "expired"]
+
+
+def strictest(*modes: ApprovalMode | None) -> ApprovalMode:
+    """The strictest of the modes that apply (a service's and an act's): a setting can only add eyes."""
+    given = [mode for mode in modes if mode is not None]
+    return max(given, key=MODES.index) if given else "in-band"
+
+
+def person_key(label: str) -> str:
+    """Who ``label`` names, for comparing requester and approver: an OAuth subject at its issuer, else the label."""
+    _, marker, tail = label.rpartition("sub ")
+    subject, at, issuer = tail.partition(" @ ")
+    issuer = issuer.removesuffix(")")
+    if marker and at and subject and issuer and not any(c.isspace() for c in subject + issuer):
+        return f"oauth:{issuer} {subject}"
+    return label
+
+
+def _hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+class LinkRefused(Exception):
+    """The page refuses this link or this answer; the message is safe to show and to log."""
+
+    def __init__(self, reason: str, status: int = 403) -> None:
+        super().__init__(reason)
+        self.status = status
+
+
+@dataclass
+class Pending:
+    """One approval waiting for a person. ``public_id`` is safe to log; the link token is never kept."""
+
+    public_id: str
+    token_hash: str
+    act: str
+    target: str
+    question: str
+    binding: dict[str, str]
+    requester: str
+    reason: str
+    mode: ApprovalMode
+    expires_at: float
+    csrf: str = field(default_factory=lambda: secrets.token_urlsafe(32))
+    state: State = "pending"
+    approver: str | None = None
+    ticket: str | None = None
+    opened_at: float | None = None
+    forget_at: float | None = None
+    opened_journalled: bool = False
+
+    @property
+    def who_may_approve(self) -> str:
+        if self.mode == "second-person":
+            return f"a person signed in at the identity provider, other than the requester ({self.requester})"
+        return "the person at this desk who signs in on this page"
+
+    def seconds_left(self, now: float | None = None) -> float:
+        return max(0.0, self.expires_at - (time.time() if now is None else now))
+
+
+class ApprovalBook:
+    """The desk's pending out-of-band approvals, in this process."""
+
+    # The page may run on its own thread (the loopback page of a stdio desk): every change is under the lock, and
+    # a waiting call polls, at a person's pace, instead of sharing an event across event loops.
+    POLL_SECONDS = 0.2
+
+    def __init__(self) -> None:
+        self._by_hash: dict[str, Pending] = {}
+        self._lock = threading.Lock()
+
+    def request(
+        self,
+        *,
+        act: str,
+        target: str,
+        question: str,
+        binding: dict[str, str],
+        requester: str,
+        reason: str,
+        mode: ApprovalMode,
+        timeout: float,
+    ) -> tuple[Pending, str]:
+        """A new pending approval and its link token (to put in the URL, and nowhere else)."""
+        token = secrets.token_urlsafe(32)
+        digest = _hash(token)
+        pending = Pending(
+            public_id=digest[:12],
+            token_hash=digest,
+            act=act,
+            target=target,
+            question=question,
+            binding=dict(binding),
+            requester=requester,
+            reason=reason,
+            mode=mode,
+            expires_at=time.time() + timeout,
+        )
+        with self._lock:
+            self._forget_expired()
+            self._by_hash[digest] = pending
+        return pending, token
+
+    def open(self, token: str) -> Pending:
+        """The page was opened with this link: the approval, noted as seen."""
+        with self._lock:
+            pending = self._find(token)
+            if pending.opened_at is None:
+                pending.opened_at = time.time()
+            return pending
+
+    def check(self, token: str) -> Pending:
+        """The approval this link names, without noting it as seen (a form posted to it)."""
+        with self._lock:
+            return self._find(token)
+
+    def _find(self, token: str) -> Pending:
+        """The approval this link opens, or why not: unknown (forged), already decided (replayed), expired."""
+        pending = self._by_hash.get(_hash(token))
+        if pending is None:
+            raise LinkRefused("this approval link is not valid (unknown or forged)", 404)
+        if pending.state == "expired":
+            raise LinkRefused("this approval link has expired", 410)
+        if pending.state != "pending":
+            raise LinkRefused(f"this approval link was already used ({pending.state})", 410)
+        if pending.seconds_left() <= 0:
+            self._expire(pending)
+            raise LinkRefused("this approval link has expired", 410)
+        return pending
+
+    def decide(self, token: str, csrf: str, *, approve: bool, approver: str, ticket: str | None) -> Pending:
+        """Record the person's decision once; the link cannot be used again."""
+        with self._lock:
+            return self._decide(token, csrf, approve=approve, approver=approver, ticket=ticket)
+
+    def _decide(self, token: str, csrf: str, *, approve: bool, approver: str, ticket: str | None) -> Pending:
+        pending = self._find(token)
+        if not csrf or not hmac.compare_digest(csrf.encode(), pending.csrf.encode()):
+            raise LinkRefused("the form's CSRF token is missing or wrong: reload the approval page", 403)
+        if approve and pending.mode == "second-person" and not person_key(approver).startswith("oauth:"):
+            raise LinkRefused(
+                f"second-person approval needs a person signed in at the identity provider, not {approver}", 403
+            )
+        if approve and pending.mode == "second-person" and person_key(approver) == person_key(pending.requester):
+            raise LinkRefused(
+                f"{approver} asked for this {pending.act}; under second-person approval {pending.who_may_approve} "
+                "must approve it",
+                403,
+            )
+        pending.state = "approved" if approve else "declined"
+        pending.approver, pending.ticket = approver, ticket
+        return pending
+
+    def _expire(self, pending: Pending) -> None:
+        if pending.state == "pending":
+            pending.state = "expired"
+
+    def settle(self, pending: Pending) -> State:
+        """The approval's state now, ``expired`` once its time is up."""
+        with self._lock:
+            if pending.state == "pending" and pending.seconds_left() <= 0:
+                self._expire(pending)
+            return pending.state
+
+    def waiting_for(self, binding: dict[str, str], requester: str) -> Pending | None:
+        """The newest approval this requester asked for with these arguments that is not yet consumed."""
+        with self._lock:
+            self._forget_expired()
+            found = [
+                p
+                for p in self._by_hash.values()
+                if p.binding == binding and p.requester == requester and p.forget_at is None
+            ]
+            return found[-1] if found else None
+
+    def consume(self, pending: Pending) -> None:
+        """Done with: the call has acted (or refused) on it. Kept a minute more, refused, so a late or repeated
+        click gets a page saying why rather than a dead port."""
+        with self._lock:
+            if pending.state == "pending":
+                pending.state = "expired"
+            pending.forget_at = time.time() + TOMBSTONE_SECONDS
+
+    def by_public_id(self, public_id: str) -> Pending | None:
+        with self._lock:
+            return next((p for p in self._by_hash.values() if p.public_id == public_id and p.forget_at is None), None)
+
+    def __len__(self) -> int:
+        with self._lock:
+            self._forget_expired()
+            return len(self._by_hash)
+
+    def _forget_expired(self) -> None:
+        now = time.time()
+        for digest, pending in list(self._by_hash.items()):
+            if (pending.forget_at or pending.expires_at + TOMBSTONE_SECONDS) < now:
+                self._expire(pending)
+                del self._by_hash[digest]

@@ -1,0 +1,160 @@
+"""Out-of-band approval (issue 27) for the approved acts: the desk's page decides, the client only carries a link.
+
+Features call :func:`ask_out_of_band` where they would call ``client_features.ask_approval``; it answers with the
+same kinds (an :class:`client_features.Answered` built from the page's decision, a refusal or an ``Ask``), plus the
+approver who signed in on the page, so the usual verdicts and outcome texts follow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import anyio
+import structlog
+from mcp.server.mcpserver import Context
+
+from incident_desk import client_features
+from incident_desk.app import DeskApp
+from incident_desk.approval_page import LoopbackPage, wait_for_decision
+from incident_desk.approval_signin import identity_for
+from incident_desk.core.approval_links import ApprovalBook, ApprovalMode, Pending
+
+log = structlog.get_logger(__name__)
+
+# Journal hooks: (step, who, detail), step one of "requested", "opened".
+Journal = Callable[[str, str, str], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class PageAnswer:
+    """The page's decision as the in-band answer types: ``answer`` for the verdict, ``approver`` for the journal."""
+
+    answer: client_features.Answered
+    approver: str
+
+
+class ApprovalDesk:
+    """One desk's pending approvals and where their page is served."""
+
+    def __init__(self, app: DeskApp) -> None:
+        self.book = ApprovalBook()
+        self._app = app
+        self.identity = identity_for(app.settings)
+        self._loopback = LoopbackPage(self.book, self.identity)
+        self.base_url: str | None = None  # set by the HTTP desk, which serves the page itself
+
+    def page_base(self) -> str:
+        return self.base_url or self._loopback.base_url()
+
+
+def desk_of(app: DeskApp) -> ApprovalDesk:
+    """The app's approval desk (one per DeskApp)."""
+    if not isinstance(app.approval_desk, ApprovalDesk):
+        app.approval_desk = ApprovalDesk(app)
+    return app.approval_desk
+
+
+async def ask_out_of_band(
+    ctx: Context,
+    app: DeskApp,
+    *,
+    act: str,
+    target: str,
+    question: str,
+    reason: str,
+    requester: str,
+    mode: ApprovalMode,
+    binding: dict[str, str],
+    journal: Journal,
+) -> (
+    PageAnswer
+    | client_features.NoChannel
+    | client_features.NoAnswer
+    | client_features.StaleRound
+    | client_features.Ask
+    | client_features.PendingShown
+):
+    desk = desk_of(app)
+    book = desk.book
+    timeout = app.settings.approval_timeout_seconds
+    pending: Pending | None = None
+    era = client_features.view(ctx)
+    if era.round_trip:
+        sealed = client_features.link_round(ctx, binding, timeout)
+        if isinstance(sealed, client_features.StaleRound):
+            if sealed.kind == "late":
+                return client_features.NoAnswer("timed_out", sealed.reason)
+            return sealed
+        if sealed is not None:
+            pending = book.by_public_id(sealed.public_id)
+            if pending is None or pending.binding != binding or pending.requester != requester:
+                return client_features.StaleRound("unbound", "this approval is unknown, used or expired")
+            if sealed.refused is not None:
+                book.consume(pending)
+                return PageAnswer(client_features.Answered(sealed.refused, {}, pending.token_hash[:32]), requester)
+        elif not client_features.can_elicit_url(ctx):
+            # The client retries the call after showing the pending text: it finds its approval again.
+            pending = book.waiting_for(binding, requester)
+    if pending is not None:
+        return await _settled(desk, pending, journal)
+    if (no_channel := client_features.link_channel(ctx)) is not None:
+        return no_channel
+    pending, link = book.request(
+        act=act,
+        target=target,
+        question=question,
+        binding=binding,
+        requester=requester,
+        reason=reason,
+        mode=mode,
+        timeout=timeout,
+    )
+    url = desk.page_base() + "/approvals/" + link
+    log.info("out-of-band approval requested", approval=pending.public_id, act=act, target=target)
+    await journal("requested", requester, f"{mode} approval {pending.public_id} requested by {requester}")
+
+    async def until_decided() -> None:
+        await wait_for_decision(book, pending, lambda: journal("opened", "", f"approval page {pending.public_id}"))
+
+    try:
+        sent = await client_features.send_approval_link(
+            ctx,
+            message=f"{question} Approve on the desk's page ({mode}).",
+            url=url,
+            public_id=pending.public_id,
+            binding=binding,
+            timeout=timeout,
+            wait_for_page=until_decided,
+        )
+    except anyio.get_cancelled_exc_class():
+        book.consume(pending)  # the call is gone: its link must not approve anything any more
+        raise
+    if isinstance(sent, client_features.NoChannel):
+        book.consume(pending)
+        return sent
+    if isinstance(sent, (client_features.Ask, client_features.PendingShown)):
+        return sent
+    if sent.refused is not None:
+        book.consume(pending)
+        nonce = pending.token_hash[:32]
+        return PageAnswer(client_features.Answered(sent.refused, {}, nonce), requester)
+    return await _settled(desk, pending, journal)
+
+
+async def _settled(
+    desk: ApprovalDesk, pending: Pending, journal: Journal
+) -> PageAnswer | client_features.NoAnswer | client_features.PendingShown:
+    """Wait for the page's decision (a 2026 retry waits too, bounded by the link's expiry); the link is spent
+    whatever becomes of the wait."""
+    try:
+        await wait_for_decision(desk.book, pending, lambda: journal("opened", "", f"approval page {pending.public_id}"))
+    finally:
+        desk.book.consume(pending)
+    nonce = pending.token_hash[:32]
+    if pending.state == "approved":
+        content = {"confirm": True, "ticket": pending.ticket or ""}
+        return PageAnswer(client_features.Answered("accept", content, nonce), pending.approver or "")
+    if pending.state == "declined":
+        return PageAnswer(client_features.Answered("decline", {}, nonce), pending.approver or "")
+    return client_features.NoAnswer("timed_out", "no decision on the approval page before the link expired")

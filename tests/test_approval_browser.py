@@ -1,0 +1,170 @@
+"""Out-of-band approval with a real browser (headless Chromium over DevTools): the approver signs in at the
+``oidc-provider`` test issuer (authorization code + PKCE) as a second person and approves on the desk's page; the
+restart runs, and the journal names the requester and the approver. Under second-person, the requester's own
+approval is refused. In process (loopback page) and as real stdio and HTTP desks, both eras."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+
+from tests.approval_page_helpers import LinkFollower
+from tests.browser import Browser, launch
+from tests.helpers import ROOT, AppFactory, child_env, connect, text_of
+from tests.http_desk import run_desk
+from tests.oidc_provider import OpenIDProvider, run_provider
+from tests.restart_helpers import SERVICE, desk, outcomes, rows
+
+pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
+
+# A public "native" client: a loopback redirect matches on any port (RFC 8252), as the loopback page needs.
+PAGE_REDIRECT = "http://127.0.0.1:1/approvals/sign-in/callback"
+RESTART_SCOPES = "incidents:read incidents:write services:restart"
+
+
+@pytest.fixture(scope="module")
+def provider(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OpenIDProvider]:
+    with run_provider(tmp_path_factory.mktemp("provider")) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
+    with launch(tmp_path_factory.mktemp("browser")) as running:
+        yield running
+
+
+def person(provider: OpenIDProvider, user: str) -> str:
+    """How the desk names a person signed in at the test issuer (the journal's approver)."""
+    return f"{user}@example.test (sub {user} @ {provider.issuer})"
+
+
+def approve_in_browser(browser: Browser, provider: OpenIDProvider, url: str, user: str) -> str:
+    """A person opens the link in a fresh browser context, signs in, types the ticket and clicks Approve."""
+    page = browser.new_page()
+    page.open(url)
+    landed = provider.sign_in_with_browser(page, user)
+    assert "/approvals/" in landed, landed
+    page.wait_for_text("Who may approve")
+    assert person(provider, user) in page.text() and "X-Frame-Options" not in page.text()
+    page.fill("input[name=ticket]", "CHG-2291")
+    page.click("#approve")
+    return page.text()
+
+
+async def _until_link(follower: LinkFollower) -> str:
+    with anyio.fail_after(30):
+        while not follower.urls:
+            await anyio.sleep(0.05)
+    return follower.urls[0]
+
+
+async def _call_and_approve(
+    client: Any, follower: LinkFollower, browser: Browser, provider: OpenIDProvider, *users: str
+) -> tuple[str, list[str]]:
+    """restart_service while each of ``users`` in turn tries to approve in the browser (``follower`` is the
+    client's URL-mode callback: it accepts the link, which proves nothing); the result and the pages seen."""
+    texts: list[str] = []
+    pages: list[str] = []
+    async with anyio.create_task_group() as group:
+
+        async def call() -> None:
+            texts.append(text_of(await client.call_tool("restart_service", {"service": SERVICE})))
+
+        group.start_soon(call)
+        url = await _until_link(follower)
+        for user in users:
+            pages.append(await anyio.to_thread.run_sync(approve_in_browser, browser, provider, url, user))
+    return texts[0], pages
+
+
+def _page_settings(provider: OpenIDProvider, mode: str = "second-person") -> dict[str, Any]:
+    client = provider.register_client(PAGE_REDIRECT)
+    return {
+        "services": {SERVICE: {"kind": "simulate", "approval": mode}},
+        "oauth_issuer": provider.issuer,
+        "approval_page_client_id": client.client_id,
+    }
+
+
+async def test_in_process_a_second_person_approves_in_the_browser(
+    make_app: AppFactory, provider: OpenIDProvider, browser: Browser, era: str
+) -> None:
+    app, server = desk(make_app, **_page_settings(provider))
+    follower = LinkFollower(decision=None)
+    async with connect(server, era, elicitation_callback=follower) as client:
+        text, pages = await _call_and_approve(client, follower, browser, provider, "bob")
+    assert text.startswith(f"RESTARTED {SERVICE} under CHG-2291 (simulated)"), text
+    assert pages[0].startswith("You approved")
+    assert outcomes(app.journal) == ["approval_requested", "page_opened", "approved", "simulated"]
+    journal = rows(app.journal)
+    assert journal[0].approver.startswith("os:") and journal[2].approver == person(provider, "bob")
+
+
+def _journal(tmp_path: Path) -> list[tuple[str, str]]:
+    with sqlite3.connect(tmp_path / "audit.sqlite3") as db:
+        return [(str(o), str(a)) for o, a in db.execute("SELECT outcome, approver FROM decisions ORDER BY id")]
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_stdio_desk_bob_approves_in_the_browser(
+    tmp_path: Path, provider: OpenIDProvider, browser: Browser, mode: str
+) -> None:
+    settings = _page_settings(provider)
+    env = child_env(
+        tmp_path / "audit.sqlite3",
+        INCIDENT_DESK_SERVICES=json.dumps(settings["services"]),
+        INCIDENT_DESK_OAUTH_ISSUER=provider.issuer,
+        INCIDENT_DESK_APPROVAL_PAGE_CLIENT_ID=settings["approval_page_client_id"],
+    )
+    params = StdioServerParameters(command=sys.executable, args=["-m", "incident_desk"], cwd=str(ROOT), env=env)
+    follower = LinkFollower(decision=None)
+    async with Client(params, mode=mode, elicitation_callback=follower) as client:
+        text, _ = await _call_and_approve(client, follower, browser, provider, "bob")
+    assert text.startswith("RESTARTED payments-api under CHG-2291 (simulated)"), text
+    steps = _journal(tmp_path)
+    assert [o for o, _ in steps] == ["approval_requested", "page_opened", "approved", "simulated"]
+    assert steps[0][1].startswith("os:") and steps[2][1] == steps[3][1] == person(provider, "bob")
+
+
+@pytest.mark.http
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_http_desk_the_requester_is_refused_and_a_second_person_approves(
+    tmp_path: Path, provider: OpenIDProvider, browser: Browser, mode: str
+) -> None:
+    settings = _page_settings(provider)
+    env = {
+        "INCIDENT_DESK_HTTP_AUTH": "oauth",
+        "INCIDENT_DESK_OAUTH_ISSUER": provider.issuer,
+        "INCIDENT_DESK_APPROVAL_PAGE_CLIENT_ID": settings["approval_page_client_id"],
+        "INCIDENT_DESK_SERVICES": json.dumps(settings["services"]),
+    }
+    with run_desk(tmp_path, **env) as running:
+        token = provider.sign_in("alice", running.url, RESTART_SCOPES)
+        follower = LinkFollower(decision=None)
+        async with (
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http,
+            Client(
+                streamable_http_client(running.url, http_client=http),
+                mode=mode,
+                elicitation_callback=follower,
+            ) as client,
+        ):
+            text, pages = await _call_and_approve(client, follower, browser, provider, "alice", "bob")
+    alice_page, bob_page = pages
+    assert "Approval refused" in alice_page and "must approve it" in alice_page
+    assert bob_page.startswith("You approved")
+    assert text.startswith("RESTARTED payments-api under CHG-2291 (simulated)"), text
+    steps = _journal(tmp_path)
+    assert [o for o, _ in steps] == ["approval_requested", "page_opened", "approved", "simulated"]
+    assert steps[0][1] == person(provider, "alice") and steps[2][1] == person(provider, "bob")

@@ -1,0 +1,63 @@
+"""The approval book (no MCP, no HTTP): single use, expiry, CSRF, and who may approve under second-person."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from incident_desk.core.approval_links import ApprovalBook, LinkRefused, person_key, strictest
+
+ISSUER = "http://127.0.0.1:9/"
+ALICE = f"alice@example.test (sub alice @ {ISSUER})"
+BOB = f"Bob (sub bob @ {ISSUER})"
+
+
+def _book(mode: str = "second-person", requester: str = ALICE, timeout: float = 30) -> tuple[ApprovalBook, str, str]:
+    book = ApprovalBook()
+    pending, link = book.request(
+        act="restart",
+        target="payments-api",
+        question="Restart payments-api?",
+        binding={"tool": "restart_service", "service": "payments-api"},
+        requester=requester,
+        reason="r",
+        mode=mode,  # type: ignore[arg-type]
+        timeout=timeout,
+    )
+    return book, link, pending.csrf
+
+
+def test_strictest_mode_wins_and_people_are_compared_by_subject() -> None:
+    assert strictest(None, None) == "in-band"
+    assert strictest("out-of-band", "second-person") == "second-person"
+    assert strictest("out-of-band", None) == "out-of-band"
+    assert person_key(ALICE) == person_key(f"Alice Smith (sub alice @ {ISSUER})") == f"oauth:{ISSUER} alice"
+    assert person_key("os:root") == "os:root"
+
+
+def test_second_person_refuses_the_requester_and_the_os_user_and_takes_another_subject() -> None:
+    book, link, csrf = _book()
+    with pytest.raises(LinkRefused, match="must approve it"):
+        book.decide(link, csrf, approve=True, approver=f"someone else's name (sub alice @ {ISSUER})", ticket="C-1")
+    with pytest.raises(LinkRefused, match="signed in at the identity provider"):
+        book.decide(link, csrf, approve=True, approver="os:alice", ticket="C-1")
+    decided = book.decide(link, csrf, approve=True, approver=BOB, ticket="C-1")
+    assert (decided.state, decided.approver) == ("approved", BOB)
+
+
+def test_links_are_single_use_csrf_bound_and_expire() -> None:
+    book, link, csrf = _book("out-of-band")
+    with pytest.raises(LinkRefused, match="not valid"):
+        book.open(link + "x")
+    with pytest.raises(LinkRefused, match="CSRF"):
+        book.decide(link, "", approve=True, approver="os:root", ticket="C-1")
+    with pytest.raises(LinkRefused, match="CSRF"):
+        book.decide(link, csrf[:-1] + "x", approve=True, approver="os:root", ticket="C-1")
+    book.decide(link, csrf, approve=False, approver="os:root", ticket=None)
+    with pytest.raises(LinkRefused, match="already used"):
+        book.decide(link, csrf, approve=True, approver="os:root", ticket="C-1")
+    book, link, csrf = _book("out-of-band", timeout=0.05)
+    time.sleep(0.1)
+    with pytest.raises(LinkRefused, match="expired"):
+        book.decide(link, csrf, approve=True, approver="os:root", ticket="C-1")
