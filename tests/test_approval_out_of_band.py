@@ -10,7 +10,8 @@ import pytest
 
 from incident_desk.core.audit import Decision
 from incident_desk.server import build_server
-from incident_desk.settings import SettingsError, load_settings
+from incident_desk.settings import load_settings
+from incident_desk.settings_errors import SettingsError
 from tests.approval_page_helpers import LinkFollower, visit
 from tests.helpers import AppFactory, connect, text_of
 from tests.restart_helpers import (
