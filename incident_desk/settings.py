@@ -22,9 +22,9 @@ from incident_desk.core.audit import DEFAULT_DESK, is_postgres_url, url_has_pass
 from incident_desk.core.changes import ChangeSourceConfig
 from incident_desk.core.credentials import ENV_PREFIX
 from incident_desk.core.metrics import MetricsConfig
-from incident_desk.core.names import SERVICE_NAME, is_safe_name
 from incident_desk.core.sources.config import IncidentSourceConfig, LogSourceConfig, check_unique_names
 from incident_desk.core.sources.spool import DEFAULT_MAX_BYTES as DEFAULT_SPOOL_BYTES
+from incident_desk.service_tables import SERVICE_SETTINGS, check_service_names, split_service_tables
 from incident_desk.settings_errors import SettingsError, describe_validation_error
 from incident_desk.settings_sources import chosen_config_file, config_file_source, is_unset, reading
 
@@ -321,35 +321,9 @@ class Settings(BaseSettings):
 
     @model_validator(mode="before")
     @classmethod
-    def _logs_out_of_services(cls, data: Any) -> Any:
-        """``[services.<name>.logs]`` sits beside the restart action in the file; it is kept apart here."""
-        if isinstance(data, dict) and isinstance(data.get("services"), dict):
-            services, logs = {}, dict(data.get("service_logs") or {})
-            metrics = dict(data.get("service_metrics") or {})
-            approvals = dict(data.get("service_approval") or {})
-            for name, table in data["services"].items():
-                if isinstance(table, dict) and "approval" in table:
-                    approvals[name] = table["approval"]
-                    table = {key: value for key, value in table.items() if key != "approval"}
-                    if not table:
-                        continue  # a service with only its approval mode
-                if isinstance(table, dict) and ("logs" in table or "metrics" in table):
-                    if "logs" in table:
-                        logs[name] = table["logs"]
-                    if "metrics" in table:
-                        metrics[name] = table["metrics"]
-                    table = {key: value for key, value in table.items() if key not in ("logs", "metrics")}
-                    if not table:
-                        continue  # a service with a log source or metrics and no restart action
-                services[name] = table
-            data = {
-                **data,
-                "services": services,
-                "service_logs": logs,
-                "service_metrics": metrics,
-                "service_approval": approvals,
-            }
-        return data
+    def _service_tables_apart(cls, data: Any) -> Any:
+        """``[services.<name>]`` holds a service's logs, metrics and approval beside its restart action."""
+        return split_service_tables(data)
 
     @field_validator("incident_sources")
     @classmethod
@@ -401,13 +375,10 @@ class Settings(BaseSettings):
             raise ValueError(f"{value} is not a directory")
         return value
 
-    @field_validator("services", "service_logs", "service_metrics", "service_approval")
+    @field_validator(*SERVICE_SETTINGS)
     @classmethod
     def _service_names_are_valid(cls, value: dict[str, Any]) -> dict[str, Any]:
-        bad = sorted(name for name in value if not is_safe_name(name, SERVICE_NAME))
-        if bad:
-            raise ValueError(f"invalid service name(s) {', '.join(map(repr, bad))}: use letters, digits, . _ -")
-        return value
+        return check_service_names(value)
 
     @model_validator(mode="after")
     def _each_log_fits_the_spool(self) -> Settings:
