@@ -14,6 +14,7 @@ from enum import StrEnum
 from typing import Literal
 
 from incident_desk.core.fields import FIELD_LIMITS, cut, storable
+from incident_desk.core.outcomes import EventOutcome
 
 # The most characters of a note (DESIGN §4b); a longer one is refused with its length, never cut.
 MAX_NOTE_CHARS = 2000
@@ -40,24 +41,6 @@ class Act(StrEnum):
     POSTMORTEM = "postmortem"
 
 
-class EventOutcome(StrEnum):
-    """What became of one act: ``done`` for an act that took effect, else why it did not."""
-
-    DONE = "done"
-    APPROVED = "approved"
-    FAILED = "failed"
-    DECLINED = "declined"
-    CANCELLED = "cancelled"
-    UNTICKED = "unticked"
-    NO_TICKET = "no_ticket"
-    TIMED_OUT = "timed_out"
-    REFUSED_NO_CHANNEL = "refused_no_channel"
-    REFUSED_STALE = "refused_stale"
-    REFUSED = "refused"
-    DISCONNECTED = "disconnected"
-    CLIENT_ERROR = "client_error"
-
-
 def _now() -> datetime:
     return datetime.now(UTC)
 
@@ -68,8 +51,8 @@ class Event:
 
     desk: str
     incident_id: str
-    act: str
-    outcome: str
+    act: Act
+    outcome: EventOutcome
     actor: str
     text: str = ""
     ticket: str | None = None
@@ -149,8 +132,8 @@ def event_from_row(row: Sequence[object]) -> Event:
     return Event(
         desk=str(desk),
         incident_id=str(incident_id),
-        act=str(act),
-        outcome=str(outcome),
+        act=Act(str(act)),
+        outcome=EventOutcome(str(outcome)),
         actor=str(actor),
         text=str(text or ""),
         ticket=None if ticket is None else str(ticket),
