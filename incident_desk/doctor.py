@@ -224,8 +224,8 @@ def run_doctor(settings: Settings, config_file: Path | None = None) -> int:
 
 
 async def _check_issuer(settings: Settings) -> tuple[bool, str]:
-    from incident_desk.http import MCP_PATH
-    from incident_desk.oauth import IssuerUnavailable, resource_url, verifier_for
+    from incident_desk.http.oauth import IssuerUnavailable, resource_url, verifier_for
+    from incident_desk.http.serve import MCP_PATH
 
     try:
         return True, await verifier_for(settings, resource_url(settings, MCP_PATH)).check()

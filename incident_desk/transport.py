@@ -94,7 +94,7 @@ def _serve(settings: Settings) -> int:
     )
     try:
         if settings.transport == "http":
-            from incident_desk.http import serve_http
+            from incident_desk.http.serve import serve_http
 
             return serve_http(server, app)
         if sys.stdin.isatty():

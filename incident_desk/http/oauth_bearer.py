@@ -14,7 +14,7 @@ from typing import Any
 import structlog
 
 from incident_desk.auth import HEALTH_PATH, PRINCIPAL_HEADER, ASGIApp, Message, Receive, Scope, Send
-from incident_desk.oauth import READ, RESTART, SCOPES, WRITE, IssuerUnavailable, OAuthVerifier, TokenRejected
+from incident_desk.http.oauth import READ, RESTART, SCOPES, WRITE, IssuerUnavailable, OAuthVerifier, TokenRejected
 
 logger = structlog.get_logger(__name__)
 
