@@ -18,7 +18,7 @@ import structlog
 
 from incident_desk.core.activity import Act, Event
 from incident_desk.core.audit import Decision, Journal
-from incident_desk.core.desk import Incident
+from incident_desk.core.incidents import Incident
 from incident_desk.core.memory import SIGNATURE_HEAD_BYTES, Memory, Remembered, signature_of
 from incident_desk.core.outcomes import RestartOutcome
 

@@ -82,7 +82,7 @@ def _serve(settings: Settings) -> int:
     gc.enable()
     # Opens nothing that can block (see core.datafiles), so a FIFO in the data directory cannot stall the start.
     # The data directory only: the start (and so a client's initialize) never waits on an outside source.
-    listing = app.desk.data.listing()
+    listing = app.sources.data.listing()
     logger.info(
         "incident-desk starting",
         version=__version__,

@@ -161,13 +161,13 @@ def test_the_reader_sees_the_real_graph() -> None:
     assert f"{PACKAGE}.features.restart" in modules[SERVER_FACTORY].internal
     assert "mcp" in modules[CLIENT_FEATURES].external
     assert "ElicitRequest" in modules[CLIENT_FEATURES].sdk_names
-    assert f"{PACKAGE}.core.names" in modules[f"{PACKAGE}.core.desk"].internal
+    assert f"{PACKAGE}.core.names" in modules[f"{PACKAGE}.core.incidents"].internal
 
 
 @pytest.mark.parametrize(
     ("module_path", "added_line", "expected"),
     [
-        ("core/desk.py", "import mcp_types", "incident_desk.core.desk (core) imports mcp_types"),
+        ("core/incidents.py", "import mcp_types", "incident_desk.core.incidents (core) imports mcp_types"),
         ("core/audit.py", "from mcp.server import mcpserver", "incident_desk.core.audit (core) imports mcp"),
         (
             "core/executor.py",

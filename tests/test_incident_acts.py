@@ -17,7 +17,7 @@ from mcp.shared.exceptions import MCPError
 
 from incident_desk.core.activity import Act, Event
 from incident_desk.core.audit import AuditJournal, Decision
-from incident_desk.core.desk import bundled_sample_desk
+from incident_desk.core.incidents import bundled_sample_data
 from incident_desk.core.outcomes import EventOutcome, RestartOutcome
 from incident_desk.features.prompts import SAVE_SENTENCE
 from incident_desk.server import build_server
@@ -90,7 +90,7 @@ async def test_two_desks_on_one_journal_file_see_only_their_own_events(
     """The sample desk and a copy of it in a data directory share the journal file (the default desk names differ:
     one is the sample, the other its folder); each sees only its own restarts, notes and acknowledgements."""
     copy = tmp_path / "copy"
-    shutil.copytree(bundled_sample_desk(), copy)
+    shutil.copytree(bundled_sample_data(), copy)
     sample, other = make_app(), make_app(data_dir=copy)
     assert sample.journal.desk != other.journal.desk
     async with connect(build_server(sample), era, elicitation_callback=approve()) as client:

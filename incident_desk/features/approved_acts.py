@@ -24,7 +24,7 @@ from incident_desk.client_features import NoAnswerKind
 from incident_desk.core import approval, outcomes
 from incident_desk.core.activity import MAX_NOTE_CHARS, Act, Event, stamp
 from incident_desk.core.audit import AuditError, DuplicateApproval
-from incident_desk.core.desk import DeskError, Incident
+from incident_desk.core.incidents import DeskError, Incident
 from incident_desk.core.outcomes import EVENT_OUTCOME_OF, ActWords, EventOutcome
 from incident_desk.core.sources.silences import SilenceError
 

@@ -23,7 +23,7 @@ from incident_desk.core.activity import (
     stamp,
 )
 from incident_desk.core.audit import AuditError
-from incident_desk.core.desk import DeskError, UnknownIncident
+from incident_desk.core.incidents import DeskError, UnknownIncident
 from incident_desk.core.outcomes import (
     ACKNOWLEDGED,
     ALREADY_ACKNOWLEDGED,

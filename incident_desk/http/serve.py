@@ -67,7 +67,7 @@ def build_asgi(server: MCPServer, app: DeskApp, token: str | None, verifier: OAu
 
         async def metrics(_: Request) -> Response:
             # Behind BearerAuth like /mcp: call counts and tool names are the operator's business.
-            return Response(counted.exposition(app.desk.health), media_type=CONTENT_TYPE)
+            return Response(counted.exposition(app.sources.health), media_type=CONTENT_TYPE)
 
         add_metrics = server.custom_route(METRICS_PATH, methods=["GET"], include_in_schema=False)
         add_metrics(metrics)
