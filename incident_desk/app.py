@@ -26,14 +26,14 @@ from incident_desk.client_logging import ClientLogLevels
 from incident_desk.core import credentials, metrics, outside
 from incident_desk.core.activity import Event, Standing, standings
 from incident_desk.core.audit import AuditJournal, Decision, Journal
-from incident_desk.core.desk import (
-    Desk,
+from incident_desk.core.incidents import (
+    DataFolder,
     Incident,
     Listing,
     LogUnavailable,
     RunbookMissing,
     UnknownService,
-    bundled_sample_desk,
+    bundled_sample_data,
 )
 from incident_desk.core.memory import Memory, MemoryError_, Postmortem, Remembered, Similar, SqliteMemory
 from incident_desk.core.sources import IncidentSources, silences
@@ -77,7 +77,7 @@ class DeskApp:
     """What the feature modules share: settings, data, and the services built from them."""
 
     settings: Settings
-    desk: IncidentSources
+    sources: IncidentSources
     journal: Journal
     sealing_keys: list[bytes] = field(default_factory=list)
     log_levels: ClientLogLevels = field(default_factory=ClientLogLevels)
@@ -93,11 +93,11 @@ class DeskApp:
 
     def has_alerts(self, incident: Incident) -> bool:
         """Whether the incident comes from an Alertmanager (a folder incident has nothing to silence)."""
-        return self.desk.alertmanager_of(incident) is not None
+        return self.sources.alertmanager_of(incident) is not None
 
     @property
     def data_root(self) -> Path:
-        return self.desk.root
+        return self.sources.root
 
     def redactor(self, text: str) -> str:
         # Imported by the first log read, not at start: compiling the redaction rules would slow every start.
@@ -127,34 +127,34 @@ class DeskApp:
             return CursorSeal()
 
     def services(self, wait: float | None = None) -> list[str]:
-        return self.desk.services(extra=list(self.settings.services), wait=wait)
+        return self.sources.services(extra=list(self.settings.services), wait=wait)
 
     # The async face: every read a feature makes.
 
     async def listing(self, wait: float | None = None) -> Listing:
         """Every source's incidents, the runbooks, and every problem (a source down or still loading among them).
         The data directory's fresh view is served right here; a look at the disk or a source goes off the loop."""
-        current = self.desk.cached_listing()
+        current = self.sources.cached_listing()
         if current is None:
-            current = await self._off_loop(self.desk.waits_on_sources(), self.desk.listing, wait)
+            current = await self._off_loop(self.sources.waits_on_sources(), self.sources.listing, wait)
         if self.memory is not None:
             self.memory.offer_listing(current.incidents)
         return current
 
     async def incident(self, incident_id: str) -> Incident:
         """One incident (UnknownIncident, or SourceUnavailable when its source is down)."""
-        found = await self._off_loop(self.desk.waits_on_sources(incident_id), self.desk.incident, incident_id)
+        found = await self._off_loop(self.sources.waits_on_sources(incident_id), self.sources.incident, incident_id)
         if self.memory is not None:
             self.memory.offer((found,))
         return found
 
     async def known_services(self, wait: float | None = None) -> list[str]:
-        return await self._off_loop(self.desk.waits_on_sources(), self.services, wait)
+        return await self._off_loop(self.sources.waits_on_sources(), self.services, wait)
 
     async def runbook(self, service: str) -> str:
         """A service's runbook (UnknownService, RunbookMissing, RunbookUnavailable): a bounded read of the data
         directory, and, for a name without one, a look at the services (which may ask a source)."""
-        return await self._off_loop(self.desk.waits_on_sources(), self._runbook, service)
+        return await self._off_loop(self.sources.waits_on_sources(), self._runbook, service)
 
     async def recent_decisions(self, limit: int) -> list[Decision]:
         return await anyio.to_thread.run_sync(self.journal.recent, limit)
@@ -219,13 +219,13 @@ class DeskApp:
 
     async def fresh_incident(self, incident_id: str) -> Incident:
         """The incident as its source shows it now (an Alertmanager is asked again, not its cache)."""
-        for source in self.desk.sources:
+        for source in self.sources.sources:
             if isinstance(source, AlertmanagerSource) and incident_id.startswith(source.id_prefix):
                 source.forget()
         return await self.incident(incident_id)
 
     def _alertmanager(self, incident: Incident) -> AlertmanagerSource:
-        source = self.desk.alertmanager_of(incident)
+        source = self.sources.alertmanager_of(incident)
         if source is None:
             raise NoSilences(f"{incident.id} comes from a folder, which has no alerts to silence")
         return source
@@ -310,7 +310,7 @@ class DeskApp:
         """Run a long ``reader`` (a search, a timeline pass) on an incident's log in a worker thread, abandoned
         when the request is cancelled (the reader must then stop on its own: its cancel flag). Searches run in
         their own few threads."""
-        waits = self.desk.waits_on_sources(incident_id)
+        waits = self.sources.waits_on_sources(incident_id)
         limiter = outside.worker_threads("search", SEARCH_THREADS) if search else self._threads(waits)
         return await anyio.to_thread.run_sync(
             self.read_log, incident_id, reader, limiter=limiter, abandon_on_cancel=True
@@ -329,7 +329,7 @@ class DeskApp:
     def _runbook(self, service: str) -> str:
         """The service's runbook; a service the desk knows without one is told apart from an unknown name."""
         try:
-            return self.desk.runbook(service)
+            return self.sources.runbook(service)
         except UnknownService:
             if service in self.services():
                 raise RunbookMissing(service) from None
@@ -339,7 +339,7 @@ class DeskApp:
         """Run ``reader`` on an incident's log, opened safely once and read only through that handle (a path
         opened again could lead somewhere else by then); a log that vanished or cannot be read is a named
         domain error."""
-        with self.desk.open_log(incident_id) as handle:
+        with self.sources.open_log(incident_id) as handle:
             return _read(incident_id, handle, reader)
 
     async def read_log_from_loop(self, incident_id: str, reader: Callable[[BinaryIO], T]) -> T:
@@ -352,9 +352,9 @@ class DeskApp:
             self._readers_loaded = all(
                 getattr(sys.modules.get(name), "IMPORT_FINISHED", False) for name in _LOG_READERS
             )
-        handle = self.desk.open_listed_log(incident_id) if self._readers_loaded else None
+        handle = self.sources.open_listed_log(incident_id) if self._readers_loaded else None
         if handle is None:
-            return await self._off_loop(self.desk.waits_on_sources(incident_id), self.read_log, incident_id, reader)
+            return await self._off_loop(self.sources.waits_on_sources(incident_id), self.read_log, incident_id, reader)
         try:
             small = os.fstat(handle.fileno()).st_size <= INLINE_LOG_MAX_BYTES
             if small:
@@ -425,11 +425,13 @@ def open_journal(settings: Settings) -> Journal:
 
 
 def build_app(settings: Settings, sealing_keys: list[bytes] | None = None) -> DeskApp:
-    root = settings.data_dir if settings.data_dir is not None else bundled_sample_desk()
-    data = Desk(root, max_file_bytes=settings.max_data_file_bytes, freshness_seconds=settings.data_freshness_seconds)
+    root = settings.data_dir if settings.data_dir is not None else bundled_sample_data()
+    data = DataFolder(
+        root, max_file_bytes=settings.max_data_file_bytes, freshness_seconds=settings.data_freshness_seconds
+    )
     app = DeskApp(
         settings=settings,
-        desk=IncidentSources(
+        sources=IncidentSources(
             data,
             settings.incident_sources,
             settings.service_logs,

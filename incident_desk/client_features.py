@@ -262,11 +262,14 @@ async def sample(
     return _sampled_text(result)
 
 
+NoAnswerKind = Literal["timed_out", "disconnected", "client_error", "malformed"]
+
+
 @dataclass(frozen=True)
 class NoAnswer:
     """A question asked on the open call that got no usable answer; ``reason`` is for people."""
 
-    kind: Literal["timed_out", "disconnected", "client_error", "malformed"]
+    kind: NoAnswerKind
     reason: str
     detail: str = ""
 

@@ -127,7 +127,7 @@ def run_doctor(settings: Settings, config_file: Path | None = None) -> int:
     from incident_desk.app import open_journal
     from incident_desk.core import credentials
     from incident_desk.core.audit import AuditError
-    from incident_desk.core.desk import Desk, bundled_sample_desk
+    from incident_desk.core.incidents import DataFolder, bundled_sample_data
 
     failures = 0
 
@@ -142,8 +142,8 @@ def run_doctor(settings: Settings, config_file: Path | None = None) -> int:
 
     for warning in unknown_environment_variables(type(settings).model_fields):
         report(False, "environment", warning, warn_only=True)
-    root = settings.data_dir or bundled_sample_desk()
-    desk = Desk(Path(root), max_file_bytes=settings.max_data_file_bytes)
+    root = settings.data_dir or bundled_sample_data()
+    desk = DataFolder(Path(root), max_file_bytes=settings.max_data_file_bytes)
     listing = desk.listing()
     report(desk.root.is_dir(), "data directory", f"{root} ({len(listing.incidents)} incidents)")
     for folder in ("incidents", "runbooks"):
@@ -224,7 +224,7 @@ def run_doctor(settings: Settings, config_file: Path | None = None) -> int:
 
 
 async def _check_issuer(settings: Settings) -> tuple[bool, str]:
-    from incident_desk.http import MCP_PATH
+    from incident_desk.http.serve import MCP_PATH
     from incident_desk.oauth import IssuerUnavailable, resource_url, verifier_for
 
     try:

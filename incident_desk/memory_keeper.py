@@ -17,9 +17,10 @@ from typing import BinaryIO
 import structlog
 
 from incident_desk.core.activity import Act, Event
-from incident_desk.core.audit import Decision, Journal, Outcome
-from incident_desk.core.desk import Incident
+from incident_desk.core.audit import Decision, Journal
+from incident_desk.core.incidents import Incident
 from incident_desk.core.memory import SIGNATURE_HEAD_BYTES, Memory, Remembered, signature_of
+from incident_desk.core.outcomes import RestartOutcome
 
 logger = structlog.get_logger(__name__)
 
@@ -28,7 +29,7 @@ LogReader = Callable[[str, Callable[[BinaryIO], bytes]], bytes]
 RESTARTS_LOOKED_AT = 500
 # Incidents remembered in one write (one transaction, one sync to disk).
 BATCH = 100
-_RESTARTED = frozenset({Outcome.EXECUTED, Outcome.SIMULATED})
+_RESTARTED = frozenset({RestartOutcome.EXECUTED, RestartOutcome.SIMULATED})
 
 
 def _head(handle: BinaryIO) -> bytes:

@@ -179,14 +179,14 @@ def _name(outcome: object) -> str:
 def approval_outcome_texts() -> Iterator[OutcomeText]:
     """Every text an approval question can end in, read from where the code keeps them (the one place to repoint
     when the outcome constants move)."""
-    from incident_desk.core import approval
+    from incident_desk.core import approval, outcomes
     from incident_desk.features.summarize import RAW_PREFIX
 
     acts = (
-        ("restart", approval.RESTART, "{service}", lambda ticket: approval.restarted_text("{service}", ticket)),
-        ("resolve", approval.RESOLVE, "{id}", None),
-        ("silence", approval.SILENCE, "{id}", None),
-        ("unsilence", approval.UNSILENCE, "{id}", None),
+        ("restart", outcomes.RESTART, "{service}", lambda ticket: approval.restarted_text("{service}", ticket)),
+        ("resolve", outcomes.RESOLVE, "{id}", None),
+        ("silence", outcomes.SILENCE, "{id}", None),
+        ("unsilence", outcomes.UNSILENCE, "{id}", None),
     )
     answers: Sequence[tuple[str, dict[str, Any]]] = (
         ("decline", {}),
@@ -219,11 +219,25 @@ outcome, with its text, is in [architecture.md](architecture.md#every-tool-outco
 """
 
 
+ALL_TEXTS_INTRO = """
+## Every act's texts, as the code holds them
+
+Each act's texts as `str.format` templates (`{field}` names what fills them), read from
+`incident_desk.core.outcomes.all_outcome_texts()`; the journal outcome is the row the act leaves (— when none).
+"""
+
+
 def outcomes_reference() -> str:
+    from incident_desk.core.outcomes import all_outcome_texts
+
     """docs/outcomes.md, from the approval decision."""
     lines = [GENERATED_NOTE, OUTCOMES_INTRO, "| act | outcome | text |", "|---|---|---|"]
     for item in approval_outcome_texts():
         lines.append(f"| {item.act} | {_cell(item.outcome)} | `{_cell(item.text)}` |")
+    lines += [ALL_TEXTS_INTRO, "| act | journal outcome | template |", "|---|---|---|"]
+    for template in all_outcome_texts():
+        text = template.template.replace("\n", "\\n")
+        lines.append(f"| {template.act} | {_cell(_name(template.outcome)) or '—'} | `{_cell(text)}` |")
     return "\n".join(lines) + "\n"
 
 

@@ -82,7 +82,7 @@ def _serve(settings: Settings) -> int:
     gc.enable()
     # Opens nothing that can block (see core.datafiles), so a FIFO in the data directory cannot stall the start.
     # The data directory only: the start (and so a client's initialize) never waits on an outside source.
-    listing = app.desk.data.listing()
+    listing = app.sources.data.listing()
     logger.info(
         "incident-desk starting",
         version=__version__,
@@ -94,7 +94,7 @@ def _serve(settings: Settings) -> int:
     )
     try:
         if settings.transport == "http":
-            from incident_desk.http import serve_http
+            from incident_desk.http.serve import serve_http
 
             return serve_http(server, app)
         if sys.stdin.isatty():

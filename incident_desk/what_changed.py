@@ -20,7 +20,7 @@ from incident_desk.app import DeskApp
 from incident_desk.core import metrics
 from incident_desk.core.activity import Event
 from incident_desk.core.audit import Decision
-from incident_desk.core.desk import Incident
+from incident_desk.core.incidents import Incident
 from incident_desk.core.untrusted import one_line
 
 DEFAULT_MINUTES_BEFORE = 30.0

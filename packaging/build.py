@@ -302,7 +302,7 @@ def check_bundle(exe: Path) -> None:
     if not internal.is_dir():
         return
     needed = {
-        "sample desk": internal / "incident_desk" / "data" / "sample_desk" / "incidents",
+        "sample desk": internal / "incident_desk" / "data" / "sample" / "incidents",
         "server instructions": internal / "incident_desk" / "data" / "instructions.md",
         "timeline view": internal / "incident_desk" / "data" / "timeline.html",
     }

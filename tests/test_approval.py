@@ -8,6 +8,7 @@ import pytest
 
 from incident_desk.core import approval
 from incident_desk.core.approval import Verdict, decide
+from incident_desk.core.outcomes import Answer
 
 TICKETED = {"confirm": True, "ticket": "CHG-2291"}
 
@@ -45,7 +46,7 @@ def test_form_is_flat_with_only_the_box_required() -> None:
 
 def test_a_ticketed_accept_is_the_only_approval() -> None:
     verdict = decide("payments-api", "accept", TICKETED)
-    assert verdict == Verdict("approved", "RESTARTED payments-api under CHG-2291", "CHG-2291")
+    assert verdict == Verdict(Answer.APPROVED, "RESTARTED payments-api under CHG-2291", "CHG-2291")
     assert verdict.approved
 
 
@@ -151,7 +152,7 @@ def test_implausible_tickets_are_refused_and_kept_for_the_journal(ticket: str) -
 def test_extra_fields_change_nothing() -> None:
     """An approver (or anything else) typed into the form is ignored: identity never comes from a form."""
     verdict = decide("payments-api", "accept", {**TICKETED, "approver": "mallory", "service": "search-api"})
-    assert verdict == Verdict("approved", "RESTARTED payments-api under CHG-2291", "CHG-2291")
+    assert verdict == Verdict(Answer.APPROVED, "RESTARTED payments-api under CHG-2291", "CHG-2291")
 
 
 @pytest.mark.parametrize("confirm", [True, False])

@@ -112,7 +112,7 @@ def _planted_copy(tmp_path: Path, module_path: str, added_line: str) -> Path:
 
 # (contract, module, line appended, what the broken contract's report names)
 CONTRACT_PLANTS = [
-    ("core-stands-alone", "core/desk.py", "import mcp_types", "incident_desk.core.desk -> mcp_types"),
+    ("core-stands-alone", "core/incidents.py", "import mcp_types", "incident_desk.core.incidents -> mcp_types"),
     ("core-stands-alone", "core/audit.py", "from mcp.server import mcpserver", "incident_desk.core.audit -> mcp"),
     (
         "core-stands-alone",

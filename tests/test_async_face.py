@@ -13,7 +13,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from incident_desk.core.desk import Desk, Listing
+from incident_desk.core.incidents import DataFolder, Listing
 from incident_desk.server import build_server
 from tests.faulty_neighbour import faulty_neighbour
 from tests.helpers import ROOT, AppFactory, connect, synthetic_incidents, text_of
@@ -45,13 +45,13 @@ async def test_the_timeline_looks_at_ten_thousand_incidents_off_the_loop(
     ping answers within 0.5 s (at main, the timeline listed the directory on the loop: pings of 1.2-1.5 s)."""
     root = synthetic_incidents(fast_dir / "desk", INCIDENTS)
     looked_from: list[bool] = []
-    real_listing = Desk.listing
+    real_listing = DataFolder.listing
 
-    def recorded(self: Desk) -> Listing:
+    def recorded(self: DataFolder) -> Listing:
         looked_from.append(threading.current_thread() is threading.main_thread())
         return real_listing(self)
 
-    monkeypatch.setattr(Desk, "listing", recorded)
+    monkeypatch.setattr(DataFolder, "listing", recorded)
     app = make_app(data_dir=root)
     writing = threading.Event()
 
@@ -142,7 +142,7 @@ async def test_a_source_another_request_is_asking_is_named_as_still_loading(
 def test_features_never_choose_their_own_threads_or_call_the_desk_directly() -> None:
     """Every read goes through DeskApp's async face: no feature module runs threads or reaches past it (the
     journal's restart locks are async already and stay where the restart feature holds them)."""
-    forbidden = re.compile(r"to_thread|CapacityLimiter|app\.desk\.|app\.journal\.(?!locks\.)")
+    forbidden = re.compile(r"to_thread|CapacityLimiter|app\.sources\.|app\.journal\.(?!locks\.)")
     offenders = [
         f"{module.name}: {found.group()}"
         for module in sorted((ROOT / "incident_desk" / "features").glob("*.py"))

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from incident_desk.core.desk import Desk, DeskError, LogUnavailable, Problem
+from incident_desk.core.incidents import DataFolder, DeskError, LogUnavailable, Problem
 
 TOML = 'title="t"\nservice="svc"\nseverity="SEV2"\nstatus="open"\nopened="2026-01-01T00:00:00Z"\n'
 
@@ -22,7 +22,7 @@ def _incident(root: Path, incident_id: str = "INC-1", log: str | None = "hello\n
 
 def test_an_incident_shows_up_once_its_log_is_written_after_its_metadata(tmp_path: Path) -> None:
     entry = _incident(tmp_path, log=None)
-    desk = Desk(tmp_path)
+    desk = DataFolder(tmp_path)
     assert desk.incidents() == []
     assert desk.problems() == [Problem("incidents/INC-1", "missing log.txt")]
     (entry / "log.txt").write_text("line\n")
@@ -53,7 +53,7 @@ def test_a_log_linked_to_outside_the_data_directory_is_refused(tmp_path: Path) -
     shared.parent.mkdir(parents=True)
     shared.write_text("inside\n")
     (_incident(root, "INC-IN", log=None) / "log.txt").symlink_to(shared)
-    desk = Desk(root)
+    desk = DataFolder(root)
     assert [incident.id for incident in desk.incidents()] == ["INC-IN"]
     assert desk.problems() == [Problem("incidents/INC-OUT", "log.txt points outside the data directory")]
     with desk.open_log("INC-IN") as log:
@@ -67,7 +67,7 @@ def test_runbooks_linked_to_outside_the_data_directory_are_not_offered(tmp_path:
     outside = tmp_path / "elsewhere.md"
     outside.write_text("# not a runbook\n")
     (runbooks / "escape.md").symlink_to(outside)
-    desk = Desk(tmp_path / "desk")
+    desk = DataFolder(tmp_path / "desk")
     assert desk.runbook_services() == ["svc"]
     with pytest.raises(DeskError):
         desk.runbook("escape")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from incident_desk import reference_docs
-from incident_desk.core import approval
+from incident_desk.core import outcomes
 from incident_desk.core.credentials import ENV_PREFIX
 from incident_desk.settings import Settings
 from tests.helpers import ROOT
@@ -38,7 +38,16 @@ def test_a_changed_setting_makes_the_configuration_reference_stale(monkeypatch: 
 
 def test_a_changed_outcome_text_makes_the_outcomes_page_stale(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "outcomes.md" not in reference_docs.stale_pages()
-    monkeypatch.setattr(approval, "RESTART", approval.ActWords("restart", "RESTART REFUSED", "the restart"))
+    monkeypatch.setattr(
+        outcomes, "RESTART", outcomes.ActWords("restart", "RESTART REFUSED", "the restart", "RESTARTED")
+    )
+    assert reference_docs.stale_pages() == ["outcomes.md"]
+
+
+def test_a_changed_act_text_makes_the_outcomes_page_stale(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert "outcomes.md" not in reference_docs.stale_pages()
+    changed = outcomes.OutcomeText("note", outcomes.EventOutcome.DONE, "NOTE SAVED on {id}")
+    monkeypatch.setattr(outcomes, "NOTE_ADDED", changed)
     assert reference_docs.stale_pages() == ["outcomes.md"]
 
 

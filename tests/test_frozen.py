@@ -103,8 +103,8 @@ def test_frozen_executable_passes_the_release_smoke_test(build_script: ModuleTyp
 
 def test_frozen_build_bundles_package_data_and_keyring_metadata(frozen_exe: Path) -> None:
     internal = frozen_exe.parent / "_internal"
-    assert (internal / "incident_desk" / "data" / "sample_desk" / "incidents" / "INC-1042").is_dir()
-    assert (internal / "incident_desk" / "data" / "sample_desk" / "runbooks").is_dir()
+    assert (internal / "incident_desk" / "data" / "sample" / "incidents" / "INC-1042").is_dir()
+    assert (internal / "incident_desk" / "data" / "sample" / "runbooks").is_dir()
     assert list(internal.glob("keyring-*.dist-info/entry_points.txt"))
     # anyio reads these to import its submodules lazily; without them it imports all of them at start.
     assert (internal / "anyio" / "__init__.py").is_file()
@@ -190,7 +190,7 @@ async def test_the_bundle_packed_by_the_official_tool_serves_its_declared_comman
     assert validated.returncode == 0, validated.stdout + validated.stderr
 
     data = tmp_path / "desk"
-    shutil.copytree(ROOT / "incident_desk" / "data" / "sample_desk", data)
+    shutil.copytree(ROOT / "incident_desk" / "data" / "sample", data)
     shutil.copytree(data / "incidents" / "INC-1043", data / "incidents" / "INC-7777")
     for user_config, expected in (({"data_dir": str(data)}, "INC-7777"), ({}, "INC-1043")):
         config = _host_config(mcpb, unpacked, user_config)

@@ -29,7 +29,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import PromptReference
 
 from incident_desk.core import datafiles
-from incident_desk.core.desk import Desk, DeskError, Problem, UnknownService, bundled_sample_desk
+from incident_desk.core.incidents import DataFolder, DeskError, Problem, UnknownService, bundled_sample_data
 from tests.helpers import ROOT, child_env, connect, text_of
 
 pytestmark = pytest.mark.anyio
@@ -179,7 +179,7 @@ def test_links_are_followed_only_while_they_stay_inside(tmp_path: Path, use_desc
     (root / "runbooks" / "svc.md").symlink_to(outside / "svc.md")
     (root / "runbooks" / "ok.md").write_text("# ok\n")
     (root / "runbooks" / "alias.md").symlink_to("../runbooks/./ok.md")
-    desk = Desk(root, use_descriptors=use_descriptors)
+    desk = DataFolder(root, use_descriptors=use_descriptors)
     assert sorted(desk.listing().incidents) == ["INC-IN-ABS", "INC-IN-REL", "INC-OK"]
     assert {incident.title for incident in desk.incidents()} == {"fine", "shared"}
     assert set(desk.problems()) == {
@@ -213,7 +213,7 @@ def test_absolute_links_may_name_the_root_as_configured_or_resolved(tmp_path: Pa
     (shared / "log.txt").write_text("shared log\n")
     (_incident(real, "INC-1", log=None) / "log.txt").symlink_to(configured / "shared" / "log.txt")
     (_incident(real, "INC-2", log=None) / "log.txt").symlink_to(real / "shared" / "log.txt")
-    desk = Desk(configured, use_descriptors=use_descriptors)
+    desk = DataFolder(configured, use_descriptors=use_descriptors)
     assert [incident.id for incident in desk.incidents()] == ["INC-1", "INC-2"]
     for incident_id in ("INC-1", "INC-2"):
         with desk.open_log(incident_id) as log:
@@ -229,7 +229,7 @@ def test_a_device_node_inside_the_data_directory_is_refused_unopened(
     os.mknod(root / "incidents" / "INC-DEV" / "incident.toml", 0o600 | stat.S_IFCHR, os.makedev(1, 5))  # /dev/zero
     (root / "runbooks").mkdir()
     os.mknod(root / "runbooks" / "dev.md", 0o600 | stat.S_IFCHR, os.makedev(1, 5))
-    desk = Desk(root)
+    desk = DataFolder(root)
     opened = _record_descriptors(monkeypatch)
     assert set(desk.problems()) == {
         Problem("incidents/INC-DEV", "incident.toml is a character device, not a regular file"),
@@ -354,7 +354,7 @@ async def test_a_stalled_filesystem_never_blocks_the_event_loop(
     stall_seconds = 10
     release = threading.Event()
     real_listdir = os.listdir
-    data_root = bundled_sample_desk()
+    data_root = bundled_sample_data()
 
     def hanging_listdir(target: Any = ".") -> list[str]:
         # Only the data directory hangs (by descriptor or by path): the SDK lists its own package files too.
@@ -393,7 +393,7 @@ def test_os_errors_anywhere_become_clean_desk_errors(
     def failing_call(*args: Any, **kwargs: Any) -> Any:
         raise OSError(errno.EIO, "Input/output error")
 
-    def try_everything(desk: Desk) -> None:
+    def try_everything(desk: DataFolder) -> None:
         desk.listing()
         desk.incidents()
         desk.problems()
@@ -409,11 +409,11 @@ def test_os_errors_anywhere_become_clean_desk_errors(
             with contextlib.suppress(DeskError):
                 desk.runbook(service)
 
-    desk = Desk(root)
+    desk = DataFolder(root)
     try_everything(desk)  # warm: a listing exists, then the filesystem starts failing
     monkeypatch.setattr(os, failing, failing_call)
     try_everything(desk)
-    try_everything(Desk(root))  # and cold
+    try_everything(DataFolder(root))  # and cold
     monkeypatch.setattr(os, failing, real)
     assert desk.runbook("svc") == "# svc\n", "the desk recovers once the filesystem does"
     with pytest.raises(UnknownService):
@@ -463,7 +463,7 @@ def test_any_incident_entry_is_listed_or_skipped_with_a_reason(
     (entry / "incident.toml").write_bytes(incident_file)
     if log is not None:
         (entry / "log.txt").write_bytes(log)
-    desk = Desk(root)
+    desk = DataFolder(root)
     listing = desk.listing()
     skipped = [problem for problem in listing.problems if problem.entry == f"incidents/{name}"]
     assert (name in listing.incidents) != bool(skipped), (listing, skipped)

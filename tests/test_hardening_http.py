@@ -20,7 +20,7 @@ import httpx2
 import pytest
 
 from incident_desk.app import build_app
-from incident_desk.http import build_asgi
+from incident_desk.http.serve import build_asgi
 from incident_desk.server import build_server
 from incident_desk.settings import load_settings
 from tests.helpers import synthetic_incidents

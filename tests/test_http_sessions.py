@@ -21,11 +21,11 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from starlette.types import Message, Receive, Scope, Send
 
-from incident_desk import http_sessions
 from incident_desk.app import build_app
-from incident_desk.http import build_asgi
-from incident_desk.http_peers import ClientAddress, forwarded_hops
-from incident_desk.http_sessions import HANDSHAKE_GRACE_SECONDS
+from incident_desk.http import sessions as http_sessions
+from incident_desk.http.peers import ClientAddress, forwarded_hops
+from incident_desk.http.serve import build_asgi
+from incident_desk.http.sessions import HANDSHAKE_GRACE_SECONDS
 from incident_desk.server import build_server
 from incident_desk.settings import load_settings
 from tests.helpers import text_of

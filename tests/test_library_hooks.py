@@ -26,7 +26,7 @@ from uvicorn.server import ServerState
 from incident_desk import library_hooks
 from incident_desk.core import re2_hook
 from incident_desk.core.linear import LinearPattern
-from incident_desk.http_limits import GuardedH11Protocol, guarded_protocol
+from incident_desk.http.limits import GuardedH11Protocol, guarded_protocol
 from tests.helpers import ROOT, connect
 
 pytestmark = pytest.mark.anyio

@@ -21,6 +21,7 @@ from mcp.shared.exceptions import MCPError
 
 from incident_desk.app import DeskApp
 from incident_desk.core.memory import Memory, SqliteMemory, normalise, signature_of
+from incident_desk.core.outcomes import RestartOutcome
 from incident_desk.server import build_server
 from tests.alertmanager import alert, needs_alertmanager, running_alertmanager
 from tests.helpers import AppFactory, connect, synthetic_incidents, text_of
@@ -144,7 +145,8 @@ async def test_similar_incidents_name_what_fixed_them_with_text_and_structure(
 async def test_a_journal_resolution_restarts_and_time_to_resolve_are_remembered(
     make_app: AppFactory, tmp_path: Path
 ) -> None:
-    from incident_desk.core.activity import Act, Event, EventOutcome
+    from incident_desk.core.activity import Act, Event
+    from incident_desk.core.outcomes import EventOutcome
 
     app = make_app(data_dir=_oom_desk(tmp_path / "desk"))
     await _served(app)
@@ -322,7 +324,9 @@ def test_memory_tables_join_an_existing_journal_without_touching_its_rows(tmp_pa
 
     path = tmp_path / "journal.sqlite3"
     journal = AuditJournal(path, desk="kept")
-    journal.record(Decision(service="db", outcome="executed", ticket="CHG-1", approver="a", protocol_era="legacy"))
+    journal.record(
+        Decision(service="db", outcome=RestartOutcome.EXECUTED, ticket="CHG-1", approver="a", protocol_era="legacy")
+    )
     memory = SqliteMemory(path, "kept")
     SqliteMemory(path, "kept")  # opened again, as every start does: nothing is created twice
     again = AuditJournal(path, desk="kept")

@@ -15,8 +15,8 @@ from mcp import Client
 from mcp_types import PromptReference
 
 from incident_desk.app import INLINE_LOG_MAX_BYTES
-from incident_desk.core import desk as desk_module
-from incident_desk.core.desk import Desk, bundled_sample_desk
+from incident_desk.core import incidents as incidents_module
+from incident_desk.core.incidents import DataFolder, bundled_sample_data
 from incident_desk.features import read_tools
 from incident_desk.server import build_server
 from tests.helpers import ROOT, SAMPLE_1043_LOG, AppFactory, child_env, connect, text_of
@@ -27,13 +27,13 @@ pytestmark = pytest.mark.anyio
 def _counting_directory_checks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Every listing of a data-directory subdirectory made to detect changes, by name."""
     checked: list[str] = []
-    original = Desk._directory_signature
+    original = DataFolder._directory_signature
 
-    def counting(self: Desk, name: str, *files: str) -> Any:
+    def counting(self: DataFolder, name: str, *files: str) -> Any:
         checked.append(name)
         return original(self, name, *files)
 
-    monkeypatch.setattr(Desk, "_directory_signature", counting)
+    monkeypatch.setattr(DataFolder, "_directory_signature", counting)
     return checked
 
 
@@ -55,9 +55,9 @@ async def test_an_incident_filed_while_the_desk_runs_shows_up_once_the_freshness
     make_app: AppFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     data = tmp_path / "desk"
-    shutil.copytree(bundled_sample_desk(), data)
+    shutil.copytree(bundled_sample_data(), data)
     clock = [1000.0]
-    monkeypatch.setattr(desk_module, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(incidents_module, "monotonic", lambda: clock[0])
     server = build_server(make_app(data_dir=data, data_freshness_seconds=1.0))
     async with connect(server, "legacy") as client:
         before = (await client.call_tool("list_incidents", {"status": "all"})).structured_content
@@ -75,8 +75,8 @@ async def test_an_incident_filed_while_the_desk_runs_shows_up_once_the_freshness
 
 def test_a_freshness_of_zero_looks_on_every_call(tmp_path: Path) -> None:
     data = tmp_path / "desk"
-    shutil.copytree(bundled_sample_desk(), data)
-    desk = Desk(data, freshness_seconds=0)
+    shutil.copytree(bundled_sample_data(), data)
+    desk = DataFolder(data, freshness_seconds=0)
     before = set(desk.listing().incidents)
     shutil.copytree(data / "incidents" / "INC-1043", data / "incidents" / "INC-9001")
     assert set(desk.listing().incidents) == before | {"INC-9001"}
@@ -284,13 +284,13 @@ async def test_a_log_read_after_the_freshness_window_looks_at_the_data_directory
     make_app: AppFactory, monkeypatch: pytest.MonkeyPatch, era: str
 ) -> None:
     looked_from: list[str] = []
-    original = Desk._directory_signature
+    original = DataFolder._directory_signature
 
-    def recording(self: Desk, name: str, *files: str) -> Any:
+    def recording(self: DataFolder, name: str, *files: str) -> Any:
         looked_from.append(threading.current_thread().name)
         return original(self, name, *files)
 
-    monkeypatch.setattr(Desk, "_directory_signature", recording)
+    monkeypatch.setattr(DataFolder, "_directory_signature", recording)
     server = build_server(make_app(data_freshness_seconds=0))
     async with connect(server, era) as client:
         for _ in range(3):
@@ -303,7 +303,7 @@ async def test_a_log_over_the_inline_size_is_read_in_a_worker_thread(
     make_app: AppFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     data = tmp_path / "desk"
-    shutil.copytree(bundled_sample_desk(), data)
+    shutil.copytree(bundled_sample_data(), data)
     line = "11:02:44 search-api INFO request served\n"
     (data / "incidents" / "INC-1043" / "log.txt").write_text(line * (INLINE_LOG_MAX_BYTES // len(line) + 1))
     server = build_server(make_app(data_dir=data, data_freshness_seconds=60))

@@ -18,7 +18,7 @@ import anyio
 import pytest
 
 from incident_desk.core import runner
-from incident_desk.core.desk import Desk
+from incident_desk.core.incidents import DataFolder
 from incident_desk.core.sources import IncidentSources
 from incident_desk.server import build_server
 from incident_desk.settings import load_settings
@@ -109,7 +109,7 @@ async def test_pass_env_hands_a_declared_variable_to_the_restart_command(make_ap
 @pytest.mark.usefixtures("desk_secrets_in_environment")
 def test_a_log_command_sees_no_desk_variable(tmp_path: Path) -> None:
     settings = load_settings({"services": {"api": {"logs": {"kind": "command", "argv": [ENV]}}}})
-    sources = IncidentSources(Desk(tmp_path), [], settings.service_logs)
+    sources = IncidentSources(DataFolder(tmp_path), [], settings.service_logs)
     with sources.service_log("prod-abc", "api", datetime(2026, 11, 30, tzinfo=UTC)) as handle:
         output = handle.read().decode()
     assert_no_desk_variables(output, service=None)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from incident_desk.core.desk import Desk
+from incident_desk.core.incidents import DataFolder
 from incident_desk.core.sources import IncidentSources
 from incident_desk.settings import load_settings
 from incident_desk.settings_errors import SettingsError
@@ -33,7 +33,7 @@ def test_an_id_served_by_two_folders_is_served_once_and_the_second_is_named(tmp_
             "incident_sources": [{"kind": "folder"}, {"kind": "folder", "name": "archive", "path": str(other)}],
         }
     )
-    sources = IncidentSources(Desk(main), settings.incident_sources)
+    sources = IncidentSources(DataFolder(main), settings.incident_sources)
     listing = sources.listing()
     assert {key: (value.source, value.title) for key, value in listing.incidents.items()} == {
         "INC-1": ("folder", "main"),
@@ -49,8 +49,8 @@ def test_an_id_served_by_two_folders_is_served_once_and_the_second_is_named(tmp_
 
 def test_without_sources_the_data_directory_is_served_as_before(make_app: AppFactory, tmp_path: Path) -> None:
     app = make_app(data_dir=folder(tmp_path / "main", "INC-1"))
-    assert app.desk.listing() is app.desk.data.listing()
-    assert [i.source for i in app.desk.incidents()] == ["folder"]
+    assert app.sources.listing() is app.sources.data.listing()
+    assert [i.source for i in app.sources.incidents()] == ["folder"]
 
 
 def test_source_names_must_be_unique_and_valid() -> None:

@@ -129,7 +129,7 @@ async def test_a_burst_of_calls_makes_one_api_call(make_app: AppFactory, manager
 
 
 async def _listed_ids(app: Any) -> list[str]:
-    return [incident.id for incident in app.desk.incidents()]
+    return [incident.id for incident in app.sources.incidents()]
 
 
 async def test_the_incident_workflow_on_an_alertmanager_incident_with_a_files_log(
@@ -179,9 +179,9 @@ async def test_basic_auth_takes_its_password_from_the_environment_and_names_a_re
         guarded.post(alert("HighLatency", starts=STARTED, service="payments-api", severity="critical"))
         source = {"kind": "alertmanager", "name": "prod", "url": guarded.url, "auth": "basic", "username": "desk"}
         config = {"data_dir": folder_desk(tmp_path / "desk"), "incident_sources": [{"kind": "folder"}, source]}
-        missing = [p.reason for p in make_app(**config).desk.problems()]
+        missing = [p.reason for p in make_app(**config).sources.problems()]
         monkeypatch.setenv("INCIDENT_DESK_SOURCE_PROD", "wrong")
-        refused = [p.reason for p in make_app(**config).desk.problems()]
+        refused = [p.reason for p in make_app(**config).sources.problems()]
         monkeypatch.setenv("INCIDENT_DESK_SOURCE_PROD", "s3cret-pass")
         app = make_app(**config)
         async with connect(build_server(app), "legacy") as client:
@@ -203,8 +203,8 @@ def test_the_password_can_come_from_the_keychain(
         memory_keyring.set_password("incident-desk", "source-prod", "s3cret-pass")
         source = {"kind": "alertmanager", "name": "prod", "url": guarded.url, "auth": "basic", "username": "desk"}
         app = make_app(data_dir=folder_desk(tmp_path / "desk"), incident_sources=[{"kind": "folder"}, source])
-        assert app.desk.problems() == []
-        assert [incident.source for incident in app.desk.incidents()] == ["folder", "prod"]
+        assert app.sources.problems() == []
+        assert [incident.source for incident in app.sources.incidents()] == ["folder", "prod"]
 
 
 @pytest.mark.subprocess

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from incident_desk.core import logfile
-from incident_desk.core.desk import Desk, LogUnavailable
+from incident_desk.core.incidents import DataFolder, LogUnavailable
 from incident_desk.core.pattern import compile_pattern
 from incident_desk.core.sources import IncidentSources
 from incident_desk.settings import load_settings
@@ -41,7 +41,7 @@ def rotated_logs(directory: Path) -> bytes:
 
 def desk_with_logs(tmp_path: Path, logs: dict[str, Any]) -> IncidentSources:
     settings = load_settings({"services": {name: {"logs": config} for name, config in logs.items()}})
-    return IncidentSources(Desk(tmp_path), [], settings.service_logs)
+    return IncidentSources(DataFolder(tmp_path), [], settings.service_logs)
 
 
 def test_rotated_and_gzip_files_read_as_the_concatenated_log(tmp_path: Path) -> None:

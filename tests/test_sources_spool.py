@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from incident_desk.core.desk import Desk, LogUnavailable
+from incident_desk.core.incidents import DataFolder, LogUnavailable
 from incident_desk.core.sources import IncidentSources
 from incident_desk.core.sources.config import FilesLogConfig
 from incident_desk.core.sources.logs import FilesLog, LogSourceError
@@ -31,7 +31,7 @@ SH = shutil.which("sh") or ""
 
 def sources_for(tmp_path: Path, logs: dict[str, Any], **settings: Any) -> IncidentSources:
     loaded = load_settings({"services": {name: {"logs": config} for name, config in logs.items()}, **settings})
-    return IncidentSources(Desk(tmp_path), [], loaded.service_logs, spool_max_bytes=loaded.log_spool_max_bytes)
+    return IncidentSources(DataFolder(tmp_path), [], loaded.service_logs, spool_max_bytes=loaded.log_spool_max_bytes)
 
 
 def spool_bytes(directory: Path) -> int:

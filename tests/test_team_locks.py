@@ -21,6 +21,7 @@ import pytest
 
 from incident_desk.core.audit import Decision
 from incident_desk.core.audit_pg import PostgresJournal
+from incident_desk.core.outcomes import RestartOutcome
 from incident_desk.core.restart_locks import LockLost, ServiceBusy
 from tests.helpers import ROOT, AppFactory, child_env, connect, text_of
 from tests.http_desk import run_desk
@@ -403,6 +404,6 @@ async def test_a_nul_in_a_ticket_on_postgres_is_refused_with_a_journal_row(
 
 
 def test_journal_fields_escape_what_postgres_cannot_store() -> None:
-    decision = Decision("a\x00b", "approved", "t\ud800", "os:x", "2025-11-25", detail="x\x00")
+    decision = Decision("a\x00b", RestartOutcome.APPROVED, "t\ud800", "os:x", "2025-11-25", detail="x\x00")
     assert (decision.service, decision.ticket, decision.detail) == ("a\\x00b", "t\\ud800", "x\\x00")
     assert json.dumps(decision.service)  # a plain string, storable anywhere

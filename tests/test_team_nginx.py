@@ -18,7 +18,7 @@ import anyio
 import httpx2
 import pytest
 
-from incident_desk.http_sessions import HANDSHAKE_GRACE_SECONDS
+from incident_desk.http.sessions import HANDSHAKE_GRACE_SECONDS
 from tests.helpers import text_of
 from tests.http_desk import Desk, open_session, ping, run_desk
 from tests.nginx_proxy import running_nginx

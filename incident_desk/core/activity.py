@@ -14,6 +14,7 @@ from enum import StrEnum
 from typing import Literal
 
 from incident_desk.core.fields import FIELD_LIMITS, cut, storable
+from incident_desk.core.outcomes import EventOutcome
 
 # The most characters of a note: long enough for a hand-off, short enough to read in a list of events. A longer
 # one is refused with its length, never cut, so no one's note is silently shortened.
@@ -41,26 +42,6 @@ class Act(StrEnum):
     POSTMORTEM = "postmortem"
 
 
-class EventOutcome(StrEnum):
-    """What became of one act: ``done`` for an act that took effect, else why it did not."""
-
-    DONE = "done"
-    APPROVED = "approved"
-    FAILED = "failed"
-    DECLINED = "declined"
-    CANCELLED = "cancelled"
-    UNTICKED = "unticked"
-    NO_TICKET = "no_ticket"
-    TIMED_OUT = "timed_out"
-    REFUSED_NO_CHANNEL = "refused_no_channel"
-    REFUSED_STALE = "refused_stale"
-    REFUSED = "refused"
-    DISCONNECTED = "disconnected"
-    CLIENT_ERROR = "client_error"
-    APPROVAL_REQUESTED = "approval_requested"  # out-of-band: the link was sent (actor: the requester)
-    PAGE_OPENED = "page_opened"  # out-of-band: someone opened the approval page
-
-
 def _now() -> datetime:
     return datetime.now(UTC)
 
@@ -71,8 +52,8 @@ class Event:
 
     desk: str
     incident_id: str
-    act: str
-    outcome: str
+    act: Act
+    outcome: EventOutcome
     actor: str
     text: str = ""
     ticket: str | None = None
@@ -152,8 +133,8 @@ def event_from_row(row: Sequence[object]) -> Event:
     return Event(
         desk=str(desk),
         incident_id=str(incident_id),
-        act=str(act),
-        outcome=str(outcome),
+        act=Act(str(act)),
+        outcome=EventOutcome(str(outcome)),
         actor=str(actor),
         text=str(text or ""),
         ticket=None if ticket is None else str(ticket),

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from incident_desk.core.audit import FIELD_LIMITS, cut
 from incident_desk.core.names import ALNUM, NameShape
+from incident_desk.core.outcomes import RESTART, ActWords, Answer
 
 TICKET = NameShape(ALNUM, ALNUM + "_.:#/-", 64)
 # A ticket longer than the journal keeps whole is refused with its own text, and kept cut (marked as cut).
@@ -33,35 +34,7 @@ def form_schema(what: str) -> dict[str, Any]:
     }
 
 
-FORM_SCHEMA: dict[str, Any] = form_schema("the restart")
-
-
-@dataclass(frozen=True)
-class ActWords:
-    """How an approved act names itself: ``verb`` in refusals ("restart"), ``refused`` before each reason
-    ("NOT RESTARTED"), and ``what`` the form's box approves ("the restart")."""
-
-    verb: str
-    refused: str
-    what: str
-
-    def no_channel_text(self, target: str) -> str:
-        return f"ELICITATION_UNAVAILABLE -- refusing to {self.verb} {target} without an approval channel"
-
-    def timed_out_text(self, seconds: float) -> str:
-        return f"{self.refused} -- no answer within {seconds:g}s"
-
-    def schema(self) -> dict[str, Any]:
-        return form_schema(self.what)
-
-
-RESTART = ActWords("restart", "NOT RESTARTED", "the restart")
-RESOLVE = ActWords("resolve", "NOT RESOLVED", "the resolution")
-SILENCE = ActWords("silence", "NOT SILENCED", "the silence")
-UNSILENCE = ActWords("unsilence", "NOT UNSILENCED", "lifting the silence")
-
-# What decide() can conclude from an answer; the journal's outcomes (core.audit.Outcome) are a superset.
-Outcome = Literal["approved", "unticked", "declined", "cancelled", "no_ticket"]
+FORM_SCHEMA: dict[str, Any] = form_schema(RESTART.what)
 
 
 def question(service: str) -> str:
@@ -73,7 +46,7 @@ def no_channel_text(service: str) -> str:
 
 
 def restarted_text(service: str, ticket: str) -> str:
-    return f"RESTARTED {service} under {ticket}"
+    return RESTART.done.format(service=service, ticket=ticket)
 
 
 def timed_out_text(seconds: float) -> str:
@@ -81,18 +54,18 @@ def timed_out_text(seconds: float) -> str:
 
 
 def ticket_too_long_text(length: int, words: ActWords = RESTART) -> str:
-    return f"{words.refused} -- the change ticket is too long ({length} characters, at most {MAX_TICKET_CHARS})"
+    return words.ticket_too_long_text(length, MAX_TICKET_CHARS)
 
 
 @dataclass(frozen=True)
 class Verdict:
-    outcome: Outcome
+    outcome: Answer
     text: str
     ticket: str | None = None
 
     @property
     def approved(self) -> bool:
-        return self.outcome == "approved"
+        return self.outcome == Answer.APPROVED
 
 
 def decide(service: str, action: str, content: dict[str, Any]) -> Verdict:
@@ -103,20 +76,19 @@ def decide(service: str, action: str, content: dict[str, Any]) -> Verdict:
 def decide_act(words: ActWords, action: str, content: dict[str, Any], done: Callable[[str], str]) -> Verdict:
     """Turn the human's answer into a verdict for the act ``words`` names; ``done(ticket)`` is the approved text.
     Anything but an explicit, ticketed accept is a no."""
-    no = words.refused
     if action == "decline":
-        return Verdict("declined", f"{no} -- operator declined")
+        return Verdict(Answer.DECLINED, words.refused_text(Answer.DECLINED))
     if action != "accept":
-        return Verdict("cancelled", f"{no} -- operator dismissed the dialog")
+        return Verdict(Answer.CANCELLED, words.refused_text(Answer.CANCELLED))
     raw_ticket = content.get("ticket")
     typed = raw_ticket.strip() if isinstance(raw_ticket, str) and raw_ticket.strip() else None
     # What the verdict carries into the journal and the report: never more than the journal keeps.
     ticket = None if typed is None else cut(typed, MAX_TICKET_CHARS)
     # `is True`, not truthiness: a client sending "false" or 1 has not ticked a boolean box.
     if content.get("confirm") is not True:
-        return Verdict("unticked", f"{no} -- form submitted with the box unticked", ticket)
+        return Verdict(Answer.UNTICKED, words.refused_text(Answer.UNTICKED), ticket)
     if typed is not None and len(typed) > MAX_TICKET_CHARS:
-        return Verdict("no_ticket", ticket_too_long_text(len(typed), words), ticket)
+        return Verdict(Answer.NO_TICKET, ticket_too_long_text(len(typed), words), ticket)
     if ticket is None or not TICKET.fullmatch(ticket):
-        return Verdict("no_ticket", f"{no} -- a change ticket is required", ticket)
-    return Verdict("approved", done(ticket), ticket)
+        return Verdict(Answer.NO_TICKET, words.refused_text(Answer.NO_TICKET), ticket)
+    return Verdict(Answer.APPROVED, done(ticket), ticket)

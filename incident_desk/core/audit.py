@@ -15,13 +15,13 @@ from collections.abc import Iterator, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 from incident_desk.core.activity import Event, event_from_row
 from incident_desk.core.fields import FIELD_LIMITS, cut, storable
+from incident_desk.core.outcomes import RestartOutcome
 from incident_desk.core.restart_locks import ProcessLocks, RestartLocks
 
 __all__ = ["FIELD_LIMITS", "cut", "storable"]
@@ -130,29 +130,6 @@ class DuplicateApproval(AuditError):
     """An approval whose nonce is already in the journal: a replayed answer, which must not act twice."""
 
 
-class Outcome(StrEnum):
-    """What became of one restart request."""
-
-    APPROVED = "approved"
-    EXECUTED = "executed"
-    SIMULATED = "simulated"
-    FAILED = "failed"
-    DECLINED = "declined"
-    CANCELLED = "cancelled"
-    UNTICKED = "unticked"
-    NO_TICKET = "no_ticket"
-    TIMED_OUT = "timed_out"
-    REFUSED_NO_CHANNEL = "refused_no_channel"
-    REFUSED_UNKNOWN_SERVICE = "refused_unknown_service"
-    DISCONNECTED = "disconnected"
-    CLIENT_ERROR = "client_error"
-    REFUSED_STALE = "refused_stale"
-    REFUSED_BUSY = "refused_busy"
-    LOCK_BROKEN = "lock_broken"
-    APPROVAL_REQUESTED = "approval_requested"  # out-of-band: the link was sent (approver column: the requester)
-    PAGE_OPENED = "page_opened"  # out-of-band: someone opened the approval page
-
-
 def _now() -> datetime:
     return datetime.now(UTC)
 
@@ -162,7 +139,7 @@ class Decision:
     """One journal row. ``id`` is set only on decisions read back from the journal."""
 
     service: str
-    outcome: str
+    outcome: RestartOutcome
     ticket: str | None
     approver: str
     protocol_era: str
@@ -173,11 +150,11 @@ class Decision:
     id: int | None = None
 
     def __post_init__(self) -> None:
-        # Validate here so a typo in an outcome fails at the call site, not as an unreadable journal row.
+        # Rows read back carry plain text: an outcome this version does not know fails here, named.
         try:
-            object.__setattr__(self, "outcome", Outcome(self.outcome))
+            object.__setattr__(self, "outcome", RestartOutcome(self.outcome))
         except ValueError:
-            known = ", ".join(o.value for o in Outcome)
+            known = ", ".join(o.value for o in RestartOutcome)
             raise ValueError(f"unknown audit outcome {self.outcome!r} (known: {known})") from None
         for name, limit in FIELD_LIMITS.items():
             value = getattr(self, name)

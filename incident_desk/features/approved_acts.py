@@ -20,16 +20,25 @@ from pydantic import BaseModel, Field
 from incident_desk import auth, client_features, out_of_band
 from incident_desk import tool_results as results
 from incident_desk.app import DeskApp, NoSilences
-from incident_desk.core import approval
-from incident_desk.core.activity import MAX_NOTE_CHARS, Act, Event, EventOutcome, stamp
+from incident_desk.client_features import NoAnswerKind
+from incident_desk.core import approval, outcomes
+from incident_desk.core.activity import MAX_NOTE_CHARS, Act, Event, stamp
 from incident_desk.core.audit import AuditError, DuplicateApproval
-from incident_desk.core.desk import DeskError, Incident
+from incident_desk.core.incidents import DeskError, Incident
+from incident_desk.core.outcomes import EVENT_OUTCOME_OF, ActWords, EventOutcome
 from incident_desk.core.sources.silences import SilenceError
 
 log = structlog.get_logger(__name__)
 
 IncidentId = Annotated[str, Field(description="Incident id, e.g. INC-1042")]
 ACTS = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True)
+# The journal outcome of a question that got no usable answer, by why.
+_NO_ANSWER: dict[NoAnswerKind, EventOutcome] = {
+    "timed_out": EventOutcome.TIMED_OUT,
+    "disconnected": EventOutcome.DISCONNECTED,
+    "client_error": EventOutcome.CLIENT_ERROR,
+    "malformed": EventOutcome.CLIENT_ERROR,
+}
 
 
 class ActReport(BaseModel):
@@ -103,7 +112,7 @@ async def _approval(
     ctx: Context,
     app: DeskApp,
     journal: _Journal,
-    words: approval.ActWords,
+    words: ActWords,
     question: str,
     binding: dict[str, str],
     service: str | None,
@@ -111,7 +120,7 @@ async def _approval(
     """Ask the human (``restart_service``'s form and rules, in band or on the desk's page as the act's and the
     service's ``approval`` says); an approval, or the result to return as it is."""
     await app.check_journal_writable()
-    form = client_features.ApprovalForm(question, words.schema())
+    form = client_features.ApprovalForm(question, approval.form_schema(words.what))
     timeout = app.settings.approval_timeout_seconds
     mode = app.settings.approval_for(words.verb, service)
     try:
@@ -154,29 +163,29 @@ async def _approval(
         return results.ok(words.no_channel_text(target), journal.report(refused, reason=answer.reason))
     if isinstance(answer, client_features.StaleRound):
         await journal(EventOutcome.REFUSED_STALE, text=answer.reason)
-        return results.error(f"{words.refused} -- {answer.reason}")
+        return results.error(words.refusal(answer.reason))
     if isinstance(answer, client_features.NoAnswer):
-        outcome = EventOutcome(answer.kind)
+        outcome = _NO_ANSWER[answer.kind]
         await journal(outcome, text=answer.reason)
-        text = words.timed_out_text(timeout) if answer.kind == "timed_out" else f"{words.refused} -- {answer.reason}"
+        text = words.timed_out_text(timeout) if answer.kind == "timed_out" else words.refusal(answer.reason)
         return results.ok(text, journal.report(outcome, reason=answer.reason))
     # The act's own text comes once it is done (a silence's id, say): the verdict's is not shown.
     verdict = approval.decide_act(words, answer.action, answer.content, lambda ticket: f"approved under {ticket}")
     if not verdict.approved:
-        outcome = EventOutcome(verdict.outcome)
+        outcome = EVENT_OUTCOME_OF[verdict.outcome]
         await journal(outcome, ticket=verdict.ticket)
         return results.ok(verdict.text, journal.report(outcome, ticket=verdict.ticket, reason=verdict.text))
     assert verdict.ticket is not None
     return _Approved(ticket=verdict.ticket, nonce=answer.nonce)
 
 
-async def _single_use(journal: _Journal, words: approval.ActWords, approved: _Approved, text: str) -> str | None:
+async def _single_use(journal: _Journal, words: ActWords, approved: _Approved, text: str) -> str | None:
     """Journal the approval with its nonce before acting; a replayed answer is refused (the text to return)."""
     try:
         await journal(EventOutcome.APPROVED, ticket=approved.ticket, text=text, nonce=approved.nonce)
     except DuplicateApproval:
         await journal(EventOutcome.REFUSED_STALE, ticket=approved.ticket, text=f"replayed approval {approved.nonce}")
-        return f"{words.refused} -- this approval was already used"
+        return words.refusal(outcomes.REPLAYED)
     return None
 
 
@@ -198,7 +207,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
         if isinstance(found, CallToolResult):
             return found
         journal = _Journal(app, ctx, incidentId, Act.RESOLVE)
-        words = approval.RESOLVE
+        words = outcomes.RESOLVE
         try:
             asked = await _approval(
                 ctx,
@@ -215,8 +224,8 @@ def register(server: MCPServer, app: DeskApp) -> None:
                 return results.error(replayed)
             await journal(EventOutcome.DONE, ticket=asked.ticket, text=resolution)
         except AuditError as exc:
-            return results.error(f"{words.refused} -- the audit journal cannot be written, so nothing was done: {exc}")
-        text = f"RESOLVED {incidentId} under {asked.ticket}: {resolution}"
+            return results.error(words.journal_unwritable_text(exc))
+        text = outcomes.RESOLVED.render(id=incidentId, ticket=asked.ticket, resolution=resolution)
         return results.ok(text, journal.report(EventOutcome.DONE, ticket=asked.ticket))
 
     @server.tool(annotations=ACTS)
@@ -234,7 +243,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
         if not app.has_alerts(found):
             return results.error(f"{incidentId} comes from a folder, which has no alerts to silence")
         journal = _Journal(app, ctx, incidentId, Act.SILENCE)
-        words = approval.SILENCE
+        words = outcomes.SILENCE
         capped = min(minutes, app.settings.max_silence_minutes)
         alert = dict(found.labels).get("alertname", found.title)
         until = datetime.now(UTC) + timedelta(minutes=capped)
@@ -255,11 +264,11 @@ def register(server: MCPServer, app: DeskApp) -> None:
                 silence_id, _ = await app.silence(found, ends, journal.actor, comment)
             except (SilenceError, NoSilences) as exc:
                 await journal(EventOutcome.FAILED, ticket=asked.ticket, text=str(exc))
-                return results.error(f"{words.refused} -- {exc}")
+                return results.error(outcomes.ACT_FAILED[words.verb].render(error=exc))
             await journal(EventOutcome.DONE, ticket=asked.ticket, text=f"silence {silence_id} until {stamp(ends)}Z")
         except AuditError as exc:
-            return results.error(f"{words.refused} -- the audit journal cannot be written, so nothing was done: {exc}")
-        text = f"SILENCED {incidentId} until {stamp(ends)}Z under {asked.ticket} (silence {silence_id})"
+            return results.error(words.journal_unwritable_text(exc))
+        text = outcomes.SILENCED.render(id=incidentId, until=stamp(ends), ticket=asked.ticket, silence_id=silence_id)
         if capped < minutes:
             text += f"\n{minutes} minutes asked; silences are capped at {capped} minutes (max_silence_minutes)"
         report = journal.report(EventOutcome.DONE, ticket=asked.ticket, silence_id=silence_id, until=ends)
@@ -279,7 +288,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
         if not found.silenced_by:
             return results.error(f"{incidentId} is not silenced")
         journal = _Journal(app, ctx, incidentId, Act.UNSILENCE)
-        words = approval.UNSILENCE
+        words = outcomes.UNSILENCE
         binding = {"tool": "unsilence_incident", "incidentId": incidentId}
         try:
             question = f"Lift the silence on {incidentId}?"
@@ -294,9 +303,9 @@ def register(server: MCPServer, app: DeskApp) -> None:
                     await app.expire_silence(found, silence_id)
             except (SilenceError, NoSilences) as exc:
                 await journal(EventOutcome.FAILED, ticket=asked.ticket, text=str(exc))
-                return results.error(f"{words.refused} -- {exc}")
+                return results.error(outcomes.ACT_FAILED[words.verb].render(error=exc))
             await journal(EventOutcome.DONE, ticket=asked.ticket, text=f"silence {ids} expired")
         except AuditError as exc:
-            return results.error(f"{words.refused} -- the audit journal cannot be written, so nothing was done: {exc}")
-        text = f"UNSILENCED {incidentId} (silence {ids} expired)"
+            return results.error(words.journal_unwritable_text(exc))
+        text = outcomes.UNSILENCED.render(id=incidentId, silence_id=ids)
         return results.ok(text, journal.report(EventOutcome.DONE, ticket=asked.ticket, silence_id=ids))

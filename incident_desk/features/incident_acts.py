@@ -19,12 +19,21 @@ from incident_desk.core.activity import (
     MAX_NOTE_CHARS,
     Act,
     Event,
-    EventOutcome,
     format_activity,
     stamp,
 )
 from incident_desk.core.audit import AuditError
-from incident_desk.core.desk import DeskError, UnknownIncident
+from incident_desk.core.incidents import DeskError, UnknownIncident
+from incident_desk.core.outcomes import (
+    ACKNOWLEDGED,
+    ALREADY_ACKNOWLEDGED,
+    NOT_ACKNOWLEDGED,
+    NOTE_ADDED,
+    NOTE_EMPTY,
+    NOTE_NOT_ADDED,
+    NOTE_TOO_LONG,
+    EventOutcome,
+)
 from incident_desk.core.sources.silences import SilenceError
 
 IncidentId = Annotated[str, Field(description="Incident id, e.g. INC-1042")]
@@ -114,7 +123,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
             standing = (await app.standings()).get(incidentId)
             if standing is not None and standing.acknowledged is not None:
                 first = standing.acknowledged
-                text = f"{incidentId} was already acknowledged by {first.actor} at {stamp(first.time)}Z"
+                text = ALREADY_ACKNOWLEDGED.render(id=incidentId, actor=first.actor, time=stamp(first.time))
                 return results.ok(
                     text, AckReport(incident_id=incidentId, acknowledged=False, actor=first.actor, time=first.time)
                 )
@@ -129,9 +138,9 @@ def register(server: MCPServer, app: DeskApp) -> None:
             )
             await app.record_event(event)
         except AuditError as exc:
-            return results.error(f"NOT ACKNOWLEDGED -- the audit journal cannot be written: {exc}")
+            return results.error(NOT_ACKNOWLEDGED.render(error=exc))
         return results.ok(
-            f"ACKNOWLEDGED {incidentId} by {actor}",
+            ACKNOWLEDGED.render(id=incidentId, actor=actor),
             AckReport(incident_id=incidentId, acknowledged=True, actor=actor, time=event.time),
         )
 
@@ -143,11 +152,9 @@ def register(server: MCPServer, app: DeskApp) -> None:
     ) -> Annotated[CallToolResult, NoteReport]:
         """Add a note to an incident's activity log, with who wrote it and when."""
         if len(text) > MAX_NOTE_CHARS:
-            return results.error(
-                f"NOTE NOT ADDED -- the note is {len(text)} characters long; a note is at most {MAX_NOTE_CHARS}"
-            )
+            return results.error(NOTE_TOO_LONG.render(length=len(text), limit=MAX_NOTE_CHARS))
         if not text.strip():
-            return results.error("NOTE NOT ADDED -- the note is empty")
+            return results.error(NOTE_EMPTY.render())
         if (problem := await _known(incidentId)) is not None:
             return results.error(problem)
         actor = auth.approver(ctx)
@@ -163,9 +170,10 @@ def register(server: MCPServer, app: DeskApp) -> None:
         try:
             await app.record_event(event)
         except AuditError as exc:
-            return results.error(f"NOTE NOT ADDED -- the audit journal cannot be written: {exc}")
+            return results.error(NOTE_NOT_ADDED.render(error=exc))
         return results.ok(
-            f"NOTE ADDED to {incidentId} by {actor}", NoteReport(incident_id=incidentId, actor=actor, time=event.time)
+            NOTE_ADDED.render(id=incidentId, actor=actor),
+            NoteReport(incident_id=incidentId, actor=actor, time=event.time),
         )
 
     async def _activity(incident_id: str) -> tuple[str, IncidentActivity]:

@@ -15,10 +15,11 @@ from pydantic import BaseModel, Field
 from incident_desk import auth, client_features
 from incident_desk import tool_results as results
 from incident_desk.app import DeskApp
-from incident_desk.core.activity import Act, Event, EventOutcome, stamp
+from incident_desk.core.activity import Act, Event, stamp
 from incident_desk.core.audit import AuditError
-from incident_desk.core.desk import DeskError
+from incident_desk.core.incidents import DeskError
 from incident_desk.core.memory import MAX_POSTMORTEM_CHARS, MAX_SIMILAR, MemoryError_, Postmortem, Similar
+from incident_desk.core.outcomes import EventOutcome
 from incident_desk.core.untrusted import one_line
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)

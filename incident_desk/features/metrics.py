@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 from incident_desk import tool_results as results
 from incident_desk import what_changed
 from incident_desk.app import DeskApp
-from incident_desk.core.desk import DeskError
+from incident_desk.core.incidents import DeskError
 from incident_desk.core.metrics import MetricsUnavailable
 
 # Prometheus is a neighbour in the open world, but asking it changes nothing.

@@ -12,7 +12,7 @@ from pydantic import Field
 from incident_desk.app import DeskApp
 from incident_desk.core.activity import MAX_ACTIVITY_EVENTS, describe
 from incident_desk.core.audit import AuditError
-from incident_desk.core.desk import LogUnavailable, UnknownIncident
+from incident_desk.core.incidents import LogUnavailable, UnknownIncident
 from incident_desk.tool_selection import tools_off
 
 DEFAULT_AUDIENCE = "the engineering team"

@@ -16,7 +16,7 @@ from incident_desk.app import DeskApp
 from incident_desk.core import logfile
 from incident_desk.core.activity import STATES, IncidentState, Standing, stamp, state_of
 from incident_desk.core.audit import MAX_RECENT_DECISIONS, AuditError, format_decisions
-from incident_desk.core.desk import DeskError, Listing
+from incident_desk.core.incidents import DeskError, Listing
 from incident_desk.core.pattern import MAX_PATTERN_LENGTH, PatternError, compile_pattern
 
 READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)

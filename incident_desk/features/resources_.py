@@ -10,7 +10,7 @@ from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 
 from incident_desk.app import DeskApp
 from incident_desk.core.audit import format_decisions
-from incident_desk.core.desk import LogUnavailable, RunbookUnavailable, UnknownIncident, UnknownService
+from incident_desk.core.incidents import LogUnavailable, RunbookUnavailable, UnknownIncident, UnknownService
 
 
 def register(server: MCPServer, app: DeskApp) -> None:

@@ -13,12 +13,33 @@ from pydantic import BaseModel, Field
 from incident_desk import auth, client_features, client_logging, out_of_band
 from incident_desk import tool_results as results
 from incident_desk.app import DeskApp
+from incident_desk.client_features import NoAnswerKind
 from incident_desk.core import approval, executor
 from incident_desk.core.actions import SimulateAction
 from incident_desk.core.audit import FIELD_LIMITS, AuditError, Decision, DuplicateApproval, cut
+from incident_desk.core.outcomes import (
+    REPLAYED,
+    RESTART,
+    RESTART_BUSY,
+    RESTART_EXECUTED,
+    RESTART_FAILED,
+    RESTART_LOCK_LOST,
+    RESTART_OUTCOME_OF,
+    RESTART_SIMULATED,
+    UNKNOWN_SERVICE,
+    RestartOutcome,
+)
 from incident_desk.core.restart_locks import Holding, LockLost, ServiceBusy, this_replica
 
 log = structlog.get_logger(__name__)
+
+# The journal outcome of a question that got no usable answer, by why.
+_NO_ANSWER: dict[NoAnswerKind, RestartOutcome] = {
+    "timed_out": RestartOutcome.TIMED_OUT,
+    "disconnected": RestartOutcome.DISCONNECTED,
+    "client_error": RestartOutcome.CLIENT_ERROR,
+    "malformed": RestartOutcome.CLIENT_ERROR,
+}
 
 
 class RestartReport(BaseModel):
@@ -44,7 +65,7 @@ class _Recorder:
 
     async def __call__(
         self,
-        outcome: str,
+        outcome: RestartOutcome,
         *,
         ticket: str | None = None,
         exit_status: int | None = None,
@@ -70,14 +91,14 @@ class _Recorder:
 
     async def step(self, step: str, who: str, detail: str) -> None:
         """An out-of-band approval's step: ``requested`` (by ``who``) or ``opened`` (the page was seen)."""
-        outcome = "approval_requested" if step == "requested" else "page_opened"
+        outcome = RestartOutcome.APPROVAL_REQUESTED if step == "requested" else RestartOutcome.PAGE_OPENED
         before, self.approver = self.approver, who or self.approver
         try:
             await self(outcome, detail=detail)
         finally:
             self.approver = before
 
-    async def quietly(self, outcome: str, **fields: Any) -> str | None:
+    async def quietly(self, outcome: RestartOutcome, **fields: Any) -> str | None:
         """Record after the action ran: a journal failure is returned (and logged), never raised over the result."""
         try:
             await self(outcome, **fields)
@@ -87,7 +108,7 @@ class _Recorder:
         return None
 
 
-def _report(service: str, outcome: str, **fields: object) -> RestartReport:
+def _report(service: str, outcome: RestartOutcome, **fields: object) -> RestartReport:
     values: dict[str, object] = {
         "restarted": False,
         "executed": False,
@@ -117,7 +138,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
         except AuditError as exc:
             # Nothing ran: every path that executes records its approval first, and that write failed here.
             log.error("audit journal write failed", service=cut(service, FIELD_LIMITS["service"]), error=str(exc))
-            return results.error(f"NOT RESTARTED -- the audit journal cannot be written, so nothing was done: {exc}")
+            return results.error(RESTART.journal_unwritable_text(exc))
 
     async def _decide_and_restart(
         ctx: Context, service: str
@@ -128,8 +149,8 @@ def register(server: MCPServer, app: DeskApp) -> None:
 
         known = await app.known_services()
         if service not in known:
-            await record("refused_unknown_service", detail="not a service of this desk")
-            return results.error(f"No such service: {service}. Known services: {', '.join(known)}")
+            await record(RestartOutcome.REFUSED_UNKNOWN_SERVICE, detail="not a service of this desk")
+            return results.error(UNKNOWN_SERVICE.render(service=service, known=", ".join(known)))
 
         # Ask only when able: a journal that cannot take the answer, or a service another restart holds, would
         # turn the human's yes into a refusal. A journal that fails here raises AuditError: nothing is asked.
@@ -137,8 +158,10 @@ def register(server: MCPServer, app: DeskApp) -> None:
         holder = await app.journal.locks.holder(service)
         if holder is not None:
             busy = ServiceBusy(service, holder)
-            await record("refused_busy", detail=f"a restart was running, {holder.describe()}; nobody was asked")
-            return results.error(f"NOT RESTARTED -- {busy}")
+            await record(
+                RestartOutcome.REFUSED_BUSY, detail=f"a restart was running, {holder.describe()}; nobody was asked"
+            )
+            return results.error(RESTART_BUSY.render(busy=busy))
 
         form = client_features.ApprovalForm(approval.question(service), approval.FORM_SCHEMA)
         timeout = app.settings.approval_timeout_seconds
@@ -164,35 +187,37 @@ def register(server: MCPServer, app: DeskApp) -> None:
                     record.approver = approver = asked.approver
                     answer = asked.answer
                 elif isinstance(asked, client_features.PendingShown):
-                    report = _report(service, "approval_requested", reason=asked.text)
+                    report = _report(service, RestartOutcome.APPROVAL_REQUESTED, reason=asked.text)
                     return results.ok(asked.text, report)
                 else:
                     answer = asked
         except anyio.get_cancelled_exc_class():
-            await record.quietly("disconnected", detail="the call was cancelled while the question was open")
+            await record.quietly(
+                RestartOutcome.DISCONNECTED, detail="the call was cancelled while the question was open"
+            )
             raise
 
         if isinstance(answer, client_features.Ask):
             return answer.result
         if isinstance(answer, client_features.NoChannel):
-            await record("refused_no_channel", detail=answer.reason)
+            refused = RestartOutcome.REFUSED_NO_CHANNEL
+            await record(refused, detail=answer.reason)
             text = approval.no_channel_text(service)
-            return results.ok(text, _report(service, "refused_no_channel", approver=approver, reason=answer.reason))
+            return results.ok(text, _report(service, refused, approver=approver, reason=answer.reason))
         if isinstance(answer, client_features.StaleRound):
-            await record("refused_stale", detail=answer.reason)
-            text = f"NOT RESTARTED -- {answer.reason}"
-            return results.error(text)
+            await record(RestartOutcome.REFUSED_STALE, detail=answer.reason)
+            return results.error(RESTART.refusal(answer.reason))
         if isinstance(answer, client_features.NoAnswer):
-            await record(answer.kind, detail=answer.reason)
-            text = (
-                approval.timed_out_text(timeout) if answer.kind == "timed_out" else f"NOT RESTARTED -- {answer.reason}"
-            )
-            return results.ok(text, _report(service, answer.kind, approver=approver, reason=answer.reason))
+            unanswered = _NO_ANSWER[answer.kind]
+            await record(unanswered, detail=answer.reason)
+            text = approval.timed_out_text(timeout) if answer.kind == "timed_out" else RESTART.refusal(answer.reason)
+            return results.ok(text, _report(service, unanswered, approver=approver, reason=answer.reason))
 
         verdict = approval.decide(service, answer.action, answer.content)
         if not verdict.approved:
-            await record(verdict.outcome, ticket=verdict.ticket)
-            report = _report(service, verdict.outcome, ticket=verdict.ticket, approver=approver, reason=verdict.text)
+            refused = RESTART_OUTCOME_OF[verdict.outcome]
+            await record(refused, ticket=verdict.ticket)
+            report = _report(service, refused, ticket=verdict.ticket, approver=approver, reason=verdict.text)
             return results.ok(verdict.text, report)
 
         # A second approved restart of a service is refused rather than run on top of the first: in this process
@@ -202,12 +227,14 @@ def register(server: MCPServer, app: DeskApp) -> None:
                 return await _approved_restart(ctx, app, service, verdict, answer.nonce, record, approver, holding)
         except ServiceBusy as busy:
             await record(
-                "refused_busy", ticket=verdict.ticket, detail=f"a restart was running, {busy.holder.describe()}"
+                RestartOutcome.REFUSED_BUSY,
+                ticket=verdict.ticket,
+                detail=f"a restart was running, {busy.holder.describe()}",
             )
-            return results.error(f"NOT RESTARTED -- {busy}")
+            return results.error(RESTART_BUSY.render(busy=busy))
         except LockLost as lost:
             # The restart was cancelled (its command killed) and journalled as failed on the way out.
-            return results.error(f"RESTART FAILED {service} under {verdict.ticket} -- {lost}; the command was killed")
+            return results.error(RESTART_LOCK_LOST.render(service=service, ticket=verdict.ticket, lost=lost))
 
 
 async def _approved_restart(
@@ -223,11 +250,11 @@ async def _approved_restart(
     """Journal the approval, run the configured action, journal what became of it."""
     try:
         # The approval is journalled before anything runs, and its nonce makes it single-use.
-        await record("approved", ticket=verdict.ticket, nonce=nonce)
+        await record(RestartOutcome.APPROVED, ticket=verdict.ticket, nonce=nonce)
     except DuplicateApproval:
         # A replayed answer is a refusal like any other: the journal must show the attempt.
-        await record("refused_stale", ticket=verdict.ticket, detail=f"replayed approval {nonce}")
-        return results.error("NOT RESTARTED -- this approval was already used")
+        await record(RestartOutcome.REFUSED_STALE, ticket=verdict.ticket, detail=f"replayed approval {nonce}")
+        return results.error(RESTART.refusal(REPLAYED))
 
     action = app.settings.services.get(service, SimulateAction())
 
@@ -241,27 +268,26 @@ async def _approved_restart(
         # The executor killed the command on the way out; without this row the journal would end at
         # "approved" and read as if the restart might have completed.
         why = "the call was cancelled" if holding.lost is None else f"the restart lock was lost ({holding.lost})"
-        await record.quietly("failed", ticket=ticket, detail=f"{why} while the restart ran; it was killed")
+        await record.quietly(RestartOutcome.FAILED, ticket=ticket, detail=f"{why} while the restart ran; it was killed")
         raise
     # Command output is shown to the client and kept in the journal: it gets the same redaction as logs.
     from incident_desk.core.redact import redact
 
     output = redact(run.output)
     if isinstance(action, SimulateAction):
-        problem = await record.quietly("simulated", ticket=ticket, detail=output)
+        problem = await record.quietly(RestartOutcome.SIMULATED, ticket=ticket, detail=output)
         # The first line keeps the RESTARTED prefix a client may match on, and says at once that nothing ran.
-        text = (
-            f"{verdict.text} (simulated)\n"
-            f"simulated: no restart command is configured for {service}, so nothing was executed"
-        )
-        report = _report(service, "simulated", ticket=ticket, approver=approver, output=output)
+        text = RESTART_SIMULATED.render(service=service, ticket=ticket)
+        report = _report(service, RestartOutcome.SIMULATED, ticket=ticket, approver=approver, output=output)
         return _with_journal_problem(results.ok(text, report), problem)
     if run.succeeded:
-        problem = await record.quietly("executed", ticket=ticket, exit_status=run.exit_status, detail=output[-2000:])
-        text = f"{verdict.text}\ncommand exited 0 after {run.duration_seconds:.1f}s"
+        problem = await record.quietly(
+            RestartOutcome.EXECUTED, ticket=ticket, exit_status=run.exit_status, detail=output[-2000:]
+        )
+        text = RESTART_EXECUTED.render(service=service, ticket=ticket, seconds=f"{run.duration_seconds:.1f}")
         report = _report(
             service,
-            "executed",
+            RestartOutcome.EXECUTED,
             restarted=True,
             executed=True,
             ticket=ticket,
@@ -274,13 +300,13 @@ async def _approved_restart(
         f"timed out after {run.duration_seconds:.0f}s" if run.timed_out else f"exited with status {run.exit_status}"
     )
     problem = await record.quietly(
-        "failed", ticket=ticket, exit_status=run.exit_status, detail=f"{why}\n{output[-2000:]}"
+        RestartOutcome.FAILED, ticket=ticket, exit_status=run.exit_status, detail=f"{why}\n{output[-2000:]}"
     )
-    text = f"RESTART FAILED {service} under {ticket} -- the restart command {why}\n{output[-4000:]}".rstrip()
+    text = f"{RESTART_FAILED.render(service=service, ticket=ticket, why=why)}\n{output[-4000:]}".rstrip()
     failed = results.error(text)
     failed.structured_content = _report(
         service,
-        "failed",
+        RestartOutcome.FAILED,
         executed=run.executed,
         ticket=ticket,
         approver=approver,

@@ -13,7 +13,7 @@ from incident_desk import client_features, client_logging
 from incident_desk import tool_results as results
 from incident_desk.app import DeskApp
 from incident_desk.core import provider
-from incident_desk.core.desk import DeskError
+from incident_desk.core.incidents import DeskError
 
 log = structlog.get_logger(__name__)
 

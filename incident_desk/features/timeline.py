@@ -23,7 +23,7 @@ from incident_desk.app import DeskApp
 from incident_desk.core import metrics, timeline
 from incident_desk.core.activity import MAX_ACTIVITY_EVENTS, Event
 from incident_desk.core.audit import MAX_RECENT_DECISIONS, Decision
-from incident_desk.core.desk import DeskError, Incident
+from incident_desk.core.incidents import DeskError, Incident
 from incident_desk.core.timeline_cache import TimelineCache
 
 VIEW_URI = "ui://incident-desk/timeline"

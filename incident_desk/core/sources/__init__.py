@@ -1,7 +1,7 @@
 """Where incidents and their logs come from: folder layouts, Alertmanager, and per-service log sources.
 
 :class:`IncidentSources` puts several sources behind the one interface the features already use on a
-:class:`~incident_desk.core.desk.Desk`. Ids never collide: a non-folder source's ids start with its name, and
+:class:`~incident_desk.core.incidents.DataFolder`. Ids never collide: a non-folder source's ids start with its name, and
 an id served twice (two folders) is skipped with the reason. A source that is down is one named problem in the
 listing and a named error for its own incidents, while every other source keeps serving.
 """
@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import BinaryIO
 
-from incident_desk.core.desk import Desk, Incident, Listing, LogUnavailable, Problem, UnknownIncident
+from incident_desk.core.incidents import DataFolder, Incident, Listing, LogUnavailable, Problem, UnknownIncident
 from incident_desk.core.names import INCIDENT_ID, is_safe_name
 from incident_desk.core.sources.alertmanager import AlertmanagerSource, SourceDown, SourceLoading
 from incident_desk.core.sources.config import (
@@ -47,12 +47,12 @@ class SourceUnavailable(LogUnavailable):
 class _Folder:
     kind = "folder"
 
-    def __init__(self, name: str, desk: Desk) -> None:
+    def __init__(self, name: str, folder: DataFolder) -> None:
         self.name = name
-        self.desk = desk
+        self.folder = folder
 
     def describe(self) -> str:
-        return f"folder {self.name!r} at {self.desk.root}"
+        return f"folder {self.name!r} at {self.folder.root}"
 
 
 class IncidentSources:
@@ -60,7 +60,7 @@ class IncidentSources:
 
     def __init__(
         self,
-        data: Desk,
+        data: DataFolder,
         sources: list[FolderSourceConfig | AlertmanagerSourceConfig] | None = None,
         logs: Mapping[str, FilesLogConfig | CommandLogConfig | JournaldLogConfig] | None = None,
         *,
@@ -73,12 +73,12 @@ class IncidentSources:
         for config in sources or [FolderSourceConfig()]:
             if isinstance(config, FolderSourceConfig):
                 same = config.path is None or config.path == data.root
-                desk = data if same else Desk(config.path or data.root, max_file_bytes=data.max_file_bytes)
-                self.sources.append(_Folder(config.name, desk))
+                folder = data if same else DataFolder(config.path or data.root, max_file_bytes=data.max_file_bytes)
+                self.sources.append(_Folder(config.name, folder))
             else:
                 self.sources.append(AlertmanagerSource(config, functools.partial(secret, config.secret_name)))
         only = self.sources[0] if len(self.sources) == 1 else None
-        self._only_the_data_directory = isinstance(only, _Folder) and only.name == "folder" and only.desk is data
+        self._only_the_data_directory = isinstance(only, _Folder) and only.name == "folder" and only.folder is data
         self.spool = Spool(spool_max_bytes)  # its directory is made on first use
         self._answered: dict[str, bool] = {}  # each outside source: whether its last look succeeded
         self.logs: dict[str, FilesLog | CommandLog] = {
@@ -100,8 +100,8 @@ class IncidentSources:
         data_listing: Listing | None = None
         for source in self.sources:
             if isinstance(source, _Folder):
-                listed = source.desk.listing()
-                if source.desk is self.data:
+                listed = source.folder.listing()
+                if source.folder is self.data:
                     data_listing = listed
                 found = listed.incidents
                 if source.name != "folder":
@@ -152,7 +152,7 @@ class IncidentSources:
         unavailable: SourceUnavailable | None = None
         for source in self.sources:
             if isinstance(source, _Folder):
-                found = source.desk.listing().incidents.get(incident_id)
+                found = source.folder.listing().incidents.get(incident_id)
                 if found is not None:
                     return found if source.name == "folder" else dataclasses.replace(found, source=source.name)
             elif incident_id.startswith(source.id_prefix):
@@ -181,7 +181,7 @@ class IncidentSources:
         incident = self.incident(incident_id)
         for source in self.sources:
             if isinstance(source, _Folder) and source.name == incident.source:
-                return source.desk.open_log(incident_id)
+                return source.folder.open_log(incident_id)
         return self.service_log(incident_id, incident.service, incident.opened)
 
     def service_log(self, incident_id: str, service: str, opened: datetime) -> BinaryIO:
@@ -219,7 +219,7 @@ class IncidentSources:
         states: dict[str, bool] = {}
         for source in self.sources:
             if isinstance(source, _Folder):
-                states[source.name] = source.desk.root.is_dir()
+                states[source.name] = source.folder.root.is_dir()
             elif source.name in self._answered:
                 states[source.name] = self._answered[source.name]
         return states
@@ -229,8 +229,8 @@ class IncidentSources:
         checks = []
         for source in self.sources:
             if isinstance(source, _Folder):
-                listed = source.desk.listing()
-                ok = source.desk.root.is_dir()
+                listed = source.folder.listing()
+                ok = source.folder.root.is_dir()
                 checks.append(
                     (ok, f"incident source {source.name}", f"{source.describe()}: {len(listed.incidents)} incidents")
                 )

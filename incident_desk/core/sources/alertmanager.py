@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from incident_desk.core import outside
-from incident_desk.core.desk import Incident, opened_time
+from incident_desk.core.incidents import Incident, opened_time
 from incident_desk.core.metrics import alert_expression
 from incident_desk.core.names import INCIDENT_ID, SERVICE_NAME, is_safe_name
 from incident_desk.core.sources.config import AlertmanagerSourceConfig

@@ -136,9 +136,9 @@ _EMPTY = Listing({}, (), ())
 _NEVER = float("-inf")
 
 
-def bundled_sample_desk() -> Path:
+def bundled_sample_data() -> Path:
     """The sample desk shipped inside the package (and inside frozen executables)."""
-    return Path(str(resources.files("incident_desk") / "data" / "sample_desk"))
+    return Path(str(resources.files("incident_desk") / "data" / "sample"))
 
 
 def _reason(exc: OSError) -> str:
@@ -174,7 +174,7 @@ def opened_time(value: object) -> datetime:
     raise ValueError("opened must be a date-time, e.g. 2026-11-29T10:58:00Z")
 
 
-class Desk:
+class DataFolder:
     """Read access to one data directory. Thread-safe and lock-free; cheap to call on every request.
 
     ``freshness_seconds``: how long a check of the directory stands before the next request checks again (0:

@@ -23,12 +23,12 @@ from incident_desk.approval_page import page_routes
 from incident_desk.approval_signin import OpenIDSignIn
 from incident_desk.auth import HEALTH_PATH, BearerAuth
 from incident_desk.client_features import era_features
-from incident_desk.http_limits import guarded_protocol
-from incident_desk.http_peers import ClientAddress, RebindingGuard
-from incident_desk.http_replica import ReplicaTag
-from incident_desk.http_sessions import SessionLimiter
+from incident_desk.http.limits import guarded_protocol
+from incident_desk.http.oauth_bearer import OAuthBearer
+from incident_desk.http.peers import ClientAddress, RebindingGuard
+from incident_desk.http.replica import ReplicaTag
+from incident_desk.http.sessions import SessionLimiter
 from incident_desk.oauth import IssuerUnavailable, OAuthVerifier, resource_url, verifier_for
-from incident_desk.oauth_http import OAuthBearer
 from incident_desk.settings import Settings, is_loopback
 from incident_desk.telemetry import CONTENT_TYPE, CallTelemetry
 
@@ -70,7 +70,7 @@ def build_asgi(server: MCPServer, app: DeskApp, token: str | None, verifier: OAu
 
         async def metrics(_: Request) -> Response:
             # Behind BearerAuth like /mcp: call counts and tool names are the operator's business.
-            return Response(counted.exposition(app.desk.health), media_type=CONTENT_TYPE)
+            return Response(counted.exposition(app.sources.health), media_type=CONTENT_TYPE)
 
         add_metrics = server.custom_route(METRICS_PATH, methods=["GET"], include_in_schema=False)
         add_metrics(metrics)
@@ -214,7 +214,7 @@ def serve_http(server: MCPServer, app: DeskApp) -> int:
         lifespan="on",
         server_header=False,
         http=guarded_protocol(settings.http_max_connections, settings.http_read_timeout_seconds),
-        proxy_headers=False,  # forwarded headers are read by http_peers.ClientAddress, from trusted_proxies only
+        proxy_headers=False,  # forwarded headers are read by peers.ClientAddress, from trusted_proxies only
         ws="none",
     )
     uvicorn.Server(config).run(sockets=[listener])

@@ -1,7 +1,7 @@
 """Stateful HTTP sessions, bounded so that an idle session never keeps a new one out.
 
 A client is its authenticated principal and its address (the real one behind a trusted proxy, see
-``http_peers``). A session is *in use* while a request of it is in flight, its client's event stream (GET)
+``peers``). A session is *in use* while a request of it is in flight, its client's event stream (GET)
 included, or while it is younger than ``HANDSHAKE_GRACE_SECONDS`` (between ``initialize`` and the client's next
 request it has nothing in flight, yet a client is there); otherwise it is *idle*, however recently it was pinged.
 

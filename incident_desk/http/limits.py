@@ -1,4 +1,4 @@
-"""What one HTTP peer can hold: connections and the time to send a request (sessions: ``http_sessions``).
+"""What one HTTP peer can hold: connections and the time to send a request (sessions: ``sessions.py``).
 
 uvicorn alone has no header or body read timeout (a connection that never finishes its request is kept forever)
 and its ``limit_concurrency`` counts such connections too, so a few thousand half-open sockets use up every

@@ -1,0 +1,226 @@
+"""Every act's outcomes, typed, and the texts the tools answer with.
+
+An outcome is an enum member from the approval verdict to the journal row and the tool's text, so a misspelt
+outcome fails type checking instead of a journal write. The texts are the product contract (restarts, then the
+incident acts): ``all_outcome_texts()`` lists every one of them, which the documentation is generated from.
+
+No MCP imports.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+
+class Answer(StrEnum):
+    """What the human's answer to an approval form amounts to (``core.approval.decide_act``)."""
+
+    APPROVED = "approved"
+    UNTICKED = "unticked"
+    DECLINED = "declined"
+    CANCELLED = "cancelled"
+    NO_TICKET = "no_ticket"
+
+
+class RestartOutcome(StrEnum):
+    """What became of one restart request: the ``outcome`` of its journal row."""
+
+    APPROVED = "approved"
+    EXECUTED = "executed"
+    SIMULATED = "simulated"
+    FAILED = "failed"
+    DECLINED = "declined"
+    CANCELLED = "cancelled"
+    UNTICKED = "unticked"
+    NO_TICKET = "no_ticket"
+    TIMED_OUT = "timed_out"
+    REFUSED_NO_CHANNEL = "refused_no_channel"
+    REFUSED_UNKNOWN_SERVICE = "refused_unknown_service"
+    DISCONNECTED = "disconnected"
+    CLIENT_ERROR = "client_error"
+    REFUSED_STALE = "refused_stale"
+    REFUSED_BUSY = "refused_busy"
+    LOCK_BROKEN = "lock_broken"
+    APPROVAL_REQUESTED = "approval_requested"  # out-of-band: the link was sent (approver column: the requester)
+    PAGE_OPENED = "page_opened"  # out-of-band: someone opened the approval page
+
+
+class EventOutcome(StrEnum):
+    """What became of one incident act: ``done`` for an act that took effect, else why it did not."""
+
+    DONE = "done"
+    APPROVED = "approved"
+    FAILED = "failed"
+    DECLINED = "declined"
+    CANCELLED = "cancelled"
+    UNTICKED = "unticked"
+    NO_TICKET = "no_ticket"
+    TIMED_OUT = "timed_out"
+    REFUSED_NO_CHANNEL = "refused_no_channel"
+    REFUSED_STALE = "refused_stale"
+    REFUSED = "refused"
+    DISCONNECTED = "disconnected"
+    CLIENT_ERROR = "client_error"
+    APPROVAL_REQUESTED = "approval_requested"  # out-of-band: the link was sent (actor: the requester)
+    PAGE_OPENED = "page_opened"  # out-of-band: someone opened the approval page
+
+
+# A refused answer is journalled under the same name for a restart and for an incident act.
+RESTART_OUTCOME_OF: dict[Answer, RestartOutcome] = {
+    Answer.APPROVED: RestartOutcome.APPROVED,
+    Answer.UNTICKED: RestartOutcome.UNTICKED,
+    Answer.DECLINED: RestartOutcome.DECLINED,
+    Answer.CANCELLED: RestartOutcome.CANCELLED,
+    Answer.NO_TICKET: RestartOutcome.NO_TICKET,
+}
+EVENT_OUTCOME_OF: dict[Answer, EventOutcome] = {
+    Answer.APPROVED: EventOutcome.APPROVED,
+    Answer.UNTICKED: EventOutcome.UNTICKED,
+    Answer.DECLINED: EventOutcome.DECLINED,
+    Answer.CANCELLED: EventOutcome.CANCELLED,
+    Answer.NO_TICKET: EventOutcome.NO_TICKET,
+}
+
+# Why an approved act did not happen, after its refusal word ("NOT RESTARTED -- operator declined").
+REFUSAL_REASONS: dict[Answer, str] = {
+    Answer.UNTICKED: "form submitted with the box unticked",
+    Answer.DECLINED: "operator declined",
+    Answer.CANCELLED: "operator dismissed the dialog",
+    Answer.NO_TICKET: "a change ticket is required",
+}
+TICKET_TOO_LONG = "the change ticket is too long ({length} characters, at most {limit})"
+NO_ANSWER = "no answer within {seconds}s"
+REPLAYED = "this approval was already used"
+JOURNAL_UNWRITABLE = "the audit journal cannot be written, so nothing was done: {error}"
+NO_CHANNEL = "ELICITATION_UNAVAILABLE -- refusing to {verb} {target} without an approval channel"
+
+
+@dataclass(frozen=True)
+class OutcomeText:
+    """One text a tool answers with: for ``act``, when its journal outcome is ``outcome`` ("" when nothing is
+    journalled). ``template`` is a ``str.format`` template whose {fields} name what fills them."""
+
+    act: str
+    outcome: str
+    template: str
+
+    def render(self, **fields: Any) -> str:
+        return self.template.format(**fields)
+
+
+@dataclass(frozen=True)
+class ActWords:
+    """How an approved act names itself: ``verb`` in refusals ("restart"), ``refused`` before each reason
+    ("NOT RESTARTED"), ``what`` the form's box approves ("the restart"), and ``done`` its text once done."""
+
+    verb: str
+    refused: str
+    what: str
+    done: str
+
+    def refusal(self, reason: str) -> str:
+        return f"{self.refused} -- {reason}"
+
+    def refused_text(self, answer: Answer) -> str:
+        return self.refusal(REFUSAL_REASONS[answer])
+
+    def no_channel_text(self, target: str) -> str:
+        return NO_CHANNEL.format(verb=self.verb, target=target)
+
+    def timed_out_text(self, seconds: float) -> str:
+        return self.refusal(NO_ANSWER.format(seconds=f"{seconds:g}"))
+
+    def ticket_too_long_text(self, length: int, limit: int) -> str:
+        return self.refusal(TICKET_TOO_LONG.format(length=length, limit=limit))
+
+    def journal_unwritable_text(self, error: object) -> str:
+        return self.refusal(JOURNAL_UNWRITABLE.format(error=error))
+
+    def refusal_texts(self, target: str) -> list[OutcomeText]:
+        """Every text of the act's refusals while asking for, and checking, its approval (``target`` is the
+        placeholder of what it acts on). The outcome names are the same in both journals' enums."""
+        refused = [OutcomeText(self.verb, str(answer), self.refused_text(answer)) for answer in REFUSAL_REASONS]
+        return [
+            *refused,
+            OutcomeText(self.verb, "no_ticket", self.refusal(TICKET_TOO_LONG)),
+            OutcomeText(self.verb, "timed_out", self.refusal(NO_ANSWER)),
+            OutcomeText(self.verb, "refused_no_channel", NO_CHANNEL.format(verb=self.verb, target=target)),
+            OutcomeText(self.verb, "refused_stale", self.refusal(REPLAYED)),
+            OutcomeText(self.verb, "refused_stale", self.refusal("{reason}")),
+            OutcomeText(self.verb, "disconnected", self.refusal("{reason}")),
+            OutcomeText(self.verb, "client_error", self.refusal("{reason}")),
+            OutcomeText(self.verb, "", self.refusal(JOURNAL_UNWRITABLE)),
+        ]
+
+
+RESTART = ActWords("restart", "NOT RESTARTED", "the restart", "RESTARTED {service} under {ticket}")
+RESOLVE = ActWords("resolve", "NOT RESOLVED", "the resolution", "RESOLVED {id} under {ticket}: {resolution}")
+SILENCE = ActWords(
+    "silence", "NOT SILENCED", "the silence", "SILENCED {id} until {until}Z under {ticket} (silence {silence_id})"
+)
+UNSILENCE = ActWords(
+    "unsilence", "NOT UNSILENCED", "lifting the silence", "UNSILENCED {id} (silence {silence_id} expired)"
+)
+
+# The texts beyond the approval's, act by act.
+RESTART_EXECUTED = OutcomeText("restart", RestartOutcome.EXECUTED, RESTART.done + "\ncommand exited 0 after {seconds}s")
+RESTART_SIMULATED = OutcomeText(
+    "restart",
+    RestartOutcome.SIMULATED,
+    RESTART.done + " (simulated)\nsimulated: no restart command is configured for {service}, so nothing was executed",
+)
+RESTART_FAILED = OutcomeText(
+    "restart", RestartOutcome.FAILED, "RESTART FAILED {service} under {ticket} -- the restart command {why}"
+)
+RESTART_LOCK_LOST = OutcomeText(
+    "restart", RestartOutcome.FAILED, "RESTART FAILED {service} under {ticket} -- {lost}; the command was killed"
+)
+RESTART_BUSY = OutcomeText("restart", RestartOutcome.REFUSED_BUSY, RESTART.refusal("{busy}"))
+UNKNOWN_SERVICE = OutcomeText(
+    "restart", RestartOutcome.REFUSED_UNKNOWN_SERVICE, "No such service: {service}. Known services: {known}"
+)
+ACT_FAILED = {
+    words.verb: OutcomeText(words.verb, EventOutcome.FAILED, words.refusal("{error}")) for words in (SILENCE, UNSILENCE)
+}
+ACKNOWLEDGED = OutcomeText("acknowledge", EventOutcome.DONE, "ACKNOWLEDGED {id} by {actor}")
+ALREADY_ACKNOWLEDGED = OutcomeText("acknowledge", "", "{id} was already acknowledged by {actor} at {time}Z")
+NOT_ACKNOWLEDGED = OutcomeText("acknowledge", "", "NOT ACKNOWLEDGED -- the audit journal cannot be written: {error}")
+NOTE_ADDED = OutcomeText("note", EventOutcome.DONE, "NOTE ADDED to {id} by {actor}")
+NOTE_TOO_LONG = OutcomeText(
+    "note", "", "NOTE NOT ADDED -- the note is {length} characters long; a note is at most {limit}"
+)
+NOTE_EMPTY = OutcomeText("note", "", "NOTE NOT ADDED -- the note is empty")
+NOTE_NOT_ADDED = OutcomeText("note", "", "NOTE NOT ADDED -- the audit journal cannot be written: {error}")
+RESOLVED = OutcomeText("resolve", EventOutcome.DONE, RESOLVE.done)
+SILENCED = OutcomeText("silence", EventOutcome.DONE, SILENCE.done)
+UNSILENCED = OutcomeText("unsilence", EventOutcome.DONE, UNSILENCE.done)
+
+
+def all_outcome_texts() -> list[OutcomeText]:
+    """Every act's outcome texts, act by act, each as its template: the source of the documentation's list."""
+    return [
+        RESTART_EXECUTED,
+        RESTART_SIMULATED,
+        RESTART_FAILED,
+        RESTART_LOCK_LOST,
+        RESTART_BUSY,
+        UNKNOWN_SERVICE,
+        *RESTART.refusal_texts("{service}"),
+        ACKNOWLEDGED,
+        ALREADY_ACKNOWLEDGED,
+        NOT_ACKNOWLEDGED,
+        NOTE_ADDED,
+        NOTE_TOO_LONG,
+        NOTE_EMPTY,
+        NOTE_NOT_ADDED,
+        RESOLVED,
+        *RESOLVE.refusal_texts("{id}"),
+        SILENCED,
+        ACT_FAILED["silence"],
+        *SILENCE.refusal_texts("{id}"),
+        UNSILENCED,
+        ACT_FAILED["unsilence"],
+        *UNSILENCE.refusal_texts("{id}"),
+    ]
