@@ -45,11 +45,11 @@ from mcp_types import (
 )
 from pydantic import BaseModel
 
+from incident_desk.core.outcomes import PENDING_TEXT
+from incident_desk.eras import ERA_2025, ROUND_TRIP_ERAS
+
 ResultT = TypeVar("ResultT", bound=BaseModel)
 
-ERA_2025 = "2025-11-25"
-ERA_2026 = "2026-07-28"
-ROUND_TRIP_ERAS = frozenset({ERA_2026})
 _STATE_VERSION = 1
 
 
@@ -361,19 +361,6 @@ async def ask_approval(
     return Answered(action=result.action, content=dict(result.content or {}), nonce=secrets.token_hex(16))
 
 
-def era_features(*, stateless: bool) -> dict[str, str]:
-    """What each protocol era gets from the desk over HTTP, logged at start so a stateless surprise is never silent."""
-    if stateless:
-        legacy = (
-            "tools listed in full; no back-channel: summarize_incident uses the provider or the raw log, "
-            "restart_service and the approved incident acts refuse (ELICITATION_UNAVAILABLE)"
-        )
-    else:
-        legacy = "sampling and elicitation on the open call (stateful sessions)"
-    modern = "approval and sampling by multi round-trip (input_required), in any mode"
-    return {ERA_2025: legacy, ERA_2026: modern}
-
-
 UI_META_KEYS = frozenset({"ui", "ui/resourceUri"})
 
 
@@ -398,8 +385,6 @@ class HideAppViewsFromPlainClients:
 
 
 # Out-of-band approval (URL mode) ----------------------------------------------------------------------------
-
-PENDING_TEXT = "APPROVAL PENDING -- open {url} to approve"
 
 
 @dataclass(frozen=True)

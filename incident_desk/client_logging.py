@@ -18,7 +18,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
 from mcp_types import EmptyResult, LoggingLevel, SetLevelRequestParams
 
-from incident_desk.client_features import ROUND_TRIP_ERAS
+from incident_desk.eras import ROUND_TRIP_ERAS
 from incident_desk.library_hooks import sdk_add_request_handler
 
 _LEVELS: tuple[str, ...] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")

@@ -28,7 +28,7 @@ from mcp_types import (
 
 from incident_desk import safe_write
 from incident_desk.app import build_app
-from incident_desk.client_features import era_features
+from incident_desk.eras import era_features
 from incident_desk.server import build_server
 from incident_desk.settings import load_settings
 

@@ -95,6 +95,8 @@ NO_ANSWER = "no answer within {seconds}s"
 REPLAYED = "this approval was already used"
 JOURNAL_UNWRITABLE = "the audit journal cannot be written, so nothing was done: {error}"
 NO_CHANNEL = "ELICITATION_UNAVAILABLE -- refusing to {verb} {target} without an approval channel"
+# What a client without URL-mode elicitation shows while an out-of-band approval waits for its page.
+PENDING_TEXT = "APPROVAL PENDING -- open {url} to approve"
 
 
 @dataclass(frozen=True)
@@ -223,4 +225,8 @@ def all_outcome_texts() -> list[OutcomeText]:
         UNSILENCED,
         ACT_FAILED["unsilence"],
         *UNSILENCE.refusal_texts("{id}"),
+        *(
+            OutcomeText(words.verb, RestartOutcome.APPROVAL_REQUESTED, PENDING_TEXT)
+            for words in (RESTART, RESOLVE, SILENCE, UNSILENCE)
+        ),
     ]

@@ -22,7 +22,7 @@ from incident_desk.app import DeskApp
 from incident_desk.approval_page import page_routes
 from incident_desk.approval_signin import OpenIDSignIn
 from incident_desk.auth import HEALTH_PATH, BearerAuth
-from incident_desk.client_features import era_features
+from incident_desk.eras import era_features
 from incident_desk.http.limits import guarded_protocol
 from incident_desk.http.oauth_bearer import OAuthBearer
 from incident_desk.http.peers import ClientAddress, RebindingGuard
