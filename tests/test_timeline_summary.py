@@ -102,6 +102,11 @@ class _CountingFile:
         self.read_bytes += len(data)
         return data
 
+    def readinto(self, buffer: Any) -> int:
+        count = self.handle.readinto(buffer)
+        self.read_bytes += count
+        return count
+
     def __getattr__(self, name: str) -> Any:
         return getattr(self.handle, name)
 

@@ -2,8 +2,8 @@
 
 The log is read in chunks of a fixed size (a line longer than a few chunks is skipped, not held), so memory stays
 flat whatever its size; the pass stops at a time budget, a byte budget or a cap on distinct minutes, and says how
-far it got. Counting is done by one regular expression per chunk and a ``Counter`` (both in C); a short pause after
-each chunk leaves the interpreter lock to the event loop.
+far it got. Counting is done by array operations over each chunk's lines (``core.timeline_scan``: no Python per
+line), into one reused buffer; a short pause after each chunk leaves the interpreter lock to the event loop.
 
 Lines start with a time: ``HH:MM:SS`` (taken on the day the incident opened, UTC) or an ISO date-time
 (``2026-11-29T10:58:12``; any zone suffix is ignored and the time taken as UTC), then an optional source word, then
@@ -19,13 +19,13 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from functools import cache
 from typing import TYPE_CHECKING, Any, BinaryIO, Literal
 
 from incident_desk.core.audit import Decision
-from incident_desk.core.timeline_scan import levels_in
+from incident_desk.core.timeline_scan import Frame, levels_in
 
 if TYPE_CHECKING:
     from incident_desk.core.linear import LinearPattern
@@ -36,9 +36,9 @@ MAX_MINUTES = 24 * 60
 TIMELINE_SCAN_BUDGET_BYTES = 16 * 1024 * 1024 * 1024
 MAX_FIRST_ERROR_CHARS = 300
 _FIRST_ERROR_READ = 4096  # enough of the first error's line to find its time, level and shown text
-_CHUNK = 1024 * 1024
+_CHUNK = 4 * 1024 * 1024
 _MAX_CARRY = 4 * _CHUNK
-_PAUSE_SECONDS = 0.001
+_PAUSE_SECONDS = 0.0
 _SPARK = "▁▂▃▄▅▆▇█"
 _LEVEL_OF = {
     b"ERROR": "error",
@@ -166,6 +166,27 @@ def _minute_start(day: bytes, hour_minute: bytes, anchor: date) -> datetime | No
         return None
 
 
+def _read_into(handle: BinaryIO, into: memoryview) -> int:
+    """Read into the scan's own buffer (no new bytes object per chunk) where the handle can."""
+    readinto = getattr(handle, "readinto", None)
+    if readinto is not None:
+        return int(readinto(into) or 0)
+    data = handle.read(len(into))
+    into[: len(data)] = data
+    return len(data)
+
+
+def _resume(
+    handle: BinaryIO,
+    offset: int,
+    lines: int,
+    parsed: int,
+    first_error: tuple[int, int] | None,
+    counts: dict[tuple[bytes, bytes, bytes], int],
+) -> Resume:
+    return Resume(offset, lines, parsed, counts, first_error, _check_digest(handle, offset))
+
+
 def scan_levels(
     handle: BinaryIO,
     *,
@@ -187,6 +208,7 @@ def scan_levels(
     total = handle.seek(0, os.SEEK_END)
     resume = _valid(resume, handle, total)
     counts: Counter[tuple[bytes, bytes, bytes]] = Counter(resume.counts if resume else {})
+    minutes_seen = {(day, hour_minute) for day, hour_minute, _ in counts}
     first_error: FirstError | None = None
     first_error_place = resume.first_error if resume else None
     if first_error_place is not None:
@@ -194,10 +216,14 @@ def scan_levels(
     scanned_bytes = resume.offset if resume else 0
     scanned_lines = resume.lines if resume else 0
     parsed_lines = resume.parsed if resume else 0
-    latest = resume  # the last point at which every line read so far was whole and counted
+    # The last point at which every line read so far was whole and counted, and its counts (None: as they are now).
+    latest = (resume.offset, resume.lines, resume.parsed, resume.first_error) if resume else None
+    latest_counts: dict[tuple[bytes, bytes, bytes], int] | None = None
     handle.seek(scanned_bytes)
     stopped: StopReason = "end of log"
-    carry = b""
+    frame = Frame(_MAX_CARRY + _CHUNK)
+    buffer = frame.buffer  # a newline, the unfinished line held from the last read, then the next read
+    held = 0
     in_long_line = False  # inside a line longer than _MAX_CARRY: its rest is skipped, it counts as unparsed
     while True:
         if cancelled is not None and cancelled.is_set():
@@ -209,52 +235,64 @@ def scan_levels(
         if scanned_bytes >= byte_budget:
             stopped = "byte budget"
             break
-        read = handle.read(_CHUNK)
+        got = _read_into(handle, memoryview(buffer)[1 + held : 1 + held + _CHUNK])
         if in_long_line:
-            newline = read.find(b"\n")
-            skipped = len(read) if newline < 0 else newline + 1
+            newline = buffer.find(b"\n", 1, 1 + got)
+            skipped = got if newline < 0 else newline
             scanned_bytes += skipped
-            if newline < 0 and read:
-                continue
-            in_long_line, read = False, read[skipped:]
-        if not read:
-            chunk, carry = carry, b""
-            if not chunk:
-                break
-        else:
-            data = carry + read
-            cut = data.rfind(b"\n") + 1
-            if cut == 0:
-                if len(data) < _MAX_CARRY:
-                    carry = data  # a line longer than a chunk so far: keep reading it
+            if newline < 0:
+                if got:
                     continue
-                scanned_bytes += len(data)
-                scanned_lines += 1
-                carry, in_long_line = b"", True
+                break
+            in_long_line, got = False, got - skipped
+            buffer[1 : 1 + got] = buffer[1 + skipped : 1 + skipped + got]
+            if not got:
                 continue
-            chunk, carry = data[:cut], data[cut:]
-        framed = b"\n" + chunk
-        found, parsed = levels_in(framed, line_pattern)
-        counts.update(found)
-        if len({(day, hour_minute) for day, hour_minute, _ in counts}) > max_minutes:
-            counts.subtract(found)
+        end = 1 + held + got
+        frame.end_data(end)
+        if got:
+            size = buffer.rfind(b"\n", 1, end) + 1
+            if size == 0:
+                held = end - 1
+                if held < _MAX_CARRY:
+                    continue  # a line longer than a chunk so far: keep reading it
+                scanned_bytes += held
+                scanned_lines += 1
+                held, in_long_line = 0, True
+                continue
+        elif held:
+            size = end  # the log's last line, without a newline
+        else:
+            break
+        found = levels_in(frame, size, line_pattern, want_errors=first_error_place is None)
+        seen = minutes_seen | {(day, hour_minute) for day, hour_minute, _ in found.counts}
+        if len(seen) > max_minutes:
             stopped = "minute limit"
             break
+        minutes_seen = seen
+        if not got:
+            latest_counts = dict(counts)
+        counts.update(found.counts)
         if first_error_place is None:
-            hit = first_error_pattern.search(framed)
-            if hit is not None:
-                line = scanned_lines + chunk.count(b"\n", 0, hit[0][0]) + 1
-                first_error_place = (line, scanned_bytes + hit[0][0])
-                first_error = _first_error(framed, hit, line, anchor, redactor)
-        lines = chunk.count(b"\n") + (0 if chunk.endswith(b"\n") else 1)
-        scanned_lines += lines
-        parsed_lines += parsed
-        scanned_bytes += len(chunk)
-        if chunk.endswith(b"\n"):
-            latest = Resume(scanned_bytes, scanned_lines, parsed_lines, dict(counts), first_error_place, "")
+            for start, index in zip(found.error_starts.tolist(), found.error_lines.tolist(), strict=True):
+                framed_line = bytes(buffer[start - 1 : buffer.find(b"\n", start)])
+                hit = first_error_pattern.search(framed_line)
+                if hit is not None:
+                    line = scanned_lines + index + 1
+                    first_error_place = (line, scanned_bytes + start - 1)
+                    first_error = _first_error(framed_line, hit, line, anchor, redactor)
+                    break
+        scanned_lines += found.lines
+        parsed_lines += found.parsed
+        scanned_bytes += size - 1
+        if got:
+            latest, latest_counts = (scanned_bytes, scanned_lines, parsed_lines, first_error_place), None
+        held = end - size
+        buffer[1 : 1 + held] = buffer[size:end]
         time.sleep(_PAUSE_SECONDS)
     if scanned_bytes >= total:
         stopped = "end of log"
+    kept = latest_counts
     by_minute: dict[datetime, dict[str, int]] = {}
     for (day, hour_minute, level), count in counts.items():
         if count <= 0:
@@ -274,7 +312,7 @@ def scan_levels(
         scanned_bytes=scanned_bytes,
         total_bytes=total,
         stopped=stopped,
-        resume=None if latest is None else replace(latest, check=_check_digest(handle, latest.offset)),
+        resume=None if latest is None else _resume(handle, *latest, dict(counts) if kept is None else kept),
     )
 
 
