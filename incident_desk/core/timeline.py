@@ -25,7 +25,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any, BinaryIO, Literal
 
 from incident_desk.core.audit import Decision
-from incident_desk.core.timeline_scan import Frame, levels_in
+from incident_desk.core.timeline_chunks import Skipped, counted_chunks
 
 if TYPE_CHECKING:
     from incident_desk.core.linear import LinearPattern
@@ -37,7 +37,7 @@ TIMELINE_SCAN_BUDGET_BYTES = 16 * 1024 * 1024 * 1024
 MAX_FIRST_ERROR_CHARS = 300
 _FIRST_ERROR_READ = 4096  # enough of the first error's line to find its time, level and shown text
 _CHUNK = 4 * 1024 * 1024
-_MAX_CARRY = 4 * _CHUNK
+_MAX_CARRY = 4 * 1024 * 1024  # a line longer than this is skipped, not held
 _PAUSE_SECONDS = 0.0
 _SPARK = "▁▂▃▄▅▆▇█"
 _LEVEL_OF = {
@@ -166,16 +166,6 @@ def _minute_start(day: bytes, hour_minute: bytes, anchor: date) -> datetime | No
         return None
 
 
-def _read_into(handle: BinaryIO, into: memoryview) -> int:
-    """Read into the scan's own buffer (no new bytes object per chunk) where the handle can."""
-    readinto = getattr(handle, "readinto", None)
-    if readinto is not None:
-        return int(readinto(into) or 0)
-    data = handle.read(len(into))
-    into[: len(data)] = data
-    return len(data)
-
-
 def _resume(
     handle: BinaryIO,
     offset: int,
@@ -221,75 +211,53 @@ def scan_levels(
     latest_counts: dict[tuple[bytes, bytes, bytes], int] | None = None
     handle.seek(scanned_bytes)
     stopped: StopReason = "end of log"
-    frame = Frame(_MAX_CARRY + _CHUNK)
-    buffer = frame.buffer  # a newline, the unfinished line held from the last read, then the next read
-    held = 0
-    in_long_line = False  # inside a line longer than _MAX_CARRY: its rest is skipped, it counts as unparsed
-    while True:
-        if cancelled is not None and cancelled.is_set():
-            stopped = "cancelled"
-            break
-        if time.monotonic() >= deadline:
-            stopped = "time budget"
-            break
-        if scanned_bytes >= byte_budget:
-            stopped = "byte budget"
-            break
-        got = _read_into(handle, memoryview(buffer)[1 + held : 1 + held + _CHUNK])
-        if in_long_line:
-            newline = buffer.find(b"\n", 1, 1 + got)
-            skipped = got if newline < 0 else newline
-            scanned_bytes += skipped
-            if newline < 0:
-                if got:
-                    continue
+    chunks = counted_chunks(
+        handle, line_pattern, chunk=_CHUNK, max_carry=_MAX_CARRY, want_errors=lambda: first_error_place is None
+    )
+    try:
+        while True:
+            if cancelled is not None and cancelled.is_set():
+                stopped = "cancelled"
                 break
-            in_long_line, got = False, got - skipped
-            buffer[1 : 1 + got] = buffer[1 + skipped : 1 + skipped + got]
-            if not got:
+            if time.monotonic() >= deadline:
+                stopped = "time budget"
+                break
+            if scanned_bytes >= byte_budget:
+                stopped = "byte budget"
+                break
+            event = next(chunks, None)
+            if event is None:
+                break
+            if isinstance(event, Skipped):
+                scanned_bytes += event.bytes
+                scanned_lines += event.lines
                 continue
-        end = 1 + held + got
-        frame.end_data(end)
-        if got:
-            size = buffer.rfind(b"\n", 1, end) + 1
-            if size == 0:
-                held = end - 1
-                if held < _MAX_CARRY:
-                    continue  # a line longer than a chunk so far: keep reading it
-                scanned_bytes += held
-                scanned_lines += 1
-                held, in_long_line = 0, True
-                continue
-        elif held:
-            size = end  # the log's last line, without a newline
-        else:
-            break
-        found = levels_in(frame, size, line_pattern, want_errors=first_error_place is None)
-        seen = minutes_seen | {(day, hour_minute) for day, hour_minute, _ in found.counts}
-        if len(seen) > max_minutes:
-            stopped = "minute limit"
-            break
-        minutes_seen = seen
-        if not got:
-            latest_counts = dict(counts)
-        counts.update(found.counts)
-        if first_error_place is None:
-            for start, index in zip(found.error_starts.tolist(), found.error_lines.tolist(), strict=True):
-                framed_line = bytes(buffer[start - 1 : buffer.find(b"\n", start)])
-                hit = first_error_pattern.search(framed_line)
-                if hit is not None:
-                    line = scanned_lines + index + 1
-                    first_error_place = (line, scanned_bytes + start - 1)
-                    first_error = _first_error(framed_line, hit, line, anchor, redactor)
-                    break
-        scanned_lines += found.lines
-        parsed_lines += found.parsed
-        scanned_bytes += size - 1
-        if got:
-            latest, latest_counts = (scanned_bytes, scanned_lines, parsed_lines, first_error_place), None
-        held = end - size
-        buffer[1 : 1 + held] = buffer[size:end]
-        time.sleep(_PAUSE_SECONDS)
+            found, buffer = event.levels, event.frame.buffer
+            seen = minutes_seen | {(day, hour_minute) for day, hour_minute, _ in found.counts}
+            if len(seen) > max_minutes:
+                stopped = "minute limit"
+                break
+            minutes_seen = seen
+            if not event.whole:
+                latest_counts = dict(counts)
+            counts.update(found.counts)
+            if first_error_place is None:
+                for start, index in zip(found.error_starts.tolist(), found.error_lines.tolist(), strict=True):
+                    framed_line = bytes(buffer[start - 1 : buffer.find(b"\n", start)])
+                    hit = first_error_pattern.search(framed_line)
+                    if hit is not None:
+                        line = scanned_lines + index + 1
+                        first_error_place = (line, scanned_bytes + start - 1)
+                        first_error = _first_error(framed_line, hit, line, anchor, redactor)
+                        break
+            scanned_lines += found.lines
+            parsed_lines += found.parsed
+            scanned_bytes += event.size - 1
+            if event.whole:
+                latest, latest_counts = (scanned_bytes, scanned_lines, parsed_lines, first_error_place), None
+            time.sleep(_PAUSE_SECONDS)
+    finally:
+        chunks.close()
     if scanned_bytes >= total:
         stopped = "end of log"
     kept = latest_counts

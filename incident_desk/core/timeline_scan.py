@@ -30,7 +30,7 @@ _WARNING = 3
 _WARN = 4
 _HASH = 69  # ((first four bytes * _HASH) mod 2**32) >> 29 tells the seven four-byte prefixes apart
 _MINUTES = 10_000  # HH:MM as HH * 100 + MM, two digits each as the pattern reads them
-_LINES_PER_PASS = 1 << 17  # lines decided at once: bounds the per-line arrays (a few MiB) on any log
+_LINES_PER_PASS = 1 << 15  # lines decided at once: bounds the per-line arrays (a few MiB) on any log
 
 
 def _np() -> Any:
@@ -144,10 +144,11 @@ def line_starts(frame: Frame, size: int) -> Any:
 
 
 def _first_byte(marks: Any) -> Any:
-    """The index of the lowest byte with its top bit set in each word (words with none: garbage)."""
+    """The index of the lowest byte with its top bit set in each word (words with none: garbage), read from the
+    exponent of that bit as a float."""
     np = _np()
-    lowest = marks & (~marks + np.uint64(1))
-    return (np.frexp(lowest.astype(np.float64))[1] >> 3) - 1
+    lowest = (marks & (~marks + np.uint64(1))).astype(np.float64).view(np.int64)
+    return ((lowest >> 52) - 1030) >> 3
 
 
 class _Kernel:
@@ -222,9 +223,12 @@ class _Kernel:
     def word_ends(self, positions: Any) -> tuple[Any, Any]:
         """The first byte at or below a space at or after each position, and where none was within the limit."""
         np = self.np
-        found = positions.copy()
-        todo = np.arange(len(positions))
-        step = 0
+        marks = self.controls(self.at(positions))
+        found = positions + _first_byte(marks)
+        todo = np.flatnonzero(marks == 0)
+        if len(todo):
+            found[todo] = positions[todo] + 8
+        step = 8
         while len(todo) and step < _RUN_LIMIT:
             marks = self.controls(self.at(found[todo]))
             done = marks != 0
