@@ -59,10 +59,11 @@ def counted_chunks(
     chunk: int,
     max_carry: int,
     want_errors: Callable[[], bool],
-    workers: int = WORKERS,
+    workers: int | None = None,
 ) -> Generator[Skipped | Counted, None, None]:
     """The log from the handle's position on, chunk by chunk in order. Stop asking at any point: the work still
-    under way is waited for and dropped."""
+    under way is waited for and dropped. ``workers``: threads counting at once (default ``WORKERS``)."""
+    workers = workers or WORKERS
     frames = deque(Frame(max_carry + chunk) for _ in range(workers + 1))
     pool = ThreadPoolExecutor(workers, thread_name_prefix="timeline") if workers > 1 else None
     # In log order: a skipped stretch, or a chunk's frame, size, wholeness and its counts (or their future).
