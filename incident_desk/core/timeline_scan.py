@@ -74,8 +74,7 @@ def _constants() -> dict[str, Any]:
         "tab": every(0x09),
         "masks": masks,
         "values": values,
-        "lengths": lengths,
-        "indices": indices,
+        "codes": np.where(indices >= 0, indices + lengths * 16, -1),
         "wordy": wordy,
         "warning": np.uint64(int.from_bytes(b"WARNING", "little")),
         "seven": np.uint64((1 << 56) - 1),
@@ -223,12 +222,14 @@ class _Kernel:
     def word_ends(self, positions: Any) -> tuple[Any, Any]:
         """The first byte at or below a space at or after each position, and where none was within the limit."""
         np = self.np
-        marks = self.controls(self.at(positions))
-        found = positions + _first_byte(marks)
-        todo = np.flatnonzero(marks == 0)
+        near = self.controls(self.at(positions))
+        far = self.controls(self.at(positions + 8))
+        in_near = near != 0
+        found = positions + np.where(in_near, _first_byte(np.where(in_near, near, far)), 8 + _first_byte(far))
+        todo = np.flatnonzero(~in_near & (far == 0))
         if len(todo):
-            found[todo] = positions[todo] + 8
-        step = 8
+            found[todo] = positions[todo] + 16
+        step = 16
         while len(todo) and step < _RUN_LIMIT:
             marks = self.controls(self.at(found[todo]))
             done = marks != 0
@@ -244,18 +245,26 @@ class _Kernel:
         """Which level word (its index in ``LEVEL_WORDS``, or -1) starts at each position, after an optional
         ``[``, with a word boundary after it."""
         np, c = self.np, self.c
-        positions = positions + (self.byte(positions) == 0x5B)
         words = self.at(positions)
+        bracketed = np.flatnonzero((words & np.uint64(0xFF)) == 0x5B)
+        if len(bracketed):
+            positions = positions.copy()
+            positions[bracketed] += 1
+            words[bracketed] = self.at(positions[bracketed])
         slot = (((words & np.uint64(0xFFFFFFFF)) * np.uint64(_HASH)) & np.uint64(0xFFFFFFFF)) >> np.uint64(29)
         slot = slot.astype(np.intp)
         same = (words & c["masks"][slot]) == c["values"][slot]
-        index = c["indices"][slot]
-        length = c["lengths"][slot]
-        warning = same & (index == _WARN) & ((words & c["seven"]) == c["warning"])
-        index = np.where(warning, _WARNING, index)
-        length = np.where(warning, 7, length)
-        bounded = ~c["wordy"][self.byte(positions + length)]
-        return np.where(same & bounded, index, -1)
+        code = c["codes"][slot]  # the word's index, and its length times 16
+        warning = (code == _WARN + 4 * 16) & ((words & c["seven"]) == c["warning"])
+        code = np.where(warning, _WARNING + 7 * 16, code)
+        length = code >> 4
+        # The byte after the word: inside the eight read for all but CRITICAL, read again for that one.
+        after = (words >> (length.astype(np.uint64) << np.uint64(3))) & np.uint64(0xFF)
+        long_rows = np.flatnonzero(same & (length == 8))
+        after = after.astype(np.intp)
+        if len(long_rows):
+            after[long_rows] = self.byte(positions[long_rows] + 8)
+        return np.where(same & ~c["wordy"][after], code & 15, -1)
 
     def parse(self, starts: Any, want_errors: bool) -> tuple[Any, Any, Any, Any, Any]:
         """For each line start: its level (or -1), minute (HH * 100 + MM), day key (0 without a date), whether
@@ -298,9 +307,7 @@ class _Kernel:
         second, lost = self.skip_blanks(ends + 1)
         undecided |= sourced & lost
         sourced &= ~lost
-        level = np.full(len(starts), -1, dtype=np.int64)
-        rows = np.flatnonzero(sourced)
-        level[rows] = self.level_at(second[rows])
+        level = np.where(sourced, self.level_at(second), -1)
         direct = np.flatnonzero(timed & ~undecided & ((level < 0) | want_errors))
         direct_level = self.level_at(first[direct])
         if want_errors:
