@@ -25,6 +25,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any, BinaryIO, Literal
 
 from incident_desk.core.audit import Decision
+from incident_desk.core.scan_budget import SCAN_BUDGET_BYTES, ScanBudget, StopReason
 from incident_desk.core.timeline_scan import levels_in
 
 if TYPE_CHECKING:
@@ -33,12 +34,11 @@ if TYPE_CHECKING:
 LEVELS = ("error", "warn", "info", "debug")
 Level = Literal["error", "warn", "info", "debug"]
 MAX_MINUTES = 24 * 60
-TIMELINE_SCAN_BUDGET_BYTES = 16 * 1024 * 1024 * 1024
 MAX_FIRST_ERROR_CHARS = 300
 _FIRST_ERROR_READ = 4096  # enough of the first error's line to find its time, level and shown text
-_CHUNK = 1024 * 1024
-_MAX_CARRY = 4 * _CHUNK
-_PAUSE_SECONDS = 0.001
+CHUNK_BYTES = 1024 * 1024  # read and counted at a time
+MAX_CARRY_BYTES = 4 * CHUNK_BYTES  # a line longer than this is skipped, not held, and counts as unparsed
+PAUSE_SECONDS = 0.001  # after each chunk, the interpreter lock is left to the event loop this long
 _SPARK = "▁▂▃▄▅▆▇█"
 _LEVEL_OF = {
     b"ERROR": "error",
@@ -70,7 +70,6 @@ def _patterns() -> tuple[LinearPattern, LinearPattern]:
     return LinearPattern(_LINE_SOURCE), LinearPattern(_FIRST_ERROR_SOURCE)
 
 
-StopReason = Literal["end of log", "time budget", "byte budget", "minute limit", "cancelled"]
 Redactor = Callable[[str], str]
 
 
@@ -171,18 +170,22 @@ def scan_levels(
     *,
     anchor: date,
     time_budget: float | None = None,
-    byte_budget: int = TIMELINE_SCAN_BUDGET_BYTES,
+    byte_budget: int = SCAN_BUDGET_BYTES,
     max_minutes: int = MAX_MINUTES,
     redactor: Redactor = lambda text: text,
     cancelled: threading.Event | None = None,
     resume: Resume | None = None,
+    chunk_bytes: int = CHUNK_BYTES,
+    max_carry_bytes: int = MAX_CARRY_BYTES,
+    pause_seconds: float = PAUSE_SECONDS,
 ) -> LevelScan:
     """Count the log's lines per minute and level from its start, until its end or a budget; find the first error.
 
     ``anchor`` is the day a bare ``HH:MM:SS`` belongs to. Only the first error's text is decoded (and redacted).
     ``resume``: a previous pass's ``resume`` over this log; used if the log still holds the bytes it counted.
+    ``chunk_bytes``: read and counted at a time; a line longer than ``max_carry_bytes`` counts as unparsed.
     """
-    deadline = math.inf if time_budget is None else time.monotonic() + time_budget
+    budget = ScanBudget.starting_now(time_budget=time_budget, byte_budget=byte_budget, cancelled=cancelled)
     line_pattern, first_error_pattern = _patterns()
     total = handle.seek(0, os.SEEK_END)
     resume = _valid(resume, handle, total)
@@ -198,18 +201,13 @@ def scan_levels(
     handle.seek(scanned_bytes)
     stopped: StopReason = "end of log"
     carry = b""
-    in_long_line = False  # inside a line longer than _MAX_CARRY: its rest is skipped, it counts as unparsed
+    in_long_line = False  # inside a line longer than max_carry_bytes: its rest is skipped, it counts as unparsed
     while True:
-        if cancelled is not None and cancelled.is_set():
-            stopped = "cancelled"
+        out_of_budget = budget.stop_reason(scanned_bytes)
+        if out_of_budget is not None:
+            stopped = out_of_budget
             break
-        if time.monotonic() >= deadline:
-            stopped = "time budget"
-            break
-        if scanned_bytes >= byte_budget:
-            stopped = "byte budget"
-            break
-        read = handle.read(_CHUNK)
+        read = handle.read(chunk_bytes)
         if in_long_line:
             newline = read.find(b"\n")
             skipped = len(read) if newline < 0 else newline + 1
@@ -225,7 +223,7 @@ def scan_levels(
             data = carry + read
             cut = data.rfind(b"\n") + 1
             if cut == 0:
-                if len(data) < _MAX_CARRY:
+                if len(data) < max_carry_bytes:
                     carry = data  # a line longer than a chunk so far: keep reading it
                     continue
                 scanned_bytes += len(data)
@@ -252,7 +250,7 @@ def scan_levels(
         scanned_bytes += len(chunk)
         if chunk.endswith(b"\n"):
             latest = Resume(scanned_bytes, scanned_lines, parsed_lines, dict(counts), first_error_place, "")
-        time.sleep(_PAUSE_SECONDS)
+        time.sleep(pause_seconds)
     if scanned_bytes >= total:
         stopped = "end of log"
     by_minute: dict[datetime, dict[str, int]] = {}
