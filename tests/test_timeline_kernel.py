@@ -57,9 +57,11 @@ def _as_counts(scan: timeline.LevelScan) -> dict[datetime, Counter[str]]:
     }
 
 
-def _check(data: bytes) -> timeline.LevelScan:
+def _check(
+    data: bytes, chunk: int = timeline.CHUNK_BYTES, max_carry: int = timeline.MAX_CARRY_BYTES
+) -> timeline.LevelScan:
     expected, unparsed, lines, first_error = _reference(data)
-    scan = timeline.scan_levels(io.BytesIO(data), anchor=DAY)
+    scan = timeline.scan_levels(io.BytesIO(data), anchor=DAY, chunk_bytes=chunk, max_carry_bytes=max_carry)
     assert scan.stopped == "end of log"
     assert _as_counts(scan) == expected
     assert (scan.unparsed_lines, scan.scanned_lines) == (unparsed, lines)
@@ -106,29 +108,24 @@ def _hostile_line(rng: random.Random) -> bytes:
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("chunk", [97, 4096, 1024 * 1024])
 def test_hostile_lines_count_as_a_line_by_line_reading(monkeypatch: pytest.MonkeyPatch, seed: int, chunk: int) -> None:
-    monkeypatch.setattr(timeline, "_CHUNK", chunk)
-    monkeypatch.setattr(timeline, "_MAX_CARRY", max(4 * chunk, 64 * 1024))
     monkeypatch.setattr(timeline_scan, "_LINES_PER_PASS", 37)  # many passes per chunk: pass boundaries too
     rng = random.Random(seed)
     data = b"".join(_hostile_line(rng) for _ in range(3000))
-    _check(data)
+    _check(data, chunk, max(4 * chunk, 64 * 1024))
 
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_one_or_two_workers_count_the_same(monkeypatch: pytest.MonkeyPatch, workers: int) -> None:
-    monkeypatch.setattr(timeline, "_CHUNK", 4096)
     monkeypatch.setattr(timeline_chunks, "WORKERS", workers)
     rng = random.Random(99)
-    _check(b"".join(_hostile_line(rng) for _ in range(5000)))
+    _check(b"".join(_hostile_line(rng) for _ in range(5000)), 4096, 64 * 1024)
 
 
-def test_a_level_word_cut_by_every_chunk_boundary(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_level_word_cut_by_every_chunk_boundary() -> None:
     line = b"2026-11-29T10:00:00.123Z payments-api ERROR boom\r\n"
     data = b"10:01:00 a INFO x\n" + line * 5 + b"10:02:00 svc WARNING w"  # the last line without a newline
     for chunk in range(1, len(line) + 2):
-        monkeypatch.setattr(timeline, "_CHUNK", chunk)
-        monkeypatch.setattr(timeline, "_MAX_CARRY", 4096)
-        scan = _check(data)
+        scan = _check(data, chunk, 4096)
         assert [(m.error, m.warn, m.info) for m in scan.minutes] == [(5, 0, 0), (0, 0, 1), (0, 1, 0)]
 
 

@@ -25,6 +25,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Any, BinaryIO, Literal
 
 from incident_desk.core.audit import Decision
+from incident_desk.core.scan_budget import SCAN_BUDGET_BYTES, ScanBudget, StopReason
 from incident_desk.core.timeline_chunks import Skipped, counted_chunks
 
 if TYPE_CHECKING:
@@ -33,12 +34,13 @@ if TYPE_CHECKING:
 LEVELS = ("error", "warn", "info", "debug")
 Level = Literal["error", "warn", "info", "debug"]
 MAX_MINUTES = 24 * 60
-TIMELINE_SCAN_BUDGET_BYTES = 16 * 1024 * 1024 * 1024
 MAX_FIRST_ERROR_CHARS = 300
 _FIRST_ERROR_READ = 4096  # enough of the first error's line to find its time, level and shown text
-_CHUNK = 4 * 1024 * 1024
-_MAX_CARRY = 4 * 1024 * 1024  # a line longer than this is skipped, not held
-_PAUSE_SECONDS = 0.0
+CHUNK_BYTES = 4 * 1024 * 1024  # read and counted at a time (one per worker thread, plus one being read)
+MAX_CARRY_BYTES = 4 * 1024 * 1024  # a line longer than this is skipped, not held, and counts as unparsed
+# After each chunk the scan's own thread sleeps this long; 0 still hands the interpreter lock over (the counting
+# runs in worker threads whose array operations leave it anyway).
+PAUSE_SECONDS = 0.0
 _SPARK = "▁▂▃▄▅▆▇█"
 _LEVEL_OF = {
     b"ERROR": "error",
@@ -70,7 +72,6 @@ def _patterns() -> tuple[LinearPattern, LinearPattern]:
     return LinearPattern(_LINE_SOURCE), LinearPattern(_FIRST_ERROR_SOURCE)
 
 
-StopReason = Literal["end of log", "time budget", "byte budget", "minute limit", "cancelled"]
 Redactor = Callable[[str], str]
 
 
@@ -182,18 +183,22 @@ def scan_levels(
     *,
     anchor: date,
     time_budget: float | None = None,
-    byte_budget: int = TIMELINE_SCAN_BUDGET_BYTES,
+    byte_budget: int = SCAN_BUDGET_BYTES,
     max_minutes: int = MAX_MINUTES,
     redactor: Redactor = lambda text: text,
     cancelled: threading.Event | None = None,
     resume: Resume | None = None,
+    chunk_bytes: int = CHUNK_BYTES,
+    max_carry_bytes: int = MAX_CARRY_BYTES,
+    pause_seconds: float = PAUSE_SECONDS,
 ) -> LevelScan:
     """Count the log's lines per minute and level from its start, until its end or a budget; find the first error.
 
     ``anchor`` is the day a bare ``HH:MM:SS`` belongs to. Only the first error's text is decoded (and redacted).
     ``resume``: a previous pass's ``resume`` over this log; used if the log still holds the bytes it counted.
+    ``chunk_bytes``: read and counted at a time; a line longer than ``max_carry_bytes`` counts as unparsed.
     """
-    deadline = math.inf if time_budget is None else time.monotonic() + time_budget
+    budget = ScanBudget.starting_now(time_budget=time_budget, byte_budget=byte_budget, cancelled=cancelled)
     line_pattern, first_error_pattern = _patterns()
     total = handle.seek(0, os.SEEK_END)
     resume = _valid(resume, handle, total)
@@ -212,18 +217,17 @@ def scan_levels(
     handle.seek(scanned_bytes)
     stopped: StopReason = "end of log"
     chunks = counted_chunks(
-        handle, line_pattern, chunk=_CHUNK, max_carry=_MAX_CARRY, want_errors=lambda: first_error_place is None
+        handle,
+        line_pattern,
+        chunk=chunk_bytes,
+        max_carry=max_carry_bytes,
+        want_errors=lambda: first_error_place is None,
     )
     try:
         while True:
-            if cancelled is not None and cancelled.is_set():
-                stopped = "cancelled"
-                break
-            if time.monotonic() >= deadline:
-                stopped = "time budget"
-                break
-            if scanned_bytes >= byte_budget:
-                stopped = "byte budget"
+            out_of_budget = budget.stop_reason(scanned_bytes)
+            if out_of_budget is not None:
+                stopped = out_of_budget
                 break
             event = next(chunks, None)
             if event is None:
@@ -255,7 +259,7 @@ def scan_levels(
             scanned_bytes += event.size - 1
             if event.whole:
                 latest, latest_counts = (scanned_bytes, scanned_lines, parsed_lines, first_error_place), None
-            time.sleep(_PAUSE_SECONDS)
+            time.sleep(pause_seconds)
     finally:
         chunks.close()
     if scanned_bytes >= total:
