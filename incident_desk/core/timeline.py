@@ -36,7 +36,7 @@ Level = Literal["error", "warn", "info", "debug"]
 MAX_MINUTES = 24 * 60
 MAX_FIRST_ERROR_CHARS = 300
 _FIRST_ERROR_READ = 4096  # enough of the first error's line to find its time, level and shown text
-CHUNK_BYTES = 4 * 1024 * 1024  # read and counted at a time (one per worker thread, plus one being read)
+CHUNK_BYTES = 2 * 1024 * 1024  # read and counted at a time (one per worker thread, plus one being read)
 MAX_CARRY_BYTES = 4 * 1024 * 1024  # a line longer than this is skipped, not held, and counts as unparsed
 # After each chunk the scan's own thread sleeps this long; 0 still hands the interpreter lock over (the counting
 # runs in worker threads whose array operations leave it anyway).

@@ -30,7 +30,7 @@ _WARNING = 3
 _WARN = 4
 _HASH = 69  # ((first four bytes * _HASH) mod 2**32) >> 29 tells the seven four-byte prefixes apart
 _MINUTES = 10_000  # HH:MM as HH * 100 + MM, two digits each as the pattern reads them
-_LINES_PER_PASS = 1 << 15  # lines decided at once: bounds the per-line arrays (a few MiB) on any log
+_LINES_PER_PASS = 1 << 15  # lines decided at once: bounds the per-line arrays (about 8 MiB) on any log
 
 
 def _np() -> Any:
