@@ -225,7 +225,7 @@ class _Kernel:
         near = self.controls(self.at(positions))
         far = self.controls(self.at(positions + 8))
         in_near = near != 0
-        found = positions + np.where(in_near, _first_byte(np.where(in_near, near, far)), 8 + _first_byte(far))
+        found = positions + _first_byte(np.where(in_near, near, far)) + np.where(in_near, 0, 8)
         todo = np.flatnonzero(~in_near & (far == 0))
         if len(todo):
             found[todo] = positions[todo] + 16
@@ -317,12 +317,12 @@ class _Kernel:
             could_err = np.zeros(0, dtype=np.bool_)
         level[direct] = np.where(level[direct] >= 0, level[direct], direct_level)
         level = np.where(timed & ~undecided, level, -1)
-        digits = when & np.uint64(0x0F0F0F0F0F0F0F0F)
-        hours = (digits & np.uint64(0xF)) * np.uint64(10) + ((digits >> np.uint64(8)) & np.uint64(0xF))
-        minutes = ((digits >> np.uint64(24)) & np.uint64(0xF)) * np.uint64(10) + (
-            (digits >> np.uint64(32)) & np.uint64(0xF)
+        # HH and MM as numbers: each pair's tens times ten plus its units lands in the pair's first byte.
+        digits = when & np.uint64(0x0000000F0F000F0F)
+        pairs = digits * np.uint64(10) + (digits >> np.uint64(8))
+        minute = ((pairs & np.uint64(0xFF)) * np.uint64(100) + ((pairs >> np.uint64(24)) & np.uint64(0xFF))).astype(
+            np.int64
         )
-        minute = (hours * np.uint64(100) + minutes).astype(np.int64)
         day = (w0 & np.uint64(0x000F0F000F0F0F0F)) | ((w1 & np.uint64(0x0F)) << np.uint64(32))
         day |= ((w1 & np.uint64(0x0F00)) << np.uint64(48)) | np.uint64(1 << 63)
         day = np.where(dated, day, np.uint64(0))
