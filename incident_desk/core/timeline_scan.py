@@ -81,6 +81,20 @@ def _constants() -> dict[str, Any]:
     }
 
 
+@functools.cache
+def _template(template: bytes) -> tuple[Any, Any, Any, Any, Any]:
+    np = _np()
+    mask = value = low = step = carry = 0
+    for index, char in enumerate(template):
+        shift = 8 * index
+        if char == ord("d"):
+            mask, value = mask | 0xF0 << shift, value | 0x30 << shift
+            low, step, carry = low | 0x0F << shift, step | 0x06 << shift, carry | 0x10 << shift
+        else:
+            mask, value = mask | 0xFF << shift, value | char << shift
+    return np.uint64(mask), np.uint64(value), np.uint64(low), np.uint64(step), np.uint64(carry)
+
+
 class Frame:
     """One reusable buffer for the scan: a newline, the chunk, the unfinished line after it, then ``PAD``
     newlines; viewed as bytes and as the 64-bit integer starting at every byte (no copies)."""
@@ -183,17 +197,10 @@ class _Kernel:
 
     def fits(self, words: Any, template: bytes) -> Any:
         """Whether each word starts with ``template``: ``d`` an ASCII digit, any other byte itself."""
-        np = self.np
-        literal_mask = literal = digit_mask = 0
-        for index, char in enumerate(template):
-            if char == ord("d"):
-                digit_mask |= 0xFF << (8 * index)
-            else:
-                literal_mask |= 0xFF << (8 * index)
-                literal |= char << (8 * index)
-        ok = (words & np.uint64(literal_mask)) == np.uint64(literal)
-        if digit_mask:
-            ok &= (self.nondigits(words) & np.uint64(digit_mask)) == 0
+        mask, value, low, step, carry = _template(template)
+        ok = (words & mask) == value  # literal bytes, and a digit's high nibble (3)
+        if step:
+            ok &= (((words & low) + step) & carry) == 0  # a digit's low nibble at most 9: adding 6 carries past it
         return ok
 
     def is_blank(self, values: Any) -> Any:
