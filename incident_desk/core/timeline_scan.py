@@ -264,13 +264,7 @@ class _Kernel:
         code = c["codes"][slot]  # the word's index, and its length times 16
         warning = (code == _WARN + 4 * 16) & ((words & c["seven"]) == c["warning"])
         code = np.where(warning, _WARNING + 7 * 16, code)
-        length = code >> 4
-        # The byte after the word: inside the eight read for all but CRITICAL, read again for that one.
-        after = (words >> (length.astype(np.uint64) << np.uint64(3))) & np.uint64(0xFF)
-        long_rows = np.flatnonzero(same & (length == 8))
-        after = after.astype(np.intp)
-        if len(long_rows):
-            after[long_rows] = self.byte(positions[long_rows] + 8)
+        after = self.byte(positions + (code >> 4))  # the byte after the word (a byte read is cheap)
         return np.where(same & ~c["wordy"][after], code & 15, -1)
 
     def parse(self, starts: Any, want_errors: bool) -> tuple[Any, Any, Any, Any, Any]:
