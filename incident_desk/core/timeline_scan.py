@@ -355,10 +355,12 @@ def _tally(level: Any, minute: Any, day: Any) -> Counter[Key]:
     slot = minute[rows] * 8 + level[rows]
     days = day[rows]
     if days.min() == days.max():
-        counts = np.bincount(slot, minlength=_MINUTES * 8)
+        lowest = int(slot.min())
+        counts = np.bincount(slot - lowest)  # as many bins as the pass's span of minutes, not a day's
         present = np.flatnonzero(counts)
         day_text = _day_text(int(days[0]))
-        for key, count in zip(present.tolist(), counts[present].tolist(), strict=True):
+        counts, present = counts[present], present + lowest
+        for key, count in zip(present.tolist(), counts.tolist(), strict=True):
             found[(day_text, _minute_text(key >> 3), LEVEL_WORDS[key & 7])] += count
         return found
     unique_days, which = np.unique(days, return_inverse=True)
