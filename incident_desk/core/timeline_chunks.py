@@ -62,8 +62,8 @@ def counted_chunks(
     workers: int | None = None,
 ) -> Generator[Skipped | Counted, None, None]:
     """The log from the handle's position on, chunk by chunk in order. Stop asking at any point: the work still
-    under way is dropped without waiting for it (it holds its own frames), so a budget or a cancel ends the pass
-    at once. ``workers``: threads counting at once (default ``WORKERS``)."""
+    under way (at most one chunk per worker) is waited for and dropped, so the next pass never runs beside it
+    and memory stays that of one pass. ``workers``: threads counting at once (default ``WORKERS``)."""
     workers = workers or WORKERS
     frames = deque(Frame(max_carry + chunk) for _ in range(workers + 1))
     pool = ThreadPoolExecutor(workers, thread_name_prefix="timeline") if workers > 1 else None
@@ -127,4 +127,4 @@ def counted_chunks(
             frames.append(done_frame)
     finally:
         if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
+            pool.shutdown(wait=True, cancel_futures=True)

@@ -267,9 +267,10 @@ class _Kernel:
         after = self.byte(positions + (code >> 4))  # the byte after the word (a byte read is cheap)
         return np.where(same & ~c["wordy"][after], code & 15, -1)
 
-    def parse(self, starts: Any, want_errors: bool) -> tuple[Any, Any, Any, Any, Any]:
-        """For each line start: its level (or -1), minute (HH * 100 + MM), day key (0 without a date), whether
-        RE2 must read it instead, and whether it may be an error line (for the first error)."""
+    def stamps(self, starts: Any) -> tuple[Any, Any, Any, Any, Any, Any, Any]:
+        """The time at each line start, in any shape the pattern takes: the first two words, whether a date came
+        first, the eight bytes of the time, whether the line has a time, whether RE2 must read it, and where
+        the blank after the time (and its fraction and zone) is."""
         np = self.np
         w0 = self.at(starts)
         w1 = self.at(starts + 8)
@@ -296,6 +297,42 @@ class _Kernel:
             zone_length[signed_rows] = np.where(with_colon, 6, np.where(without, 5, 0))
         gap = zone_at + zone_length
         timed &= self.is_blank(self.byte(gap))
+        return w0, w1, dated, when, timed, undecided, gap
+
+    def stamps_like_the_first(self, starts: Any) -> tuple[Any, Any, Any, Any, Any, Any, Any]:
+        """``stamps``, faster where lines share the first line's time layout (most logs): a line whose bytes up
+        to that layout's blank are of the same classes (digit for digit, other bytes equal) is read the same
+        way by the pattern, so one template check per eight bytes decides it. Other lines: ``stamps``."""
+        np = self.np
+        head = self.stamps(starts[:1])
+        if not len(starts) or not head[4][0] or head[5][0]:
+            return self.stamps(starts)
+        start = int(starts[0])
+        width = int(head[6][0]) - start
+        template = bytes(b"d"[0] if 0x30 <= byte <= 0x39 else byte for byte in self.frame.buffer[start : start + width])
+        words = [self.at(starts + index) for index in range(0, width, 8)]
+        fit = self.is_blank(self.byte(starts + width))
+        for index, word in enumerate(words):
+            fit &= self.fits(word, template[8 * index : 8 * index + 8])
+        dated = np.full(len(starts), bool(head[2][0]))
+        w0 = words[0]
+        w1 = words[1] if len(words) > 1 else self.at(starts + 8)
+        when = (w1 >> np.uint64(24)) | (words[2] << np.uint64(40)) if head[2][0] else w0  # the time's bytes
+        undecided = np.zeros(len(starts), dtype=np.bool_)
+        gap = starts + width
+        other = np.flatnonzero(~fit)
+        if len(other):
+            w0, w1, when, gap = w0.copy(), w1.copy(), when.copy(), gap.copy()
+            results = self.stamps(starts[other])
+            for into, value in zip((w0, w1, dated, when, fit, undecided, gap), results, strict=True):
+                into[other] = value
+        return w0, w1, dated, when, fit, undecided, gap
+
+    def parse(self, starts: Any, want_errors: bool) -> tuple[Any, Any, Any, Any, Any]:
+        """For each line start: its level (or -1), minute (HH * 100 + MM), day key (0 without a date), whether
+        RE2 must read it instead, and whether it may be an error line (for the first error)."""
+        np = self.np
+        w0, w1, dated, when, timed, undecided, gap = self.stamps_like_the_first(starts)
         first, lost = self.skip_blanks(gap + 1)
         undecided |= timed & lost
         ends, lost = self.word_ends(first)
