@@ -6,8 +6,10 @@ decides each step of ``core.timeline``'s line pattern on all lines at once with 
 date, the time, a fraction and a zone, the blanks, an optional source word, an optional ``[`` and a level word with
 a word boundary after it. Where RE2's reading of the pattern allows only one way through (it does for every line:
 each step is either fixed or stops at the first byte of a class), the arithmetic finds that way, so every count
-equals a line-by-line RE2 reading. A line in a shape the arithmetic does not follow (a run of more than 7 fraction
-digits, a source word longer than 64 bytes, a control byte inside it) is read by RE2 on its own.
+equals a line-by-line RE2 reading. Lines in the first line's time layout (most logs write every time alike) are
+decided by one template check per eight bytes. A line in a shape the arithmetic does not follow (7 or more
+fraction digits, a source word or a run of blanks longer than 64 bytes, a control byte in the source word) is read
+by RE2 on its own.
 """
 
 from __future__ import annotations
