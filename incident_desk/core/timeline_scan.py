@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import mmap
 from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -103,7 +104,9 @@ class Frame:
 
     def __init__(self, capacity: int) -> None:
         np = _np()
-        self.buffer = bytearray(1 + capacity + PAD)  # pages untouched until a long line needs them
+        # Anonymous memory: its pages are taken only when first written (a bytearray would zero, so touch, all of
+        # the room kept for a long line).
+        self.buffer = mmap.mmap(-1, 1 + capacity + PAD)
         self.buffer[0] = 0x0A
         self.bytes: Any = np.frombuffer(self.buffer, dtype=np.uint8)
         self.words: Any = np.ndarray((len(self.buffer) - 7,), dtype="<u8", buffer=self.buffer, strides=(1,))
