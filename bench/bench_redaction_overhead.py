@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_search import generate_log
-from incident_desk.core import logfile
+from incident_desk.core import log_search, logfile
 from incident_desk.core.pattern import compile_pattern
 from incident_desk.core.redact import SECRETS, Redaction, redact
 
@@ -36,7 +36,7 @@ def _search_all(log: Path, pattern: str, redaction: Redaction | None, limit: int
     cursor: logfile.Cursor | None = logfile.START
     found = 0
     while cursor is not None and found < limit:
-        result = logfile.search(log, compiled, cursor=cursor, limit=limit - found, redaction=redaction)
+        result = log_search.search(log, compiled, cursor=cursor, limit=limit - found, redaction=redaction)
         found += len(result.matches)
         cursor = result.next_cursor
     return found

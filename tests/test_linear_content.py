@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import re2
 
-from incident_desk.core import linear, logfile, timeline
+from incident_desk.core import linear, log_search, logfile, timeline
 from incident_desk.core.pattern import compile_pattern
 from incident_desk.core.redact import SECRETS, redact
 from incident_desk.core.redaction import rules as rules_module
@@ -171,12 +171,12 @@ def test_reading_searching_and_scanning_content_compiles_no_python_regex(tmp_pat
     log.write_text("\n".join(lines) + "\n", encoding="utf-8")
     timeline_log = b"".join(b"2026-11-29T10:0%d:00Z svc ERROR boom %d\n" % (i % 10, i) for i in range(100))
     pattern = compile_pattern(".")
-    logfile.search(log, pattern, limit=1)  # imports what a search needs (numpy uses re as it loads)
+    log_search.search(log, pattern, limit=1)  # imports what a search needs (numpy uses re as it loads)
     with no_python_regex() as calls:
         redact("\n".join(lines))
         logfile.read_page(log, limit=10_000, redactor=redact)
         logfile.read_tail(log, max_lines=10_000, max_bytes=1 << 20, redactor=redact)
-        logfile.search(log, pattern, limit=10_000, redaction=SECRETS)
+        log_search.search(log, pattern, limit=10_000, redaction=SECRETS)
         timeline.scan_levels(io.BytesIO(timeline_log), anchor=date(2026, 11, 29), redactor=redact)
     assert calls == []
     with no_python_regex() as calls, pytest.raises(AssertionError) as planted:

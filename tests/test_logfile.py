@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from incident_desk.core import logfile
-from incident_desk.core.logfile import Cursor, CursorError, read_page, read_tail, search
+from incident_desk.core import log_runs, log_search, logfile
+from incident_desk.core.log_search import SearchSizes, search
+from incident_desk.core.logfile import Cursor, CursorError, read_page, read_tail
 from incident_desk.core.pattern import PatternError, compile_pattern
 from incident_desk.core.redact import SECRETS, redact
 from incident_desk.server import build_server
@@ -306,13 +307,12 @@ def test_counting_a_runs_newlines_overlaps_with_reading_and_scanning_the_next(
 
     Waiting for each run's count at its end left the indexer thread's work (0.2 s/GiB) on the scan's path.
     """
-    monkeypatch.setattr(logfile, "_READ_BYTES", 4 * 1024)
     log = tmp_path / "log.txt"
     log.write_bytes(b"".join(b"line %05d INFO all well\n" % i for i in range(2_000)) + b"last needle-xyz\n")
     second_run_scanned = threading.Event()
     overlapped: list[bool] = []
-    index_of = logfile._newlines_and_long_lines
-    scan_run = logfile._Search.run
+    index_of = log_runs.newlines_and_long_lines
+    scan_run = log_search._Search.run
 
     def slow_first_index(run: Any, scratch: Any) -> Any:
         if run.offset == 0:
@@ -324,9 +324,10 @@ def test_counting_a_runs_newlines_overlaps_with_reading_and_scanning_the_next(
             second_run_scanned.set()
         scan_run(self, run)
 
-    monkeypatch.setattr(logfile, "_newlines_and_long_lines", slow_first_index)
-    monkeypatch.setattr(logfile._Search, "run", run)
-    result = search(log, compile_pattern("needle-xyz"), limit=5, redaction=SECRETS)
+    monkeypatch.setattr(log_search, "newlines_and_long_lines", slow_first_index)
+    monkeypatch.setattr(log_search._Search, "run", run)
+    sizes = SearchSizes(read_bytes=9 * 1024)
+    result = search(log, compile_pattern("needle-xyz"), limit=5, redaction=SECRETS, sizes=sizes)
     assert [line.number for line in result.matches] == [2_001]
     assert overlapped == [True]
 

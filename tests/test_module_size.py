@@ -12,11 +12,7 @@ from tests.helpers import ROOT
 
 MAX_LINES = 500
 # Known to be over the bound while its split is under way; remove the entry when the split lands.
-KNOWN_OVER = frozenset(
-    {
-        "incident_desk/core/logfile.py",  # until engine's split lands
-    }
-)
+KNOWN_OVER: frozenset[str] = frozenset()
 
 
 def modules_over(package: Path, max_lines: int) -> dict[str, int]:

@@ -14,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from incident_desk.core import logfile
-from incident_desk.core.logfile import Cursor, read_page, search
+from incident_desk.core.log_runs import ROW
+from incident_desk.core.log_search import SearchSizes, search
+from incident_desk.core.logfile import Cursor, read_page
 from incident_desk.core.pattern import compile_pattern
 from incident_desk.core.redact import SECRETS, redact
 
@@ -136,12 +138,15 @@ def _reference(path: Path, pattern: str, ignore_case: bool, redacting: bool) -> 
     return [(line.number, line.text) for line in shown if regex.search(line.text)]
 
 
-def _search_all(path: Path, pattern: str, ignore_case: bool, redacting: bool, limit: int) -> list[tuple[int, str]]:
+def _search_all(
+    path: Path, pattern: str, ignore_case: bool, redacting: bool, limit: int, sizes: SearchSizes
+) -> list[tuple[int, str]]:
     compiled = compile_pattern(pattern, ignore_case=ignore_case)
     found: list[tuple[int, str]] = []
     cursor: Cursor | None = logfile.START
     while cursor is not None:
-        step = search(path, compiled, cursor=cursor, limit=limit, redaction=SECRETS if redacting else None)
+        redaction = SECRETS if redacting else None
+        step = search(path, compiled, cursor=cursor, limit=limit, redaction=redaction, sizes=sizes)
         found += [(line.number, line.text) for line in step.matches]
         assert step.next_cursor != cursor, "no progress"
         cursor = step.next_cursor
@@ -149,14 +154,12 @@ def _search_all(path: Path, pattern: str, ignore_case: bool, redacting: bool, li
 
 
 @pytest.fixture(params=["large reads", "small reads"])
-def read_size(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+def read_size(request: pytest.FixtureRequest) -> SearchSizes:
     """Small reads, windows and index pieces put their boundaries, and huge lines, all through the corpus."""
     if request.param == "small reads":
-        monkeypatch.setattr(logfile, "_READ_BYTES", 16 * 1024)
-        monkeypatch.setattr(logfile, "_WINDOW_FIRST", 1024)
-        monkeypatch.setattr(logfile, "_WINDOW_MIN", 512)
-        monkeypatch.setattr(logfile, "_INDEX_PIECE", 2 * logfile._ROW)  # runs indexed in several pieces
-    return str(request.param)
+        # Runs indexed in several pieces each.
+        return SearchSizes(read_bytes=16 * 1024, first_window=1024, min_window=512, index_piece=2 * ROW)
+    return SearchSizes()
 
 
 def test_the_corpus_has_at_least_30_patterns_of_each_kind() -> None:
@@ -167,12 +170,14 @@ def test_the_corpus_has_at_least_30_patterns_of_each_kind() -> None:
 @pytest.mark.parametrize("redacting", [True, False], ids=["redacted", "raw"])
 @pytest.mark.parametrize(("pattern", "ignore_case"), PATTERNS, ids=[p for p, _ in PATTERNS])
 def test_search_returns_what_a_line_by_line_reference_does(
-    tmp_path: Path, read_size: str, pattern: str, ignore_case: bool, redacting: bool
+    tmp_path: Path, read_size: SearchSizes, pattern: str, ignore_case: bool, redacting: bool
 ) -> None:
     log = _corpus(tmp_path / "log.txt")
     expected = _reference(log, pattern, ignore_case, redacting)
-    assert _search_all(log, pattern, ignore_case, redacting, limit=1000) == expected
-    assert _search_all(log, pattern, ignore_case, redacting, limit=7) == expected, "paging by cursor differs"
+    assert _search_all(log, pattern, ignore_case, redacting, limit=1000, sizes=read_size) == expected
+    assert _search_all(log, pattern, ignore_case, redacting, limit=7, sizes=read_size) == expected, (
+        "paging by cursor differs"
+    )
 
 
 def test_the_corpus_exercises_redaction_both_ways(tmp_path: Path) -> None:

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from incident_desk.core import logfile
-from incident_desk.core.logfile import Cursor, read_page, search
+from incident_desk.core.log_search import SearchSizes, search
+from incident_desk.core.logfile import Cursor, read_page
 from incident_desk.core.pattern import compile_pattern
 from incident_desk.core.redact import SECRETS, redact
 
@@ -98,12 +99,10 @@ def _reference(path: Path, pattern: str, redacting: bool) -> list[tuple[int, str
     "pattern", [r"needle-\d+", r"needle-\d+ done$", r"^needle", "needle-4", r"ERROR.*needle-\d", "pool exhausted"]
 )
 def test_lines_with_the_literal_that_do_not_match_are_skipped_and_numbered_right(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, pattern: str, redacting: bool
+    tmp_path: Path, pattern: str, redacting: bool
 ) -> None:
     """The literal in most lines, the pattern in few, across many small reads and windows: same as the reference."""
-    monkeypatch.setattr(logfile, "_READ_BYTES", 4 * 1024)
-    monkeypatch.setattr(logfile, "_WINDOW_FIRST", 1024)
-    monkeypatch.setattr(logfile, "_WINDOW_MIN", 512)
+    sizes = SearchSizes(read_bytes=9 * 1024, first_window=1024, min_window=512)
     lines = []
     for i in range(3_000):
         if i % 97 == 0:
@@ -124,7 +123,9 @@ def test_lines_with_the_literal_that_do_not_match_are_skipped_and_numbered_right
         found: list[tuple[int, str]] = []
         cursor: Cursor | None = logfile.START
         while cursor is not None:
-            step = search(log, compiled, cursor=cursor, limit=limit, redaction=SECRETS if redacting else None)
+            step = search(
+                log, compiled, cursor=cursor, limit=limit, redaction=SECRETS if redacting else None, sizes=sizes
+            )
             found += [(line.number, line.text) for line in step.matches]
             cursor = step.next_cursor
         assert found == expected

@@ -21,7 +21,7 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-from incident_desk.core import logfile
+from incident_desk.core import log_search, logfile
 from incident_desk.core.pattern import compile_pattern
 from incident_desk.core.redact import SECRETS
 from tests.helpers import ROOT, AppFactory, child_env, connect
@@ -145,13 +145,13 @@ async def test_a_search_at_its_time_budget_stops_and_resumes_exactly(tmp_path: P
     log = tmp_path / "log.txt"
     log.write_bytes(b"".join(line.replace(b"42", b"%07d" % i) + b"\n" for i in range(60_000)))
     pattern = compile_pattern("user (\\d+)5$")
-    first = logfile.search(log, pattern, limit=100_000, time_budget=0.05, redaction=SECRETS)
+    first = log_search.search(log, pattern, limit=100_000, time_budget=0.05, redaction=SECRETS)
     assert first.stopped == "time budget" and first.next_cursor is not None
     numbers = [match.number for match in first.matches]
     cursor: logfile.Cursor | None = first.next_cursor
     calls = 1
     while cursor is not None:
-        step = logfile.search(log, pattern, cursor=cursor, limit=100_000, time_budget=0.05, redaction=SECRETS)
+        step = log_search.search(log, pattern, cursor=cursor, limit=100_000, time_budget=0.05, redaction=SECRETS)
         numbers += [match.number for match in step.matches]
         cursor = step.next_cursor
         calls += 1
@@ -163,12 +163,12 @@ async def test_a_cancelled_search_stops_scanning_within_100_ms(tmp_path: Path) -
     root = make_desk(tmp_path / "desk", {"INC-ALL": ALL_CANDIDATES[1]}, size=32 * 1024 * 1024)
     cancelled = threading.Event()
     finished: list[float] = []
-    outcome: list[logfile.SearchResult] = []
+    outcome: list[log_search.SearchResult] = []
 
     def scan() -> None:
         path = root / "incidents" / "INC-ALL" / "log.txt"
         pattern = compile_pattern(ALL_CANDIDATES[0])
-        result = logfile.search(path, pattern, limit=10, redaction=SECRETS, cancelled=cancelled)
+        result = log_search.search(path, pattern, limit=10, redaction=SECRETS, cancelled=cancelled)
         finished.append(time.perf_counter())
         outcome.append(result)
 
@@ -189,15 +189,15 @@ async def test_a_search_cancelled_by_the_client_stops_within_100_ms(
     from incident_desk.server import build_server
 
     root = make_desk(tmp_path / "desk", {"INC-ALL": ALL_CANDIDATES[1]}, size=32 * 1024 * 1024)
-    real_search = logfile.search
+    real_search = log_search.search
     finished: list[tuple[float, str]] = []
 
-    def recorded(*args: Any, **kwargs: Any) -> logfile.SearchResult:
+    def recorded(*args: Any, **kwargs: Any) -> log_search.SearchResult:
         result = real_search(*args, **kwargs)
         finished.append((time.perf_counter(), result.stopped))
         return result
 
-    monkeypatch.setattr(logfile, "search", recorded)
+    monkeypatch.setattr(log_search, "search", recorded)
     app = make_app(data_dir=root, search_time_budget_seconds=30)
     async with connect(build_server(app), "legacy") as client:
         with anyio.move_on_after(0.5):

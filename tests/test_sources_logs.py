@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from incident_desk.core import logfile
+from incident_desk.core import log_search, logfile
 from incident_desk.core.incidents import DataFolder, LogUnavailable
 from incident_desk.core.pattern import compile_pattern
 from incident_desk.core.sources import IncidentSources
@@ -74,8 +74,8 @@ def test_rotated_and_gzip_files_read_as_the_concatenated_log(tmp_path: Path) -> 
     assert (pages[2].lines[60].number, pages[2].lines[60].text) == (401, "gen2 line 0 payments ERROR code=0")
     pattern = compile_pattern(r"gen[12] line 39\d")
     with served() as handle, reference.open("rb") as expected:
-        found = logfile.search(handle, pattern, limit=100)
-        assert found == logfile.search(expected, pattern, limit=100)
+        found = log_search.search(handle, pattern, limit=100)
+        assert found == log_search.search(expected, pattern, limit=100)
     assert [line.number for line in found.matches] == [*range(791, 801), *range(1191, 1201)]
 
 

@@ -52,7 +52,7 @@ def test_a_log_without_errors_or_a_trailing_newline() -> None:
 
 def test_first_error_line_number_counts_lines_of_earlier_chunks() -> None:
     filler = b"10:00:00 a INFO " + b"x" * 100 + b"\n"
-    lines = (2 * timeline._CHUNK) // len(filler)
+    lines = (2 * timeline.CHUNK_BYTES) // len(filler)
     data = filler * lines + b"10:05:00 a ERROR late\n"
     scan = timeline.scan_levels(io.BytesIO(data), anchor=DAY)
     assert scan.first_error is not None
@@ -63,7 +63,7 @@ def test_first_error_line_number_counts_lines_of_earlier_chunks() -> None:
 def test_a_line_longer_than_the_carry_is_skipped_whole_not_parsed_from_its_middle() -> None:
     head = b"10:00:00 a INFO "
     # The text at the next read's start looks like a line of its own, but it is the middle of the long line.
-    long_line = head + b"y" * (timeline._MAX_CARRY - len(head)) + b"10:00:00 a ERROR fake" + b"y" * 100
+    long_line = head + b"y" * (timeline.MAX_CARRY_BYTES - len(head)) + b"10:00:00 a ERROR fake" + b"y" * 100
     data = long_line + b"\n10:00:00 a WARN x\n"
     scan = timeline.scan_levels(io.BytesIO(data), anchor=DAY)
     assert scan.scanned_lines == 2 and scan.unparsed_lines == 1

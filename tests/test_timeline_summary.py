@@ -77,13 +77,12 @@ def _log(seed: int, lines: int, first_minute: int = 0) -> bytes:
 
 
 @pytest.mark.parametrize("chunk", [1024 * 1024, 4096, 97])
-def test_counts_equal_a_line_by_line_reference(monkeypatch: pytest.MonkeyPatch, chunk: int) -> None:
-    monkeypatch.setattr(timeline, "_CHUNK", chunk)
-    monkeypatch.setattr(timeline, "_MAX_CARRY", max(4 * chunk, 16 * 1024))
-    monkeypatch.setattr(timeline, "_PAUSE_SECONDS", 0)
+def test_counts_equal_a_line_by_line_reference(chunk: int) -> None:
     data = _log(1, 4_000)
     expected, unparsed = _reference(data)
-    scan = timeline.scan_levels(io.BytesIO(data), anchor=DAY)
+    scan = timeline.scan_levels(
+        io.BytesIO(data), anchor=DAY, chunk_bytes=chunk, max_carry_bytes=max(4 * chunk, 16 * 1024), pause_seconds=0
+    )
     assert scan.stopped == "end of log"
     assert _as_counts(scan) == expected
     assert scan.unparsed_lines == unparsed
@@ -101,6 +100,11 @@ class _CountingFile:
         data = self.handle.read(size)
         self.read_bytes += len(data)
         return data
+
+    def readinto(self, buffer: Any) -> int:
+        count = self.handle.readinto(buffer)
+        self.read_bytes += count
+        return count
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.handle, name)

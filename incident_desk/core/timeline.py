@@ -2,8 +2,8 @@
 
 The log is read in chunks of a fixed size (a line longer than a few chunks is skipped, not held), so memory stays
 flat whatever its size; the pass stops at a time budget, a byte budget or a cap on distinct minutes, and says how
-far it got. Counting is done by one regular expression per chunk and a ``Counter`` (both in C); a short pause after
-each chunk leaves the interpreter lock to the event loop.
+far it got. Counting is done by array operations over each chunk's lines (``core.timeline_scan``: no Python per
+line), into one reused buffer; a short pause after each chunk leaves the interpreter lock to the event loop.
 
 Lines start with a time: ``HH:MM:SS`` (taken on the day the incident opened, UTC) or an ISO date-time
 (``2026-11-29T10:58:12``; any zone suffix is ignored and the time taken as UTC), then an optional source word, then
@@ -19,13 +19,14 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from functools import cache
 from typing import TYPE_CHECKING, Any, BinaryIO, Literal
 
 from incident_desk.core.audit import Decision
-from incident_desk.core.timeline_scan import levels_in
+from incident_desk.core.scan_budget import SCAN_BUDGET_BYTES, ScanBudget, StopReason
+from incident_desk.core.timeline_chunks import Skipped, counted_chunks
 
 if TYPE_CHECKING:
     from incident_desk.core.linear import LinearPattern
@@ -33,12 +34,13 @@ if TYPE_CHECKING:
 LEVELS = ("error", "warn", "info", "debug")
 Level = Literal["error", "warn", "info", "debug"]
 MAX_MINUTES = 24 * 60
-TIMELINE_SCAN_BUDGET_BYTES = 16 * 1024 * 1024 * 1024
 MAX_FIRST_ERROR_CHARS = 300
 _FIRST_ERROR_READ = 4096  # enough of the first error's line to find its time, level and shown text
-_CHUNK = 1024 * 1024
-_MAX_CARRY = 4 * _CHUNK
-_PAUSE_SECONDS = 0.001
+CHUNK_BYTES = 2 * 1024 * 1024  # read and counted at a time (one per worker thread, plus one being read)
+MAX_CARRY_BYTES = 4 * 1024 * 1024  # a line longer than this is skipped, not held, and counts as unparsed
+# After each chunk the scan's own thread sleeps this long; 0 still hands the interpreter lock over (the counting
+# runs in worker threads whose array operations leave it anyway).
+PAUSE_SECONDS = 0.0
 _SPARK = "▁▂▃▄▅▆▇█"
 _LEVEL_OF = {
     b"ERROR": "error",
@@ -70,7 +72,6 @@ def _patterns() -> tuple[LinearPattern, LinearPattern]:
     return LinearPattern(_LINE_SOURCE), LinearPattern(_FIRST_ERROR_SOURCE)
 
 
-StopReason = Literal["end of log", "time budget", "byte budget", "minute limit", "cancelled"]
 Redactor = Callable[[str], str]
 
 
@@ -166,27 +167,43 @@ def _minute_start(day: bytes, hour_minute: bytes, anchor: date) -> datetime | No
         return None
 
 
+def _resume(
+    handle: BinaryIO,
+    offset: int,
+    lines: int,
+    parsed: int,
+    first_error: tuple[int, int] | None,
+    counts: dict[tuple[bytes, bytes, bytes], int],
+) -> Resume:
+    return Resume(offset, lines, parsed, counts, first_error, _check_digest(handle, offset))
+
+
 def scan_levels(
     handle: BinaryIO,
     *,
     anchor: date,
     time_budget: float | None = None,
-    byte_budget: int = TIMELINE_SCAN_BUDGET_BYTES,
+    byte_budget: int = SCAN_BUDGET_BYTES,
     max_minutes: int = MAX_MINUTES,
     redactor: Redactor = lambda text: text,
     cancelled: threading.Event | None = None,
     resume: Resume | None = None,
+    chunk_bytes: int = CHUNK_BYTES,
+    max_carry_bytes: int = MAX_CARRY_BYTES,
+    pause_seconds: float = PAUSE_SECONDS,
 ) -> LevelScan:
     """Count the log's lines per minute and level from its start, until its end or a budget; find the first error.
 
     ``anchor`` is the day a bare ``HH:MM:SS`` belongs to. Only the first error's text is decoded (and redacted).
     ``resume``: a previous pass's ``resume`` over this log; used if the log still holds the bytes it counted.
+    ``chunk_bytes``: read and counted at a time; a line longer than ``max_carry_bytes`` counts as unparsed.
     """
-    deadline = math.inf if time_budget is None else time.monotonic() + time_budget
+    budget = ScanBudget.starting_now(time_budget=time_budget, byte_budget=byte_budget, cancelled=cancelled)
     line_pattern, first_error_pattern = _patterns()
     total = handle.seek(0, os.SEEK_END)
     resume = _valid(resume, handle, total)
     counts: Counter[tuple[bytes, bytes, bytes]] = Counter(resume.counts if resume else {})
+    minutes_seen = {(day, hour_minute) for day, hour_minute, _ in counts}
     first_error: FirstError | None = None
     first_error_place = resume.first_error if resume else None
     if first_error_place is not None:
@@ -194,67 +211,60 @@ def scan_levels(
     scanned_bytes = resume.offset if resume else 0
     scanned_lines = resume.lines if resume else 0
     parsed_lines = resume.parsed if resume else 0
-    latest = resume  # the last point at which every line read so far was whole and counted
+    # The last point at which every line read so far was whole and counted, and its counts (None: as they are now).
+    latest = (resume.offset, resume.lines, resume.parsed, resume.first_error) if resume else None
+    latest_counts: dict[tuple[bytes, bytes, bytes], int] | None = None
     handle.seek(scanned_bytes)
     stopped: StopReason = "end of log"
-    carry = b""
-    in_long_line = False  # inside a line longer than _MAX_CARRY: its rest is skipped, it counts as unparsed
-    while True:
-        if cancelled is not None and cancelled.is_set():
-            stopped = "cancelled"
-            break
-        if time.monotonic() >= deadline:
-            stopped = "time budget"
-            break
-        if scanned_bytes >= byte_budget:
-            stopped = "byte budget"
-            break
-        read = handle.read(_CHUNK)
-        if in_long_line:
-            newline = read.find(b"\n")
-            skipped = len(read) if newline < 0 else newline + 1
-            scanned_bytes += skipped
-            if newline < 0 and read:
-                continue
-            in_long_line, read = False, read[skipped:]
-        if not read:
-            chunk, carry = carry, b""
-            if not chunk:
+    chunks = counted_chunks(
+        handle,
+        line_pattern,
+        chunk=chunk_bytes,
+        max_carry=max_carry_bytes,
+        want_errors=lambda: first_error_place is None,
+    )
+    try:
+        while True:
+            out_of_budget = budget.stop_reason(scanned_bytes)
+            if out_of_budget is not None:
+                stopped = out_of_budget
                 break
-        else:
-            data = carry + read
-            cut = data.rfind(b"\n") + 1
-            if cut == 0:
-                if len(data) < _MAX_CARRY:
-                    carry = data  # a line longer than a chunk so far: keep reading it
-                    continue
-                scanned_bytes += len(data)
-                scanned_lines += 1
-                carry, in_long_line = b"", True
+            event = next(chunks, None)
+            if event is None:
+                break
+            if isinstance(event, Skipped):
+                scanned_bytes += event.bytes
+                scanned_lines += event.lines
                 continue
-            chunk, carry = data[:cut], data[cut:]
-        framed = b"\n" + chunk
-        found, parsed = levels_in(framed, line_pattern)
-        counts.update(found)
-        if len({(day, hour_minute) for day, hour_minute, _ in counts}) > max_minutes:
-            counts.subtract(found)
-            stopped = "minute limit"
-            break
-        if first_error_place is None:
-            hit = first_error_pattern.search(framed)
-            if hit is not None:
-                line = scanned_lines + chunk.count(b"\n", 0, hit[0][0]) + 1
-                first_error_place = (line, scanned_bytes + hit[0][0])
-                first_error = _first_error(framed, hit, line, anchor, redactor)
-        lines = chunk.count(b"\n") + (0 if chunk.endswith(b"\n") else 1)
-        scanned_lines += lines
-        parsed_lines += parsed
-        scanned_bytes += len(chunk)
-        if chunk.endswith(b"\n"):
-            latest = Resume(scanned_bytes, scanned_lines, parsed_lines, dict(counts), first_error_place, "")
-        time.sleep(_PAUSE_SECONDS)
+            found, buffer = event.levels, event.frame.buffer
+            seen = minutes_seen | {(day, hour_minute) for day, hour_minute, _ in found.counts}
+            if len(seen) > max_minutes:
+                stopped = "minute limit"
+                break
+            minutes_seen = seen
+            if not event.whole:
+                latest_counts = dict(counts)
+            counts.update(found.counts)
+            if first_error_place is None:
+                for start, index in zip(found.error_starts.tolist(), found.error_lines.tolist(), strict=True):
+                    framed_line = bytes(buffer[start - 1 : buffer.find(b"\n", start)])
+                    hit = first_error_pattern.search(framed_line)
+                    if hit is not None:
+                        line = scanned_lines + index + 1
+                        first_error_place = (line, scanned_bytes + start - 1)
+                        first_error = _first_error(framed_line, hit, line, anchor, redactor)
+                        break
+            scanned_lines += found.lines
+            parsed_lines += found.parsed
+            scanned_bytes += event.size - 1
+            if event.whole:
+                latest, latest_counts = (scanned_bytes, scanned_lines, parsed_lines, first_error_place), None
+            time.sleep(pause_seconds)
+    finally:
+        chunks.close()
     if scanned_bytes >= total:
         stopped = "end of log"
+    kept = latest_counts
     by_minute: dict[datetime, dict[str, int]] = {}
     for (day, hour_minute, level), count in counts.items():
         if count <= 0:
@@ -274,7 +284,7 @@ def scan_levels(
         scanned_bytes=scanned_bytes,
         total_bytes=total,
         stopped=stopped,
-        resume=None if latest is None else replace(latest, check=_check_digest(handle, latest.offset)),
+        resume=None if latest is None else _resume(handle, *latest, dict(counts) if kept is None else kept),
     )
 
 

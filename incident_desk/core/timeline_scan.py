@@ -1,17 +1,24 @@
-"""The timeline's per-line parse of a chunk, done by numpy over every line at once instead of by RE2 per line.
+"""The timeline's counting kernel: the time, minute and level of every line of a chunk, by array operations.
 
-RE2's ``finditer`` hands back a match object per line, which holds the interpreter ~60 ns a line: 11 s for a
-1 GiB log. Here each step of ``core.timeline``'s line pattern is an array operation over the chunk's line starts:
-the optional date, the time, the usual fraction and zone, one space or tab, an optional source word and one space
-or tab, an optional ``[``, a level word and a word boundary. A line in a shape the arrays do not decide (two
-spaces in a row, a long fraction, an odd zone) goes to RE2 on its own, so every line is read exactly as the
-pattern reads it; in common logs there are none.
+No Python runs per line. The chunk's line starts come from one SIMD split (stringzilla); from each start the
+kernel reads eight bytes at a time as one 64-bit integer (an unaligned strided view of the buffer, no copy) and
+decides each step of ``core.timeline``'s line pattern on all lines at once with bitwise arithmetic: the optional
+date, the time, a fraction and a zone, the blanks, an optional source word, an optional ``[`` and a level word with
+a word boundary after it. Where RE2's reading of the pattern allows only one way through (it does for every line:
+each step is either fixed or stops at the first byte of a class), the arithmetic finds that way, so every count
+equals a line-by-line RE2 reading. Lines in the first line's time layout (most logs write every time alike) are
+decided by one template check per eight bytes. A line in a shape the arithmetic does not follow (7 or more
+fraction digits, a source word or a run of blanks longer than 64 bytes, a control byte in the source word) is read
+by RE2 on its own.
 """
 
 from __future__ import annotations
 
+import ctypes
 import functools
+import mmap
 from collections import Counter
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -19,11 +26,14 @@ if TYPE_CHECKING:
 
 Key = tuple[bytes, bytes, bytes]
 LEVEL_WORDS = (b"ERROR", b"FATAL", b"CRITICAL", b"WARNING", b"WARN", b"INFO", b"DEBUG", b"TRACE")
-_PAD = 128  # bytes after the chunk, so every look past a line start (at most ~100 bytes on) stays inside
-_WINDOW = 32  # bytes looked at from a position at once
-# After the seconds: the fraction and zone shapes decided by the arrays (others go to RE2), where "d" is a digit
-# and "." a dot or a comma; each is followed by a space or a tab.
-_SPANS = ("", "Z", ".ddd", ".dddZ", ".dddddd", ".ddddddZ")
+ERROR_LEVELS = 3  # the first three words are errors
+PAD = 512  # newlines after the data: every look past a line start stays inside the buffer and stops at a newline
+_RUN_LIMIT = 64  # bytes followed in one run of blanks or one source word before RE2 takes the line
+_WARNING = 3
+_WARN = 4
+_HASH = 69  # ((first four bytes * _HASH) mod 2**32) >> 29 tells the seven four-byte prefixes apart
+_MINUTES = 10_000  # HH:MM as HH * 100 + MM, two digits each as the pattern reads them
+_LINES_PER_PASS = 1 << 15  # lines decided at once: bounds the per-line arrays (about 8 MiB) on any log
 
 
 def _np() -> Any:
@@ -33,141 +43,414 @@ def _np() -> Any:
 
 
 @functools.cache
-def _level_tables() -> tuple[Any, Any, Any, Any, Any]:
-    """The level words as rows of bytes, their lengths, which bytes of each row count, their first four bytes as
-    sorted integers, and the word each prefix belongs to (WARN's stands for WARN; WARNING is told by its fifth)."""
+def _constants() -> dict[str, Any]:
     np = _np()
-    words = np.zeros((len(LEVEL_WORDS), 9), dtype=np.uint8)
-    known = np.zeros((len(LEVEL_WORDS), 9), dtype=np.bool_)
+
+    def every(byte: int) -> Any:
+        return np.uint64(0x0101010101010101 * byte)
+
+    masks = np.zeros(8, dtype=np.uint64)
+    values = np.zeros(8, dtype=np.uint64)
+    lengths = np.zeros(8, dtype=np.int64)
+    indices = np.full(8, -1, dtype=np.int64)
     for index, word in enumerate(LEVEL_WORDS):
-        words[index, : len(word)] = np.frombuffer(word, dtype=np.uint8)
-        known[index, : len(word)] = True
-    lengths = np.array([len(word) for word in LEVEL_WORDS])
-    firsts = {int(np.frombuffer(word[:4], dtype=np.uint32)[0]): index for index, word in enumerate(LEVEL_WORDS)}
-    firsts[int(np.frombuffer(b"WARN", dtype=np.uint32)[0])] = LEVEL_WORDS.index(b"WARN")
-    order = sorted(firsts)
-    return words, lengths, known, np.array(order, dtype=np.uint32), np.array([firsts[k] for k in order])
+        if index == _WARNING:
+            continue  # shares WARN's slot; told apart by its fifth to seventh bytes
+        slot = ((int.from_bytes(word[:4], "little") * _HASH) & 0xFFFFFFFF) >> 29
+        assert indices[slot] < 0, "the level hash must tell the words apart"
+        masks[slot] = (1 << (8 * len(word))) - 1
+        values[slot] = int.from_bytes(word, "little")
+        lengths[slot] = len(word)
+        indices[slot] = index
+    free = int(np.flatnonzero(indices < 0)[0])
+    values[free], masks[free] = values[(free + 1) % 8], masks[(free + 1) % 8]  # hashes elsewhere: never equal here
+    wordy = np.zeros(256, dtype=np.bool_)
+    wordy[[*range(0x30, 0x3A), *range(0x41, 0x5B), *range(0x61, 0x7B), 0x5F]] = True
+    return {
+        "ones": every(1),
+        "high": every(0x80),
+        "low7": every(0x7F),
+        "digit_step": every(0x76),
+        "above_space": every(0x5F),
+        "zero": every(0x30),
+        "space": every(0x20),
+        "tab": every(0x09),
+        "masks": masks,
+        "values": values,
+        "codes": np.where(indices >= 0, indices + lengths * 16, -1),
+        "wordy": wordy,
+        "warning": np.uint64(int.from_bytes(b"WARNING", "little")),
+        "seven": np.uint64((1 << 56) - 1),
+    }
 
 
 @functools.cache
-def _space_table() -> Any:
+def _template(template: bytes) -> tuple[Any, Any, Any, Any, Any]:
     np = _np()
-    table = np.zeros(256, dtype=np.bool_)
-    table[[0x20, 0x09, 0x0A, 0x0C, 0x0D]] = True
-    return table
+    mask = value = low = step = carry = 0
+    for index, char in enumerate(template):
+        shift = 8 * index
+        if char == ord("d"):
+            mask, value = mask | 0xF0 << shift, value | 0x30 << shift
+            low, step, carry = low | 0x0F << shift, step | 0x06 << shift, carry | 0x10 << shift
+        else:
+            mask, value = mask | 0xFF << shift, value | char << shift
+    return np.uint64(mask), np.uint64(value), np.uint64(low), np.uint64(step), np.uint64(carry)
 
 
-def levels_in(framed: bytes, line: LinearPattern) -> tuple[Counter[Key], int]:
-    """The (day, hour:minute, level) counts of the lines of ``framed`` (a chunk after one newline) that have
-    them, and how many lines had them; as ``line.finditer`` would find them."""
+class Frame:
+    """One reusable buffer for the scan: a newline, the chunk, the unfinished line after it, then ``PAD``
+    newlines; viewed as bytes and as the 64-bit integer starting at every byte (no copies)."""
+
+    def __init__(self, capacity: int) -> None:
+        np = _np()
+        # Anonymous memory: its pages are taken only when first written (a bytearray would zero, so touch, all of
+        # the room kept for a long line).
+        self.buffer = mmap.mmap(-1, 1 + capacity + PAD)
+        self.buffer[0] = 0x0A
+        self.bytes: Any = np.frombuffer(self.buffer, dtype=np.uint8)
+        self.words: Any = np.ndarray((len(self.buffer) - 7,), dtype="<u8", buffer=self.buffer, strides=(1,))
+
+    def end_data(self, end: int) -> None:
+        """Mark ``end`` as where the data stops: the bytes after it read as newlines."""
+        self.buffer[end : end + PAD] = b"\n" * PAD
+
+
+@dataclass
+class ChunkLevels:
+    """The counts of one chunk's lines, how many had a time and a level, and the lines that may hold the first
+    error (their starts, in order; a superset, each checked by RE2)."""
+
+    counts: Counter[Key]
+    parsed: int
+    lines: int
+    error_starts: Any  # numpy arrays: the candidates' line starts in the frame, and their line index in the chunk
+    error_lines: Any
+
+
+def _split_starts(frame: Frame, size: int) -> Any | None:
+    """Line starts by stringzilla's SIMD split, read from its offsets; None where that layout is not there."""
+    try:
+        import stringzilla
+    except ImportError:  # pragma: no cover - a declared dependency
+        return None
     np = _np()
-    spacey = _space_table()
-    data = np.frombuffer(framed + b"\n" * _PAD, dtype=np.uint8)
-    size = len(framed)
-    starts = np.flatnonzero(data[:size] == 0x0A) + 1  # the byte after each newline: a line start
-    windows = np.lib.stride_tricks.sliding_window_view(data, _WINDOW)
+    text = memoryview(frame.buffer)[1:size]
+    parts = stringzilla.Str(text).split("\n")
+    address = getattr(parts, "offsets_address", None)
+    count = len(parts)
+    width = 8 if getattr(parts, "offsets_are_large", False) else 4
+    if address is None or getattr(parts, "offsets_nbytes", 0) != (count + 1) * width:
+        return None
+    raw = (ctypes.c_char * ((count + 1) * width)).from_address(address)
+    offsets = np.frombuffer(raw, dtype=np.uint64 if width == 8 else np.uint32)
+    if int(offsets[0]) != 0 or int(offsets[-1]) + count - 1 != len(text):
+        return None
+    starts = offsets[:-1].astype(np.int64)  # a copy: the offsets die with ``parts``
+    starts += np.arange(1, count + 1, dtype=np.int64)
+    return starts[starts < size] if count and starts[-1] >= size else starts
 
-    def at(positions: Any) -> Any:
-        return windows[positions]
 
-    def digits(block: Any) -> Any:
-        return (block >= 0x30) & (block <= 0x39)
+def line_starts(frame: Frame, size: int) -> Any:
+    """Where each line of ``frame.buffer[:size]`` (after its leading newline) starts."""
+    starts = _split_starts(frame, size)
+    if starts is None:
+        np = _np()
+        starts = np.flatnonzero(frame.bytes[:size] == 0x0A) + 1
+        starts = starts[starts < size]
+    return starts
 
-    head = at(starts)
-    dated = (
-        digits(head[:, 0:4]).all(1)
-        & (head[:, 4] == 0x2D)
-        & digits(head[:, 5:7]).all(1)
-        & (head[:, 7] == 0x2D)
-        & digits(head[:, 8:10]).all(1)
-        & ((head[:, 10] == 0x54) | (head[:, 10] == 0x20))
-    )
-    clock = np.where(dated, starts + 11, starts)
-    when = at(clock)
-    timed = digits(when[:, [0, 1, 3, 4, 6, 7]]).all(1) & (when[:, 2] == 0x3A) & (when[:, 5] == 0x3A)
-    after = when[:, 8:17]  # the longest span decided here, and the blank after it
-    blank = (after == 0x20) | (after == 0x09)
-    dot = (after == 0x2E) | (after == 0x2C)
-    digit = digits(after)
-    zone = after == 0x5A
-    # The first space or tab after the seconds, for the spans the arrays decide; -1 where another shape is.
-    gap = np.full(len(starts), -1)
-    for span in reversed(_SPANS):
-        fits = blank[:, len(span)].copy()
-        for index, char in enumerate(span):
-            fits &= {"d": digit, ".": dot, "Z": zone}[char][:, index]
-        gap = np.where(fits, len(span), gap)
-    undecided = timed & (gap < 0)
-    timed &= gap >= 0
-    first = clock + 8 + gap + 1  # just after one space or tab
-    follow = data[first]
-    undecided |= timed & ((follow == 0x20) | (follow == 0x09))  # more spaces: RE2 decides
 
-    words, lengths, known, prefixes, prefix_words = _level_tables()
+def _first_byte(marks: Any) -> Any:
+    """The index of the lowest byte with its top bit set in each word (words with none: garbage), read from the
+    exponent of that bit as a float."""
+    np = _np()
+    lowest = (marks & (~marks + np.uint64(1))).astype(np.float64).view(np.int64)
+    return ((lowest >> 52) - 1030) >> 3
 
-    def level_at(positions: Any) -> Any:
-        """Which level word (its index, or -1) starts at each position, after an optional "["."""
-        block = at(positions)
-        block = np.ascontiguousarray(np.where((block[:, 0] == 0x5B)[:, None], block[:, 1:17], block[:, 0:16]))
-        head = block[:, :4].copy().view(np.uint32)[:, 0]
-        slot = np.minimum(np.searchsorted(prefixes, head), len(prefixes) - 1)
-        candidate = np.where(prefixes[slot] == head, prefix_words[slot], -1)
-        # WARN and WARNING share their first four bytes: WARNING when the fifth is I.
-        candidate = np.where((candidate == 4) & (block[:, 4] == 0x49), 3, candidate)
-        chosen = np.maximum(candidate, 0)
-        same = ((block[:, :9] == words[chosen]) | ~known[chosen]).all(1)
-        edge = block[np.arange(len(block)), lengths[chosen]]
-        wordy = digits(edge) | ((edge | 0x20) >= 0x61) & ((edge | 0x20) <= 0x7A) | (edge == 0x5F)
-        return np.where((candidate >= 0) & same & ~wordy, candidate, -1)
 
-    direct = level_at(first)
-    # A source word: up to the next of \t \n \f \r or space (RE2's \s) in the next 31 bytes, then one space or
-    # tab; a longer word goes to RE2.
-    word = spacey[at(first)[:, 1:]]
-    seen = word.any(1)
-    word_end = first + 1 + word.argmax(1)
-    undecided |= timed & ~seen & ~spacey[data[first]]
-    end_byte = data[word_end]
-    sourced = seen & ~spacey[data[first]] & ((end_byte == 0x20) | (end_byte == 0x09))
-    second = word_end + 1
-    next_byte = data[second]
-    undecided |= timed & sourced & ((next_byte == 0x20) | (next_byte == 0x09))
-    via_source = np.where(sourced, level_at(second), -1)
-    level = np.where(via_source >= 0, via_source, direct)
-    parsed = timed & ~undecided & (level >= 0) & (starts < size)
-    undecided &= starts < size
+class _Kernel:
+    """The array steps over one frame."""
 
-    rows = np.flatnonzero(parsed)
+    def __init__(self, frame: Frame) -> None:
+        self.np = _np()
+        self.c = _constants()
+        self.frame = frame
 
-    def number(positions: Any, offsets: tuple[int, ...]) -> Any:
-        value = np.zeros(len(positions), dtype=np.int64)
-        for offset in offsets:
-            value = value * 10 + (data[positions + offset].astype(np.int64) - 0x30)
-        return value
+    def at(self, positions: Any) -> Any:
+        return self.frame.words[positions]
 
-    with_day = dated[rows]
-    day = np.where(with_day, number(starts[rows], (0, 1, 2, 3, 5, 6, 8, 9)) + 100_000_000, 0)
-    keys = ((day * 10_000 + number(clock[rows], (0, 1, 3, 4))) * 8) + level[rows]
-    unique, counts = np.unique(keys, return_counts=True)
+    def byte(self, positions: Any) -> Any:
+        return self.frame.bytes[positions]
+
+    def nondigits(self, words: Any) -> Any:
+        """Top bit set in every byte of ``words`` that is not an ASCII digit."""
+        c = self.c
+        shifted = words ^ c["zero"]
+        return (shifted | ((shifted & c["low7"]) + c["digit_step"])) & c["high"]
+
+    def equal_bytes(self, words: Any, every: Any) -> Any:
+        """Top bit set in every byte equal to the byte repeated in ``every``."""
+        c = self.c
+        diff = words ^ every
+        return ~(((diff & c["low7"]) + c["low7"]) | diff) & c["high"]
+
+    def controls(self, words: Any) -> Any:
+        """Top bit set in every byte at or below a space."""
+        c = self.c
+        return ~(((words & c["low7"]) + c["above_space"]) | words) & c["high"]
+
+    def fits(self, words: Any, template: bytes) -> Any:
+        """Whether each word starts with ``template``: ``d`` an ASCII digit, any other byte itself."""
+        mask, value, low, step, carry = _template(template)
+        ok = (words & mask) == value  # literal bytes, and a digit's high nibble (3)
+        if step:
+            ok &= (((words & low) + step) & carry) == 0  # a digit's low nibble at most 9: adding 6 carries past it
+        return ok
+
+    def is_blank(self, values: Any) -> Any:
+        return (values == 0x20) | (values == 0x09)
+
+    def skip_blanks(self, positions: Any) -> tuple[Any, Any]:
+        """The first byte at or after each position that is not a space or a tab, and where that was not found
+        within ``_RUN_LIMIT`` bytes."""
+        np, c = self.np, self.c
+        found = positions.copy()
+        lost = np.zeros(len(positions), dtype=np.bool_)
+        todo = np.flatnonzero(self.is_blank(self.byte(positions)))
+        step = 0
+        while len(todo) and step < _RUN_LIMIT:
+            words = self.at(found[todo])
+            other = (self.equal_bytes(words, c["space"]) | self.equal_bytes(words, c["tab"])) ^ c["high"]
+            done = other != 0
+            hit = todo[done]
+            found[hit] += _first_byte(other[done])
+            found[todo[~done]] += 8
+            todo = todo[~done]
+            step += 8
+        lost[todo] = True
+        return found, lost
+
+    def word_ends(self, positions: Any) -> tuple[Any, Any]:
+        """The first byte at or below a space at or after each position, and where none was within the limit."""
+        np = self.np
+        near = self.controls(self.at(positions))
+        far = self.controls(self.at(positions + 8))
+        in_near = near != 0
+        found = positions + _first_byte(np.where(in_near, near, far)) + np.where(in_near, 0, 8)
+        todo = np.flatnonzero(~in_near & (far == 0))
+        if len(todo):
+            found[todo] = positions[todo] + 16
+        step = 16
+        while len(todo) and step < _RUN_LIMIT:
+            marks = self.controls(self.at(found[todo]))
+            done = marks != 0
+            found[todo[done]] += _first_byte(marks[done])
+            found[todo[~done]] += 8
+            todo = todo[~done]
+            step += 8
+        lost = np.zeros(len(positions), dtype=np.bool_)
+        lost[todo] = True
+        return found, lost
+
+    def level_at(self, positions: Any) -> Any:
+        """Which level word (its index in ``LEVEL_WORDS``, or -1) starts at each position, after an optional
+        ``[``, with a word boundary after it."""
+        np, c = self.np, self.c
+        words = self.at(positions)
+        bracketed = np.flatnonzero((words & np.uint64(0xFF)) == 0x5B)
+        if len(bracketed):
+            positions = positions.copy()
+            positions[bracketed] += 1
+            words[bracketed] = self.at(positions[bracketed])
+        slot = (((words & np.uint64(0xFFFFFFFF)) * np.uint64(_HASH)) & np.uint64(0xFFFFFFFF)) >> np.uint64(29)
+        slot = slot.astype(np.intp)
+        same = (words & c["masks"][slot]) == c["values"][slot]
+        code = c["codes"][slot]  # the word's index, and its length times 16
+        warning = (code == _WARN + 4 * 16) & ((words & c["seven"]) == c["warning"])
+        code = np.where(warning, _WARNING + 7 * 16, code)
+        after = self.byte(positions + (code >> 4))  # the byte after the word (a byte read is cheap)
+        return np.where(same & ~c["wordy"][after], code & 15, -1)
+
+    def stamps(self, starts: Any) -> tuple[Any, Any, Any, Any, Any, Any, Any]:
+        """The time at each line start, in any shape the pattern takes: the first two words, whether a date came
+        first, the eight bytes of the time, whether the line has a time, whether RE2 must read it, and where
+        the blank after the time (and its fraction and zone) is."""
+        np = self.np
+        w0 = self.at(starts)
+        w1 = self.at(starts + 8)
+        third = (w1 >> np.uint64(16)) & np.uint64(0xFF)
+        dated = self.fits(w0, b"dddd-dd-") & self.fits(w1, b"dd") & ((third == 0x54) | (third == 0x20))
+        clock = starts + np.where(dated, 11, 0)
+        when = self.at(clock)
+        timed = self.fits(when, b"dd:dd:dd")
+        after = self.at(clock + 8)  # what follows the seconds: a fraction, a zone, blanks
+        first_byte = after & np.uint64(0xFF)
+        fraction = (first_byte == 0x2E) | (first_byte == 0x2C)
+        run = _first_byte(self.nondigits(after >> np.uint64(8)) | np.uint64(1 << 63))  # 7 when all were digits
+        undecided = timed & fraction & (run >= 7)
+        timed &= ~fraction | ((run >= 1) & (run < 7))
+        zone_at = clock + 8 + np.where(fraction, run + 1, 0)
+        zone_byte = self.byte(zone_at)
+        signed = (zone_byte == 0x2B) | (zone_byte == 0x2D)
+        zone_length = np.where(zone_byte == 0x5A, 1, 0)
+        signed_rows = np.flatnonzero(signed & timed)
+        if len(signed_rows):
+            offset = self.at(zone_at[signed_rows])
+            with_colon = self.fits(offset >> np.uint64(8), b"dd:dd")
+            without = self.fits(offset >> np.uint64(8), b"dddd")
+            zone_length[signed_rows] = np.where(with_colon, 6, np.where(without, 5, 0))
+        gap = zone_at + zone_length
+        timed &= self.is_blank(self.byte(gap))
+        return w0, w1, dated, when, timed, undecided, gap
+
+    def stamps_like_the_first(self, starts: Any) -> tuple[Any, Any, Any, Any, Any, Any, Any]:
+        """``stamps``, faster where lines share the first line's time layout (most logs): a line whose bytes up
+        to that layout's blank are of the same classes (digit for digit, other bytes equal) is read the same
+        way by the pattern, so one template check per eight bytes decides it. Other lines: ``stamps``."""
+        np = self.np
+        head = self.stamps(starts[:1])
+        if not len(starts) or not head[4][0] or head[5][0]:
+            return self.stamps(starts)
+        start = int(starts[0])
+        width = int(head[6][0]) - start
+        template = bytes(b"d"[0] if 0x30 <= byte <= 0x39 else byte for byte in self.frame.buffer[start : start + width])
+        words = [self.at(starts + index) for index in range(0, width, 8)]
+        fit = self.is_blank(self.byte(starts + width))
+        for index, word in enumerate(words):
+            fit &= self.fits(word, template[8 * index : 8 * index + 8])
+        dated = np.full(len(starts), bool(head[2][0]))
+        w0 = words[0]
+        w1 = words[1] if len(words) > 1 else self.at(starts + 8)
+        when = (w1 >> np.uint64(24)) | (words[2] << np.uint64(40)) if head[2][0] else w0  # the time's bytes
+        undecided = np.zeros(len(starts), dtype=np.bool_)
+        gap = starts + width
+        other = np.flatnonzero(~fit)
+        if len(other):
+            w0, w1, when, gap = w0.copy(), w1.copy(), when.copy(), gap.copy()
+            results = self.stamps(starts[other])
+            for into, value in zip((w0, w1, dated, when, fit, undecided, gap), results, strict=True):
+                into[other] = value
+        return w0, w1, dated, when, fit, undecided, gap
+
+    def parse(self, starts: Any, want_errors: bool) -> tuple[Any, Any, Any, Any, Any]:
+        """For each line start: its level (or -1), minute (HH * 100 + MM), day key (0 without a date), whether
+        RE2 must read it instead, and whether it may be an error line (for the first error)."""
+        np = self.np
+        w0, w1, dated, when, timed, undecided, gap = self.stamps_like_the_first(starts)
+        first, lost = self.skip_blanks(gap + 1)
+        undecided |= timed & lost
+        ends, lost = self.word_ends(first)
+        undecided |= timed & lost
+        end_byte = self.byte(ends)
+        # A byte at or below a space that is not RE2's \s (\t \n \f \r space) belongs to the word: RE2 decides.
+        whitespace = self.is_blank(end_byte) | (end_byte == 0x0A) | (end_byte == 0x0C) | (end_byte == 0x0D)
+        undecided |= timed & ~whitespace
+        sourced = timed & ~undecided & (ends > first) & self.is_blank(end_byte)
+        second, lost = self.skip_blanks(ends + 1)
+        undecided |= sourced & lost
+        sourced &= ~lost
+        level = np.where(sourced, self.level_at(second), -1)
+        direct = np.flatnonzero(timed & ~undecided & ((level < 0) | want_errors))
+        direct_level = self.level_at(first[direct])
+        if want_errors:
+            could_err = (level >= 0) & (level < ERROR_LEVELS)
+            could_err[direct] |= (direct_level >= 0) & (direct_level < ERROR_LEVELS)
+        else:
+            could_err = np.zeros(0, dtype=np.bool_)
+        level[direct] = np.where(level[direct] >= 0, level[direct], direct_level)
+        level = np.where(timed & ~undecided, level, -1)
+        # HH and MM as numbers: each pair's tens times ten plus its units lands in the pair's first byte.
+        digits = when & np.uint64(0x0000000F0F000F0F)
+        pairs = digits * np.uint64(10) + (digits >> np.uint64(8))
+        minute = ((pairs & np.uint64(0xFF)) * np.uint64(100) + ((pairs >> np.uint64(24)) & np.uint64(0xFF))).astype(
+            np.int64
+        )
+        day = (w0 & np.uint64(0x000F0F000F0F0F0F)) | ((w1 & np.uint64(0x0F)) << np.uint64(32))
+        day |= ((w1 & np.uint64(0x0F00)) << np.uint64(48)) | np.uint64(1 << 63)
+        day = np.where(dated, day, np.uint64(0))
+        return level, minute, day, undecided, could_err
+
+
+@functools.cache
+def _minute_text(minute: int) -> bytes:
+    return b"%02d:%02d" % divmod(minute, 100)
+
+
+@functools.cache
+def _day_text(key: int) -> bytes:
+    """The ``YYYY-MM-DD`` a day key was made from (0: no date)."""
+    if not key:
+        return b""
+    nibbles = [(key >> (8 * index)) & 0xF for index in range(8)]
+    year = "".join(str(n) for n in nibbles[:4])
+    return f"{year}-{nibbles[5]}{nibbles[6]}-{nibbles[4]}{nibbles[7]}".encode()
+
+
+def _tally(level: Any, minute: Any, day: Any) -> Counter[Key]:
+    """Counts per (day, minute, level) of the lines with a level, without sorting in the common case."""
+    np = _np()
     found: Counter[Key] = Counter()
-    for key, count in zip(unique.tolist(), counts.tolist(), strict=True):
-        day_and_minute, level_index = divmod(key, 8)
-        day_number, minute = divmod(day_and_minute, 10_000)
-        day_text = f"{day_number - 100_000_000:08d}" if day_number else ""
-        day_bytes = f"{day_text[:4]}-{day_text[4:6]}-{day_text[6:]}".encode() if day_text else b""
-        found[(day_bytes, f"{minute // 100:02d}:{minute % 100:02d}".encode(), LEVEL_WORDS[level_index])] += count
-    total = len(rows)
-    for start in np.flatnonzero(undecided).tolist():
-        line_start = int(starts[start])
-        line_end = framed.find(b"\n", line_start)
-        framed_line = framed[line_start - 1 : len(framed) if line_end < 0 else line_end]
-        for _whole, span_day, span_minute, span_level in line.finditer(framed_line):
-            found[
-                (
-                    framed_line[span_day[0] : span_day[1]],
-                    framed_line[span_minute[0] : span_minute[1]],
-                    framed_line[span_level[0] : span_level[1]],
-                )
-            ] += 1
-            total += 1
-    return found, total
+    rows = np.flatnonzero(level >= 0)
+    if not len(rows):
+        return found
+    slot = minute[rows] * 8 + level[rows]
+    days = day[rows]
+    if days.min() == days.max():
+        lowest = int(slot.min())
+        counts = np.bincount(slot - lowest)  # as many bins as the pass's span of minutes, not a day's
+        present = np.flatnonzero(counts)
+        day_text = _day_text(int(days[0]))
+        counts, present = counts[present], present + lowest
+        for key, count in zip(present.tolist(), counts.tolist(), strict=True):
+            found[(day_text, _minute_text(key >> 3), LEVEL_WORDS[key & 7])] += count
+        return found
+    unique_days, which = np.unique(days, return_inverse=True)
+    keys, counts = np.unique(which.reshape(-1) * (_MINUTES * 8) + slot, return_counts=True)
+    day_texts = [_day_text(int(key)) for key in unique_days.tolist()]
+    for key, count in zip(keys.tolist(), counts.tolist(), strict=True):
+        day_index, rest = divmod(key, _MINUTES * 8)
+        found[(day_texts[day_index], _minute_text(rest >> 3), LEVEL_WORDS[rest & 7])] += count
+    return found
+
+
+def levels_in(frame: Frame, size: int, line: LinearPattern, *, want_errors: bool) -> ChunkLevels:
+    """The counts of the lines of ``frame.buffer[:size]`` (a newline, then whole lines), as ``line.finditer``
+    would find them line by line; with ``want_errors``, the starts of the lines that may hold an error."""
+    np = _np()
+    kernel = _Kernel(frame)
+    starts = line_starts(frame, size)
+    found: Counter[Key] = Counter()
+    parsed = 0
+    error_starts: list[Any] = []
+    error_lines: list[Any] = []
+    for begin in range(0, len(starts), _LINES_PER_PASS):
+        part = starts[begin : begin + _LINES_PER_PASS]
+        level, minute, day, undecided, could_err = kernel.parse(part, want_errors)
+        found.update(_tally(level, minute, day))
+        parsed += int(np.count_nonzero(level >= 0))
+        odd = np.flatnonzero(undecided)
+        for row in odd.tolist():
+            start = int(part[row])
+            framed_line = bytes(frame.buffer[start - 1 : frame.buffer.find(b"\n", start)])
+            for _whole, span_day, span_minute, span_level in line.finditer(framed_line):
+                found[
+                    (
+                        framed_line[span_day[0] : span_day[1]],
+                        framed_line[span_minute[0] : span_minute[1]],
+                        framed_line[span_level[0] : span_level[1]],
+                    )
+                ] += 1
+                parsed += 1
+        if want_errors:
+            candidates = np.flatnonzero(could_err | undecided)
+            error_starts.append(part[candidates])
+            error_lines.append(candidates + begin)
+    nothing = np.zeros(0, dtype=np.int64)
+    return ChunkLevels(
+        found,
+        parsed,
+        len(starts),
+        np.concatenate(error_starts) if error_starts else nothing,
+        np.concatenate(error_lines) if error_lines else nothing,
+    )

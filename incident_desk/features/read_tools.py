@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 
 from incident_desk import tool_results as results
 from incident_desk.app import DeskApp
-from incident_desk.core import logfile
+from incident_desk.core import log_search, logfile
 from incident_desk.core.activity import STATES, IncidentState, Standing, stamp, state_of
 from incident_desk.core.audit import MAX_RECENT_DECISIONS, AuditError, format_decisions
 from incident_desk.core.incidents import DeskError, Listing
@@ -268,7 +268,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
             return results.error(str(exc))
         cancelled = threading.Event()
         reader = partial(
-            logfile.search,
+            log_search.search,
             pattern=regex,
             cursor=start,
             limit=limit,

@@ -1,0 +1,130 @@
+"""The timeline's reading: a log cut into chunks of whole lines, counted by ``timeline_scan`` on up to two cores.
+
+Chunks are read into a few reused buffers (no new bytes object per chunk) and counted in worker threads: the
+kernel's array operations leave the interpreter lock, so two chunks are counted at once while the next is read.
+Results come back in log order. A line longer than ``max_carry`` is skipped whole (reported as one unparsed
+line), never held.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import deque
+from collections.abc import Callable, Generator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, BinaryIO
+
+from incident_desk.core.timeline_scan import ChunkLevels, Frame, levels_in
+
+if TYPE_CHECKING:
+    from incident_desk.core.linear import LinearPattern
+
+WORKERS = min(2, os.cpu_count() or 1)
+
+
+@dataclass
+class Skipped:
+    """Bytes of an overlong line passed over, and whether that line started here (it counts once)."""
+
+    bytes: int
+    lines: int
+
+
+@dataclass
+class Counted:
+    """A chunk of whole lines at ``frame.buffer[1:size]`` and its counts; ``whole`` is False for the log's last
+    line without a newline. The frame stays as it is until the next chunk is asked for."""
+
+    frame: Frame
+    size: int
+    whole: bool
+    levels: ChunkLevels
+
+
+def _read_into(handle: BinaryIO, into: memoryview) -> int:
+    """Read into the scan's own buffer where the handle can."""
+    readinto = getattr(handle, "readinto", None)
+    if readinto is not None:
+        return int(readinto(into) or 0)
+    data = handle.read(len(into))
+    into[: len(data)] = data
+    return len(data)
+
+
+def counted_chunks(
+    handle: BinaryIO,
+    line: LinearPattern,
+    *,
+    chunk: int,
+    max_carry: int,
+    want_errors: Callable[[], bool],
+    workers: int | None = None,
+) -> Generator[Skipped | Counted, None, None]:
+    """The log from the handle's position on, chunk by chunk in order. Stop asking at any point: the work still
+    under way (at most one chunk per worker) is waited for and dropped, so the next pass never runs beside it
+    and memory stays that of one pass. ``workers``: threads counting at once (default ``WORKERS``)."""
+    workers = workers or WORKERS
+    frames = deque(Frame(max_carry + chunk) for _ in range(workers + 1))
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="timeline") if workers > 1 else None
+    # In log order: a skipped stretch, or a chunk's frame, size, wholeness and its counts (or their future).
+    pending: deque[Skipped | tuple[Frame, int, bool, Future[ChunkLevels] | ChunkLevels]] = deque()
+    frame = frames.popleft()
+    held = 0  # bytes of an unfinished line at frame.buffer[1 : 1 + held]
+    in_long_line = False
+    ended = False
+    try:
+        while True:
+            while not ended and len(pending) < workers:
+                buffer = frame.buffer
+                got = _read_into(handle, memoryview(buffer)[1 + held : 1 + held + chunk])
+                if in_long_line:
+                    newline = buffer.find(b"\n", 1, 1 + got)
+                    skipped = got if newline < 0 else newline
+                    pending.append(Skipped(skipped, 0))
+                    if newline < 0:
+                        ended = not got
+                        continue
+                    in_long_line, got = False, got - skipped
+                    buffer[1 : 1 + got] = buffer[1 + skipped : 1 + skipped + got]
+                    if not got:
+                        continue
+                end = 1 + held + got
+                frame.end_data(end)
+                if got:
+                    size = buffer.rfind(b"\n", 1, end) + 1
+                    if size == 0:
+                        held = end - 1
+                        if held >= max_carry:
+                            pending.append(Skipped(held, 1))
+                            held, in_long_line = 0, True
+                        continue
+                elif held:
+                    size = end  # the log's last line, without a newline
+                else:
+                    ended = True
+                    break
+                errors = want_errors()
+                work: Future[ChunkLevels] | ChunkLevels = (
+                    pool.submit(levels_in, frame, size, line, want_errors=errors)
+                    if pool is not None
+                    else levels_in(frame, size, line, want_errors=errors)
+                )
+                pending.append((frame, size, bool(got), work))
+                following = frames.popleft()
+                held = end - size
+                following.buffer[1 : 1 + held] = buffer[size:end]
+                frame = following
+                ended = not got
+            if not pending:
+                return
+            first = pending.popleft()
+            if isinstance(first, Skipped):
+                yield first
+                continue
+            done_frame, done_size, whole, done = first
+            yield Counted(done_frame, done_size, whole, done.result() if isinstance(done, Future) else done)
+            frames.append(done_frame)
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)

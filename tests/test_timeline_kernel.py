@@ -1,0 +1,192 @@
+"""The timeline's array kernel against a line-by-line reading of the same pattern, on hostile logs: level words
+in messages, a level word cut by a chunk or a pass boundary, CRLF, tabs and runs of blanks, long fractions,
+zones, long source words, control and non-ASCII bytes, odd dates and times, out-of-order stretches."""
+
+from __future__ import annotations
+
+import io
+import random
+import re
+from collections import Counter
+from datetime import UTC, date, datetime
+
+import pytest
+
+from incident_desk.core import timeline, timeline_chunks, timeline_scan
+
+DAY = date(2026, 11, 29)
+# The desk's pattern as RE2 reads it (bytes, ASCII classes; RE2's \s is [\t\n\f\r ], without \v).
+_PREFIX = (
+    rb"(?:(\d{4}-\d\d-\d\d)[T ])?(\d\d:\d\d):(\d\d)(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?[ \t]+"
+    rb"(?:[^\t\n\f\r ]+[ \t]+)?\[?"
+)
+_LINE = re.compile(_PREFIX + rb"(ERROR|FATAL|CRITICAL|WARNING|WARN|INFO|DEBUG|TRACE)\b")
+_ERROR = re.compile(_PREFIX + rb"(?:ERROR|FATAL|CRITICAL)\b")
+_LEVEL = {b"FATAL": "error", b"CRITICAL": "error", b"WARNING": "warn", b"TRACE": "debug"}
+
+
+def _reference(data: bytes) -> tuple[dict[datetime, Counter[str]], int, int, int | None]:
+    """Counts per minute and level, unparsed lines, lines, and the first error's line: one line at a time."""
+    counts: dict[datetime, Counter[str]] = {}
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    unparsed = 0
+    first_error = None
+    for number, raw in enumerate(lines, start=1):
+        if first_error is None and _ERROR.match(raw):
+            first_error = number
+        hit = _LINE.match(raw)
+        start = None
+        if hit is not None:
+            try:
+                day = date.fromisoformat(hit[1].decode()) if hit[1] else DAY
+                start = datetime(day.year, day.month, day.day, int(hit[2][:2]), int(hit[2][3:]), tzinfo=UTC)
+            except ValueError:
+                start = None
+        if start is None:
+            unparsed += 1
+            continue
+        counts.setdefault(start, Counter())[_LEVEL.get(hit[4], hit[4].decode().lower())] += 1  # type: ignore[index]
+    return counts, unparsed, len(lines), first_error
+
+
+def _as_counts(scan: timeline.LevelScan) -> dict[datetime, Counter[str]]:
+    return {
+        m.start: +Counter({"error": m.error, "warn": m.warn, "info": m.info, "debug": m.debug}) for m in scan.minutes
+    }
+
+
+def _check(
+    data: bytes, chunk: int = timeline.CHUNK_BYTES, max_carry: int = timeline.MAX_CARRY_BYTES
+) -> timeline.LevelScan:
+    expected, unparsed, lines, first_error = _reference(data)
+    scan = timeline.scan_levels(io.BytesIO(data), anchor=DAY, chunk_bytes=chunk, max_carry_bytes=max_carry)
+    assert scan.stopped == "end of log"
+    assert _as_counts(scan) == expected
+    assert (scan.unparsed_lines, scan.scanned_lines) == (unparsed, lines)
+    assert (scan.first_error.line if scan.first_error else None) == first_error
+    return scan
+
+
+_LEVELS = [b"ERROR", b"FATAL", b"CRITICAL", b"WARNING", b"WARN", b"INFO", b"DEBUG", b"TRACE"]
+_NEAR = [b"NOTICE", b"INF", b"ERRO", b"WARNINGS", b"WARN_", b"INFO1", b"info", b"Error", b"DEBUGGING", b"TRACEx"]
+
+
+def _piece(rng: random.Random, choices: list[bytes]) -> bytes:
+    return rng.choice(choices)
+
+
+def _hostile_line(rng: random.Random) -> bytes:
+    """One line built from parts the pattern reads, each now and then in a shape it does not accept."""
+    date_part = _piece(rng, [b"", b"", b"2026-11-29T", b"2026-11-30 ", b"2026-13-45T", b"2026-11-2T", b"2026/11/29T"])
+    hour, minute = rng.choice([(10, rng.randrange(60)), (23, 59), (0, 0), (99, 99), (24, 61)])
+    clock = b"%02d:%02d:%02d" % (hour, minute, rng.randrange(60))
+    if rng.random() < 0.05:
+        clock = _piece(rng, [b"1:00:00", b"10:0:00", b"10:00", b"10-00-00", b"10:00:0x"])
+    fraction = _piece(rng, [b"", b"", b".123", b",5", b".123456", b".1234567", b".123456789", b".", b".x"])
+    zone = _piece(rng, [b"", b"", b"Z", b"+01:00", b"-0530", b"+01", b"+1:00", b"z", b"Zulu"])
+    blanks = _piece(rng, [b" ", b" ", b"\t", b"  ", b" \t ", b" " * 70, b"", b"\r", b"\x0b"])
+    source = _piece(
+        rng,
+        [b"", b"api", b"payments-api", b"s" * 40, b"s" * 70, b"caf\xc3\xa9", b"a\x0bb", b"a\x01b", b"[x]", b"ERROR"],
+    )
+    after_source = _piece(rng, [b" ", b"\t", b"   ", b" " * 80, b"\r", b"\x0c"]) if source else b""
+    bracket = _piece(rng, [b"", b"", b"[", b"[["])
+    level = _piece(rng, _LEVELS * 3 + _NEAR)
+    boundary = _piece(rng, [b"", b" ", b"]", b"\r", b":", b"_", b"9", b"\xc3\xa9", b"-", b"\t"])
+    message = _piece(
+        rng,
+        [b"", b" request served", b" ERROR in the message", b" INFO WARN ERROR", b" x" * 3000, b" \x00\xff bytes"],
+    )
+    line = date_part + clock + fraction + zone + blanks + source + after_source + bracket + level + boundary + message
+    if rng.random() < 0.03:
+        line = _piece(rng, [b"", b"\r", b"    at frame (no time)", b"ERROR at the start", b"\x00" * 20])
+    return line + _piece(rng, [b"\n", b"\n", b"\r\n"])
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("chunk", [97, 4096, 1024 * 1024])
+def test_hostile_lines_count_as_a_line_by_line_reading(monkeypatch: pytest.MonkeyPatch, seed: int, chunk: int) -> None:
+    monkeypatch.setattr(timeline_scan, "_LINES_PER_PASS", 37)  # many passes per chunk: pass boundaries too
+    rng = random.Random(seed)
+    data = b"".join(_hostile_line(rng) for _ in range(3000))
+    _check(data, chunk, max(4 * chunk, 64 * 1024))
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_one_or_two_workers_count_the_same(monkeypatch: pytest.MonkeyPatch, workers: int) -> None:
+    monkeypatch.setattr(timeline_chunks, "WORKERS", workers)
+    rng = random.Random(99)
+    _check(b"".join(_hostile_line(rng) for _ in range(5000)), 4096, 64 * 1024)
+
+
+def test_a_level_word_cut_by_every_chunk_boundary() -> None:
+    line = b"2026-11-29T10:00:00.123Z payments-api ERROR boom\r\n"
+    data = b"10:01:00 a INFO x\n" + line * 5 + b"10:02:00 svc WARNING w"  # the last line without a newline
+    for chunk in range(1, len(line) + 2):
+        scan = _check(data, chunk, 4096)
+        assert [(m.error, m.warn, m.info) for m in scan.minutes] == [(5, 0, 0), (0, 0, 1), (0, 1, 0)]
+
+
+def test_level_words_in_the_message_are_not_counted() -> None:
+    data = (
+        b"10:00:00 svc request failed ERROR ERROR\n"  # the level place holds "request": no level
+        b"10:00:01 svc INFOS retry ERROR\n"
+        b"10:00:02 ERROR INFO both places\n"  # counted as INFO (after a source word), yet the first error line
+        b"10:00:03 svc [WARN] ok\n"
+        b"10:00:04 svc WARN_ERROR x\n"
+    )
+    scan = _check(data)
+    assert [(m.error, m.warn, m.info) for m in scan.minutes] == [(0, 1, 1)]
+    assert scan.first_error is not None and scan.first_error.line == 3
+
+
+def test_out_of_order_stretches_and_skipped_minutes() -> None:
+    rng = random.Random(5)
+    minutes = [m for m in range(0, 600, 7)]
+    rng.shuffle(minutes)
+    data = b"".join(
+        b"2026-11-%02dT%02d:%02d:%02d.000Z svc %s x\n"
+        % (28 + m // 300, 10 + m % 300 // 60, m % 60, s, rng.choice(_LEVELS))
+        for m in minutes
+        for s in range(3)
+    )
+    _check(data)
+
+
+def test_very_long_lines_and_crlf_only_lines() -> None:
+    data = (
+        b"10:00:00 " + b"s" * 5000 + b" ERROR long source\r\n"
+        b"10:00:01" + b" " * 5000 + b"INFO after long blanks\r\n"
+        b"10:00:02.1234567890123456789 svc DEBUG long fraction\r\n"
+        b"\r\n\r\n"
+        b"10:00:03 svc TRACE " + b"y" * 200_000 + b"\r\n"
+    )
+    _check(data)
+
+
+class _NoRE2:
+    def finditer(self, data: bytes) -> list[object]:
+        raise AssertionError(f"RE2 was asked to read {data[:40]!r}: the arrays should decide this line")
+
+
+def test_common_shapes_are_decided_by_the_arrays_not_line_by_line() -> None:
+    lines = [
+        b"2026-11-29T10:01:07.001Z payments-api INFO slow query took 667ms",
+        b"2026-11-29 10:01:07,001 [ERROR] no source",
+        b"2026-11-29T10:01:07.123456+01:00\tworker-3\tWARNING tabbed",
+        b"10:01:07 api          DEBUG padded source",
+        b"10:01:07.5-0530 api TRACE",
+        b"    at frame (no time)",
+        b"",
+        b"10:01:07 api NOTICE not a level",
+    ]
+    data = b"\n".join(lines * 50) + b"\n"
+    frame = timeline_scan.Frame(len(data))
+    frame.buffer[1 : 1 + len(data)] = data
+    frame.end_data(1 + len(data))
+    found = timeline_scan.levels_in(frame, 1 + len(data), _NoRE2(), want_errors=True)  # type: ignore[arg-type]
+    assert found.lines == 400 and found.parsed == 250
+    assert sum(found.counts.values()) == 250
+    assert found.error_lines.tolist()[0] == 1  # the first line that may be an error: checked by RE2 later
