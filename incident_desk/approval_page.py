@@ -1,4 +1,4 @@
-"""The approval page of out-of-band approvals (issue 27): what the person opens from the link, never the client.
+"""The approval page of out-of-band approvals: what the person opens from the link, never the client.
 
 ``GET /approvals/{link}`` shows the act, its target, the requester, the reason and who may approve, with an approve
 or decline form; ``POST`` records the decision once. Protections: the link is single use and expires with the
@@ -15,8 +15,7 @@ import html
 import socket
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
 
 import anyio
 import structlog
@@ -34,6 +33,7 @@ from incident_desk.approval_signin import (
     SignedIn,
 )
 from incident_desk.auth import APPROVAL_PAGE_PREFIX
+from incident_desk.core.approval import MAX_TICKET_CHARS, TICKET
 from incident_desk.core.approval_links import ApprovalBook, LinkRefused, Pending, State
 from incident_desk.oauth import IssuerUnavailable
 
@@ -52,7 +52,7 @@ SECURITY_HEADERS = {
 }
 
 
-def _page(title: str, body: str, status: int = 200, cookie: str | None = None) -> HTMLResponse:
+def _page(title: str, body: str, status: int = 200, cookie: str | None = None, link: str = "") -> HTMLResponse:
     document = (
         "<!doctype html><html><head><meta charset='utf-8'><title>"
         + html.escape(title)
@@ -65,8 +65,20 @@ def _page(title: str, body: str, status: int = 200, cookie: str | None = None) -
     )
     response = HTMLResponse(document, status_code=status, headers=SECURITY_HEADERS)
     if cookie is not None:
-        response.set_cookie(CSRF_COOKIE, cookie, httponly=True, samesite="strict", path=PAGE_PREFIX)
+        # Scoped to this link's page, so two approvals open in one browser do not overwrite each other's token.
+        response.set_cookie(CSRF_COOKIE, cookie, httponly=True, samesite="strict", path=PAGE_PREFIX + link)
     return response
+
+
+def _ticket_problem(ticket: str | None) -> str | None:
+    """Why the act would refuse this change ticket, or None: checked before the link is used up."""
+    if ticket is None:
+        return "a change ticket is required"
+    if len(ticket) > MAX_TICKET_CHARS:
+        return f"the change ticket is too long ({len(ticket)} characters, at most {MAX_TICKET_CHARS})"
+    if not TICKET.fullmatch(ticket):
+        return "the change ticket must be letters, digits and _ . : # / - (e.g. CHG-2291)"
+    return None
 
 
 def _refused(exc: LinkRefused) -> HTMLResponse:
@@ -117,7 +129,7 @@ def page_routes(book: ApprovalBook, identity: Identity | None = None) -> list[Ro
             "<button id='approve' name='decision' value='approve'>Approve</button> "
             "<button id='decline' name='decision' value='decline' formnovalidate>Decline</button></form>"
         )
-        return _page(f"Approve: {pending.question}", _details(pending, who) + form, cookie=pending.csrf)
+        return _page(f"Approve: {pending.question}", _details(pending, who) + form, cookie=pending.csrf, link=link)
 
     async def decide(request: Request) -> Response:
         link = request.path_params["link"]
@@ -135,6 +147,9 @@ def page_routes(book: ApprovalBook, identity: Identity | None = None) -> list[Ro
         if decision not in ("approve", "decline"):
             return _page("Approval refused", "<p>the form must say approve or decline</p>", 400)
         ticket = str(form.get("ticket") or "").strip() or None
+        if decision == "approve" and (problem := _ticket_problem(ticket)):
+            # Refused before the link is used: the person corrects the ticket and approves again.
+            return _page("Approval not sent", f"<p>{html.escape(problem)}: go back and correct it</p>", 400)
         try:
             who = await signed_in(request, link, book.check(link))
         except LinkRefused as exc:
@@ -195,25 +210,20 @@ class LoopbackPage:
         with self._lock:
             if self._base is None or not self._running():
                 self._base, self._running = _start_loopback(
-                    Starlette(routes=page_routes(self._book, self._identity)), self._book
+                    Starlette(routes=page_routes(self._book, self._identity)), self._book, self._lock
                 )
             return self._base
 
 
-def _start_loopback(asgi: Starlette, book: ApprovalBook) -> tuple[str, Callable[[], bool]]:
+def _start_loopback(asgi: Starlette, book: ApprovalBook, lock: threading.Lock) -> tuple[str, Callable[[], bool]]:
     import uvicorn
-
-    class _QuietServer(uvicorn.Server):
-        @contextmanager
-        def capture_signals(self) -> Iterator[None]:
-            yield  # the desk's own signal handling stays in charge
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     sock.listen(16)
     port = sock.getsockname()[1]
     config = uvicorn.Config(asgi, log_config=None, access_log=False, lifespan="off", server_header=False, ws="none")
-    server = _QuietServer(config)
+    server = uvicorn.Server(config)  # off the main thread, it leaves the desk's signal handling alone
 
     def run() -> None:
         asyncio.run(server.serve(sockets=[sock]))
@@ -222,8 +232,9 @@ def _start_loopback(asgi: Starlette, book: ApprovalBook) -> tuple[str, Callable[
         # Up while an approval is pending (and a minute beyond its expiry, so a late click gets a clear page).
         while not server.should_exit:
             time.sleep(1)
-            if len(book) == 0:
-                server.should_exit = True
+            with lock:  # the lock base_url() holds: a link handed out now never points at a stopping server
+                if len(book) == 0:
+                    server.should_exit = True
 
     threading.Thread(target=run, name="approval-page", daemon=True).start()
     threading.Thread(target=idle_watch, name="approval-page-idle", daemon=True).start()

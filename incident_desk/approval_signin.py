@@ -41,8 +41,9 @@ SESSION_COOKIE = "incident_desk_approval_session"
 BROWSER_COOKIE = "incident_desk_approval_browser"
 SIGN_IN_SECONDS = 600.0
 OS_USER_NOTE = (
-    "You are approving as the operating-system user running this desk ({who}), by holding this one-time link. "
-    "This proves a human at this machine, not a second person."
+    "No identity provider signs you in here: the approval is recorded as the operating-system user running this "
+    "desk ({who}) and proves only that someone holding this one-time link approved. The client that asked also "
+    "received the link, so this proves no verified person, and not a second person."
 )
 
 

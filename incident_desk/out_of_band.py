@@ -1,4 +1,4 @@
-"""Out-of-band approval (issue 27) for the approved acts: the desk's page decides, the client only carries a link.
+"""Out-of-band approval for the approved acts: the desk's page decides, the client only carries a link.
 
 Features call :func:`ask_out_of_band` where they would call ``client_features.ask_approval``; it answers with the
 same kinds (an :class:`client_features.Answered` built from the page's decision, a refusal or an ``Ask``), plus the

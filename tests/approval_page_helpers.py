@@ -48,15 +48,18 @@ class LinkFollower:
     ticket: str = "CHG-2291"
     urls: list[str] = field(default_factory=list)
     visits: list[PageVisit] = field(default_factory=list)
+    form_asks: list[ElicitRequestParams] = field(default_factory=list)
 
     async def __call__(self, context: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult | ErrorData:
         if not isinstance(params, ElicitRequestURLParams):
+            self.form_asks.append(params)
             return ElicitResult(action="accept", content={"confirm": True, "ticket": "CHG-FORGED"})
         self.urls.append(params.url)
         if self.decision is not None:
             decision, ticket = self.decision, self.ticket
             self.visits.append(await anyio.to_thread.run_sync(lambda: visit(params.url, decision, ticket)))
+        # A client that accepts sends a ticked form with a ticket of its own: it must count for nothing.
         content: dict[str, Any] | None = None
         if self.client_action == "accept":
-            content = None
+            content = {"confirm": True, "ticket": "CHG-FORGED"}
         return ElicitResult(action=self.client_action, content=content)  # type: ignore[arg-type]

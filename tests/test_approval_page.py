@@ -14,7 +14,7 @@ from mcp.client.session import ClientSession
 from mcp_types import ClientCapabilities, ElicitationCapability, FormElicitationCapability
 
 from incident_desk.log import WithholdQueryStrings
-from tests.approval_page_helpers import CSRF, LinkFollower, visit
+from tests.approval_page_helpers import CSRF, LinkFollower, PageVisit, visit
 from tests.helpers import AppFactory, connect, text_of
 from tests.restart_helpers import (
     SERVICE,
@@ -83,6 +83,37 @@ async def test_forged_link_post_without_csrf_and_replay_are_refused(
     assert outcomes(app.journal).count("executed") == 1
 
 
+async def test_a_bad_ticket_is_refused_on_the_page_without_using_the_link(
+    make_app: AppFactory, restarts: Restarts, era: str
+) -> None:
+    _, server = desk(make_app, **_settings(restarts))
+    person = LinkFollower(decision=None)
+    texts: list[str] = []
+    async with connect(server, era, elicitation_callback=person) as client, anyio.create_task_group() as group:
+
+        async def call() -> None:
+            texts.append(text_of(await client.call_tool("restart_service", {"service": SERVICE})))
+
+        group.start_soon(call)
+        url = await _until_link(person)
+
+        def visit_with(ticket: str) -> PageVisit:
+            return visit(url, ticket=ticket)
+
+        for ticket, problem in [
+            ("", "a change ticket is required"),
+            ("CHG 2291", "the change ticket must be letters, digits"),
+            ("C" * 300, "the change ticket is too long (300 characters, at most 200)"),
+        ]:
+            refused = await anyio.to_thread.run_sync(visit_with, ticket)
+            assert refused.decided == 400 and problem in refused.text, refused.text
+        approved = await anyio.to_thread.run_sync(lambda: visit(url, ticket="CHG-2291"))
+        assert approved.decided == 200 and "You approved" in approved.text
+    assert len(texts) == 1 and texts[0].startswith(f"RESTARTED {SERVICE} under CHG-2291")
+    assert restarts.executions() == [SERVICE]
+    assert person.form_asks == []
+
+
 async def test_expired_link_is_refused(make_app: AppFactory, restarts: Restarts, era: str) -> None:
     _, server = desk(make_app, **_settings(restarts, timeout=1))
     person = LinkFollower(decision=None)
@@ -145,7 +176,7 @@ async def test_a_client_without_url_mode_gets_the_pending_text_and_the_page_stil
             url = first.split("open ", 1)[1].rsplit(" to approve", 1)[0]
             await anyio.to_thread.run_sync(lambda: visit(url))
             text = text_of(await client.call_tool("restart_service", {"service": SERVICE}))  # the client retries
-    assert forged.urls == [] and text.startswith(f"RESTARTED {SERVICE} under CHG-2291\n")
+    assert forged.urls == [] and forged.form_asks == [] and text.startswith(f"RESTARTED {SERVICE} under CHG-2291\n")
     if era == "legacy":
         assert shown[0].startswith("APPROVAL PENDING -- open http://127.0.0.1:")
     assert restarts.executions() == [SERVICE]

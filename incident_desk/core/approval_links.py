@@ -1,4 +1,4 @@
-"""Out-of-band approvals (issue 27): a person decides on the desk's own page, never through the client.
+"""Out-of-band approvals: a person decides on the desk's own page, never through the client.
 
 No MCP imports. A pending approval is bound to one act and its arguments and reached by a single-use link token.
 Only the token's hash is kept; logs and the journal name an approval by ``public_id``, a prefix of that hash, so
