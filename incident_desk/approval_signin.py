@@ -29,8 +29,8 @@ from incident_desk.oauth import (
     IssuerUnavailable,
     OAuthVerifier,
     TokenRejected,
-    _exchange_json,
-    _fetch_json,
+    exchange_json,
+    fetch_json,
 )
 from incident_desk.settings import Settings
 
@@ -179,7 +179,7 @@ class OpenIDSignIn:
             },
             headers={"Accept": "application/json"},
         )
-        answer = await _exchange_json(request)
+        answer = await exchange_json(request)
         id_token = answer.get("id_token") if isinstance(answer, dict) else None
         if not isinstance(id_token, str):
             raise TokenRejected("the identity provider sent no ID token")
@@ -199,7 +199,7 @@ class OpenIDSignIn:
         return principal.label
 
     async def _metadata(self) -> dict[str, object]:
-        document = await _fetch_json(
+        document = await fetch_json(
             self.issuer.rstrip("/") + "/.well-known/openid-configuration", "the issuer's metadata", self._timeout
         )
         if not isinstance(document, dict) or document.get("issuer") != self.issuer:

@@ -24,6 +24,11 @@ SERVE_FLAGS = ("transport", "host", "port", "stateless", "read_only", "redact_se
 _OFF_FLAGS = {"redact_secrets": "--no-redact"}
 
 
+def setting_flags() -> dict[str, str]:
+    """The flag that sets each setting a command line may set, by its Settings field name."""
+    return {name: _OFF_FLAGS.get(name, "--" + name.replace("_", "-")) for name in (*SETTINGS_FLAGS, *SERVE_FLAGS)}
+
+
 def _add_setting_flag(parser: argparse._ActionsContainer, name: str, *, default: Any = None) -> None:
     """``--name-with-dashes`` for the setting ``name``, as the Settings model declares it."""
     from incident_desk.settings import Settings

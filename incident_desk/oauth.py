@@ -202,7 +202,7 @@ class OAuthVerifier:
         if self._keys is not None and not refresh:
             return self._keys
         url = self._jwks_url or await self.discovered_jwks_url()
-        document = await _fetch_json(url, "the issuer's JWKS", self._timeout)
+        document = await fetch_json(url, "the issuer's JWKS", self._timeout)
         keys: dict[str, Any] = {}
         for entry in document.get("keys", []) if isinstance(document, dict) else []:
             if not isinstance(entry, dict) or entry.get("use", "sig") != "sig" or entry.get("kty") == "oct":
@@ -228,7 +228,7 @@ class OAuthVerifier:
         failures: list[str] = []
         for url in (f"{base}/.well-known/openid-configuration", _rfc8414_url(self.issuer)):
             try:
-                document = await _fetch_json(url, "the issuer's metadata", self._timeout)
+                document = await fetch_json(url, "the issuer's metadata", self._timeout)
             except IssuerUnavailable as exc:
                 failures.append(str(exc))
                 continue
@@ -254,7 +254,7 @@ class OAuthVerifier:
             auth=self._introspection_auth,
             headers={"Accept": "application/json"},
         )
-        answer = await _exchange_json(request)
+        answer = await exchange_json(request)
         if not isinstance(answer, dict) or answer.get("active") is not True:
             raise TokenRejected("the issuer says the token is not active")
         if answer.get("iss", self.issuer) != self.issuer:
@@ -284,7 +284,7 @@ def _rfc8414_url(issuer: str) -> str:
     return f"{scheme}://{host}/.well-known/oauth-authorization-server" + (f"/{path.rstrip('/')}" if path else "")
 
 
-async def _fetch_json(url: str, what: str, timeout: float) -> Any:
+async def fetch_json(url: str, what: str, timeout: float) -> Any:
     request = outside.Request(
         "GET",
         url,
@@ -293,10 +293,10 @@ async def _fetch_json(url: str, what: str, timeout: float) -> Any:
         max_bytes=MAX_METADATA_BYTES,
         headers={"Accept": "application/json"},
     )
-    return await _exchange_json(request)
+    return await exchange_json(request)
 
 
-async def _exchange_json(request: outside.Request) -> Any:
+async def exchange_json(request: outside.Request) -> Any:
     def parse(response: outside.Response) -> Any:
         if not response.is_success:
             raise IssuerUnavailable(f"{request.what} answered {response.status_code} {response.reason_phrase}")

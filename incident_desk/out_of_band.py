@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Literal
 
 import anyio
 import structlog
@@ -23,7 +24,9 @@ from incident_desk.core.approval_links import ApprovalBook, ApprovalMode, Pendin
 log = structlog.get_logger(__name__)
 
 # Journal hooks: (step, who, detail), step one of "requested", "opened".
-Journal = Callable[[str, str, str], Awaitable[None]]
+# A step of the approval and its journal row: requested (by the requester), or the page was opened.
+Step = Literal["requested", "opened"]
+Journal = Callable[[Step, str, str], Awaitable[None]]
 
 
 @dataclass(frozen=True)

@@ -101,13 +101,9 @@ def _cell(text: str) -> str:
 
 def _flags_by_setting() -> dict[str, str]:
     """The serve command's flags, by the setting each one sets."""
-    from incident_desk.cli_parser import build_parser
+    from incident_desk.cli_parser import setting_flags
 
-    flags: dict[str, str] = {}
-    for action in build_parser()._actions:
-        if action.option_strings and action.dest not in {"help", "version"}:
-            flags[action.dest] = ", ".join(f"`{flag}`" for flag in action.option_strings)
-    return flags
+    return {name: f"`{flag}`" for name, flag in setting_flags().items()}
 
 
 CONFIGURATION_INTRO = """\

@@ -85,7 +85,7 @@ class _Journal:
             await self.app.record_event(event)
         log.info("incident act", incident=self.incident_id, act=str(self.act), outcome=str(outcome), ticket=ticket)
 
-    async def step(self, step: str, who: str, detail: str) -> None:
+    async def step(self, step: out_of_band.Step, who: str, detail: str) -> None:
         """An out-of-band approval's step: ``requested`` (by ``who``) or ``opened`` (the page was seen)."""
         outcome = EventOutcome.APPROVAL_REQUESTED if step == "requested" else EventOutcome.PAGE_OPENED
         before, self.actor = self.actor, who or self.actor

@@ -89,7 +89,7 @@ class _Recorder:
         log.info("restart decision", **fields)
         await client_logging.tell_client(self._ctx, self._app.log_levels, "info", "restart decision", **fields)
 
-    async def step(self, step: str, who: str, detail: str) -> None:
+    async def step(self, step: out_of_band.Step, who: str, detail: str) -> None:
         """An out-of-band approval's step: ``requested`` (by ``who``) or ``opened`` (the page was seen)."""
         outcome = RestartOutcome.APPROVAL_REQUESTED if step == "requested" else RestartOutcome.PAGE_OPENED
         before, self.approver = self.approver, who or self.approver
