@@ -68,38 +68,17 @@ def memory_keyring(_isolated_environment: None) -> Iterator[MemoryKeyring]:
         yield backend
 
 
-# Modules whose tests share a module-scoped fixture that is slow to make (a PyInstaller build, a PostgreSQL cluster,
-# Alertmanager, Prometheus, a warmed uv cache, a built timeline page): under pytest-xdist each runs on one worker,
-# so the fixture is made once. A module missing here still passes, it only makes its fixture once per worker.
-SHARED_FIXTURE_MODULES = frozenset(
-    {
-        "test_act_approvals",
-        "test_frozen",
-        "test_memory",
-        "test_metrics",
-        "test_redact_corpus",
-        "test_team_activity",
-        "test_team_desk",
-        "test_team_locks",
-        "test_team_nginx",
-        "test_timeline_browser",
-        "test_uvx",
-    }
-)
-
-
 def _start_rank(item: pytest.Item) -> int:
-    """Longest first: the frozen build (minutes) starts at once, then the other slow tests, then the rest."""
+    """Longest first: the frozen build (minutes) starts at once, then the modules with slow tests, then the rest."""
     if item.get_closest_marker("frozen"):
         return 0
-    if item.get_closest_marker("slow") or item.path.stem in SHARED_FIXTURE_MODULES:
+    if item.get_closest_marker("slow"):
         return 1
     return 2
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Order and group the tests for parallel runs (``-n auto``; --dist loadgroup in pyproject.toml)."""
-    for item in items:
-        if item.path.stem in SHARED_FIXTURE_MODULES:
-            item.add_marker(pytest.mark.xdist_group(item.path.stem))
+    """Parallel runs (``-n auto``) hand out whole modules (--dist loadscope: a module's shared fixture, such as the
+    frozen build or a PostgreSQL cluster, is made once) in the order of their first test here, longest first
+    (--no-loadscope-reorder keeps it)."""
     items.sort(key=_start_rank)
