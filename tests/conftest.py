@@ -66,3 +66,19 @@ def memory_keyring(_isolated_environment: None) -> Iterator[MemoryKeyring]:
     """An in-memory keychain installed over the null backend that _isolated_environment selects."""
     with using_keyring(MemoryKeyring()) as backend:
         yield backend
+
+
+def _start_rank(item: pytest.Item) -> int:
+    """Longest first: the frozen build (minutes) starts at once, then the modules with slow tests, then the rest."""
+    if item.get_closest_marker("frozen"):
+        return 0
+    if item.get_closest_marker("slow"):
+        return 1
+    return 2
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Parallel runs (``-n auto``) hand out whole modules (--dist loadscope: a module's shared fixture, such as the
+    frozen build or a PostgreSQL cluster, is made once) in the order of their first test here, longest first
+    (--no-loadscope-reorder keeps it)."""
+    items.sort(key=_start_rank)

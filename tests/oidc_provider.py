@@ -30,12 +30,12 @@ import httpx2
 import jwt
 
 from tests.helpers import free_port
-from tests.npm_tools import UNREACHABLE, install_root
+from tests.npm_tools import OIDC_PROVIDER as PACKAGE
+from tests.npm_tools import install_root, npm_install
 
 if TYPE_CHECKING:
     from tests.browser import Page
 
-PACKAGE = "oidc-provider@9"
 SECRET = "client-secret-for-tests-only"
 REDIRECT = "http://127.0.0.1:1/callback"  # never visited: the test reads the code from the redirect itself
 CLIENTS = {
@@ -292,28 +292,10 @@ def run_provider(tmp_path: Path) -> Iterator[OpenIDProvider]:
 
 def _installed() -> None:
     """Install oidc-provider (a library, no command) through the npm-tools cache."""
-    module = install_root(PACKAGE) / "node_modules" / "oidc-provider" / "package.json"
-    if not module.exists():
-        _install()
-
-
-def _install() -> None:
     import shutil
 
     import pytest
 
-    npm = shutil.which("npm")
-    if npm is None or shutil.which("node") is None:
-        pytest.skip(f"node/npm are not installed: cannot run {PACKAGE}")
-    prefix = install_root(PACKAGE)
-    prefix.mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(
-        [npm, "install", "--no-audit", "--no-fund", "--prefix", str(prefix), PACKAGE],
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    if done.returncode != 0:
-        if UNREACHABLE.search(done.stderr):
-            pytest.skip(f"the npm registry is unreachable, cannot install {PACKAGE}")
-        raise AssertionError(f"npm install {PACKAGE} failed:\n{done.stderr[-2000:]}")
+    if shutil.which("node") is None:
+        pytest.skip(f"node is not installed: cannot run {PACKAGE}")
+    npm_install(PACKAGE, install_root(PACKAGE) / "node_modules" / "oidc-provider" / "package.json")

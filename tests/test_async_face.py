@@ -101,7 +101,7 @@ async def test_the_timeline_looks_at_ten_thousand_incidents_off_the_loop(
 async def test_a_folder_incident_never_waits_on_a_hanging_source(make_app: AppFactory, tmp_path: Path) -> None:
     root = synthetic_incidents(tmp_path / "desk", 1)
     with faulty_neighbour("hang") as neighbour:
-        source = {"kind": "alertmanager", "name": "prod", "url": neighbour.url, "timeout_seconds": 5}
+        source = {"kind": "alertmanager", "name": "prod", "url": neighbour.url, "timeout_seconds": 30}
         app = make_app(data_dir=root, incident_sources=[{"kind": "folder"}, source])
         async with connect(build_server(app), "legacy") as client:
             began = time.perf_counter()
@@ -110,7 +110,7 @@ async def test_a_folder_incident_never_waits_on_a_hanging_source(make_app: AppFa
             took = time.perf_counter() - began
         assert neighbour.requests == 0, "a folder incident asked the Alertmanager"
     assert not shown.is_error and not page.is_error
-    assert took < 2, f"{took:.1f}s"
+    assert took < 10, f"{took:.1f}s: the calls waited toward the hanging source's 30 s deadline"
 
 
 async def test_a_source_another_request_is_asking_is_named_as_still_loading(
@@ -120,7 +120,7 @@ async def test_a_source_another_request_is_asking_is_named_as_still_loading(
     own incidents are named as still loading rather than unknown."""
     root = synthetic_incidents(tmp_path / "desk", 1)
     with faulty_neighbour("hang") as neighbour:
-        source = {"kind": "alertmanager", "name": "prod", "url": neighbour.url, "timeout_seconds": 3}
+        source = {"kind": "alertmanager", "name": "prod", "url": neighbour.url, "timeout_seconds": 10}
         app = make_app(data_dir=root, incident_sources=[{"kind": "folder"}, source])
         async with anyio.create_task_group() as group:
             group.start_soon(app.listing)  # asks the source, for its whole deadline
@@ -133,10 +133,10 @@ async def test_a_source_another_request_is_asking_is_named_as_still_loading(
     (problem,) = listing.problems
     assert problem.entry == "source prod"
     assert re.fullmatch(
-        rf"alertmanager 'prod' at {neighbour.url} is still loading \(asked \d+\.\ds ago; it gets 3s to answer\)",
+        rf"alertmanager 'prod' at {neighbour.url} is still loading \(asked \d+\.\ds ago; it gets 10s to answer\)",
         problem.reason,
     ), problem.reason
-    assert took < 1
+    assert took < 3, f"{took:.1f}s: the completion waited toward the source's 10 s deadline"
 
 
 def test_features_never_choose_their_own_threads_or_call_the_desk_directly() -> None:

@@ -39,7 +39,8 @@ def test_a_dripping_or_hanging_neighbour_ends_at_the_deadline(fault: Fault) -> N
         with pytest.raises(outside.DeadlineExceeded) as caught:
             outside.exchange(_request(neighbour.url))
         took = time.monotonic() - began
-    assert DEADLINE <= took < DEADLINE + 0.5, f"{fault}: {took:.2f}s for a {DEADLINE}s deadline"
+    # Without the deadline neither ever ends; 1 s of slack lets a loaded machine wake the caller late.
+    assert DEADLINE <= took < DEADLINE + 1.0, f"{fault}: {took:.2f}s for a {DEADLINE}s deadline"
     assert str(caught.value) == "neighbour 'n' did not answer within 1s"
 
 
@@ -50,7 +51,7 @@ def test_a_drip_slower_than_any_read_timeout_still_ends_at_the_deadline() -> Non
         with pytest.raises(outside.DeadlineExceeded):
             outside.exchange(_request(neighbour.url, deadline=2.5))
         took = time.monotonic() - began
-    assert 2.5 <= took < 3.0
+    assert 2.5 <= took < 3.5  # the drip never ends by itself: 1 s of slack for a loaded machine
 
 
 @pytest.mark.parametrize("announced", [False, True], ids=["streamed", "content-length"])
@@ -150,4 +151,4 @@ async def test_a_cancelled_caller_does_not_wait_for_the_neighbour() -> None:
         with anyio.move_on_after(0.3):
             await outside.exchange_from_loop(_request(neighbour.url, deadline=5), lambda response: response)
         took = time.monotonic() - began
-    assert took < 1.0
+    assert took < 2.5, f"{took:.2f}s: the cancelled caller waited toward the neighbour's 5 s deadline"

@@ -209,4 +209,4 @@ async def test_a_provider_dripping_its_answer_is_cut_off_at_the_whole_deadline()
             await _ask(_openai(neighbour.url, timeout=1.5))
         took = time.monotonic() - began
     assert str(caught.value) == f"openai provider at {neighbour.url}/v1/chat/completions: timed out after 1.5s"
-    assert took < 2.0
+    assert took < 2.5  # the drip never ends by itself: 1 s of slack for a loaded machine
