@@ -169,8 +169,8 @@ class _Search:
         import stringzilla
 
         self.scratch = np.empty(sizes.index_piece, dtype=np.bool_)
-        # A SIMD substring search: 0.035 s/GiB here, where RE2 takes 0.3 s/GiB to find "needle-xyz" (it looks for
-        # its first byte, n, which is everywhere in a log) and bytes.find 0.5 s/GiB.
+        # A SIMD substring search: RE2 finds "needle-xyz" by looking for its first byte, n, which is everywhere in a
+        # log, and bytes.find is slower still (docs/performance.md has the figures).
         self.prefilter = None if self.literals is None else LiteralSet(self.literals, stringzilla.find)
 
     def should_stop(self, offset: int, *, out_of_bytes: bool = False) -> bool:
