@@ -15,7 +15,7 @@ import html
 import socket
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
 import anyio
 import structlog
@@ -34,7 +34,8 @@ from incident_desk.approval_signin import (
 )
 from incident_desk.auth import APPROVAL_PAGE_PREFIX
 from incident_desk.core.approval import MAX_TICKET_CHARS, TICKET
-from incident_desk.core.approval_links import ApprovalBook, LinkRefused, Pending, State
+from incident_desk.core.approval_links import ApprovalBook, LinkRefused, PageStep, Pending, State
+from incident_desk.core.audit import AuditError
 from incident_desk.oauth import IssuerUnavailable
 
 log = structlog.get_logger(__name__)
@@ -101,6 +102,20 @@ def _details(pending: Pending, sign_in: SignedIn) -> str:
     return f"<dl>{items}</dl><p class='note'>{html.escape(sign_in.note)}</p>"
 
 
+async def _journal_step(pending: Pending, step: PageStep, who: str) -> str | None:
+    """Write the page's step through the approval's hook, whatever becomes of the browser's request; the problem
+    when the journal cannot take it."""
+    if pending.journal is None:
+        return None
+    try:
+        with anyio.CancelScope(shield=True):
+            await pending.journal(pending, step, who)
+    except AuditError as exc:
+        log.error("audit journal write failed", approval=pending.public_id, step=step, error=str(exc))
+        return str(exc)
+    return None
+
+
 def page_routes(book: ApprovalBook, identity: Identity | None = None) -> list[Route]:
     """The page's routes, for the HTTP desk's app or the loopback server."""
     identity = identity or OsUser()
@@ -122,6 +137,8 @@ def page_routes(book: ApprovalBook, identity: Identity | None = None) -> list[Ro
         if isinstance(who, Response):
             return who
         log.info("approval page opened", approval=pending.public_id)
+        if book.first_view(pending):
+            await _journal_step(pending, "opened", who.approver)
         form = (
             "<form method='post'>"
             f"<input type='hidden' name='csrf' value='{html.escape(pending.csrf)}'>"
@@ -161,7 +178,12 @@ def page_routes(book: ApprovalBook, identity: Identity | None = None) -> list[Ro
         except LinkRefused as exc:
             return _refused(exc)
         log.info("approval decided on the page", approval=pending.public_id, state=pending.state, by=who.approver)
-        verb = "approved" if pending.state == "approved" else "declined"
+        verb: PageStep = "approved" if pending.state == "approved" else "declined"
+        problem = await _journal_step(pending, verb, who.approver)
+        book.journalled(pending, problem)
+        if problem is not None:
+            text = f"the desk's journal could not record your decision, so nothing will run: {problem}"
+            return _page("Decision not recorded", f"<p>{html.escape(text)}</p>", 503)
         return _page(f"You {verb}", f"<p>{html.escape(pending.question)}</p><p>You can close this page.</p>")
 
     async def sign_in_callback(request: Request) -> Response:
@@ -184,16 +206,13 @@ def page_routes(book: ApprovalBook, identity: Identity | None = None) -> list[Ro
     ]
 
 
-async def wait_for_decision(book: ApprovalBook, pending: Pending, on_opened: Callable[[], Awaitable[None]]) -> State:
-    """Poll until the person decides on the page or the link expires; ``on_opened`` once the page was seen."""
+async def wait_for_decision(book: ApprovalBook, pending: Pending) -> State:
+    """Poll until the person's decision on the page is journalled, or the link expires."""
+    # The page may decide on another thread's event loop: poll, at a person's pace, rather than share an event.
     while True:
-        state = book.settle(pending)
-        if pending.opened_at is not None and not pending.opened_journalled:
-            pending.opened_journalled = True
-            await on_opened()
-        if state != "pending":
-            return state
-        await anyio.sleep(min(ApprovalBook.POLL_SECONDS, max(pending.seconds_left(), 0.01)))
+        if book.decided(pending):
+            return pending.state
+        await anyio.sleep(min(ApprovalBook.POLL_SECONDS, max(pending.seconds_left(), ApprovalBook.POLL_SECONDS / 4)))
 
 
 class LoopbackPage:

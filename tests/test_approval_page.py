@@ -3,6 +3,7 @@ expired links, a POST without the CSRF token or its cookie; and the pending text
 
 from __future__ import annotations
 
+import getpass
 import logging
 from collections.abc import Iterator
 from typing import Any
@@ -22,9 +23,11 @@ from tests.restart_helpers import (
     desk,
     outcomes,
     restarts_fixture,  # noqa: F401 -- the `restarts` fixture
+    rows,
 )
 
 pytestmark = pytest.mark.anyio
+OS_USER = f"os:{getpass.getuser()}"
 
 
 def _settings(restarts: Restarts, timeout: float = 30) -> dict[str, Any]:
@@ -181,6 +184,29 @@ async def test_a_client_without_url_mode_gets_the_pending_text_and_the_page_stil
         assert shown[0].startswith("APPROVAL PENDING -- open http://127.0.0.1:")
     assert restarts.executions() == [SERVICE]
     assert outcomes(app.journal) == ["approval_requested", "page_opened", "approved", "executed"]
+
+
+@pytest.mark.usefixtures("form_only_clients")
+@pytest.mark.parametrize("decision", ["approve", "decline"])
+async def test_the_page_journals_its_steps_when_the_client_never_retries(
+    make_app: AppFactory, restarts: Restarts, decision: str
+) -> None:
+    """A 2026 client shows the pending text and never comes back: the person's decision on the page is still in
+    the journal, by the person, with the approval's id, and nothing runs."""
+    app, server = desk(make_app, **_settings(restarts))
+    async with connect(server, "2026-07-28", elicitation_callback=LinkFollower()) as client:
+        first = text_of(await client.call_tool("restart_service", {"service": SERVICE}))
+        url = first.split("open ", 1)[1].rsplit(" to approve", 1)[0]
+        seen = await anyio.to_thread.run_sync(lambda: visit(url, decision))
+    assert seen.decided == 200
+    steps = rows(app.journal)
+    verb = "approved" if decision == "approve" else "declined"
+    assert [str(d.outcome) for d in steps] == ["approval_requested", "page_opened", verb]
+    requested, opened, decided = steps
+    approval_id = requested.detail.split(" approval ", 1)[1].split()[0]
+    assert opened.approver == decided.approver == OS_USER and approval_id in decided.detail
+    assert decided.ticket == ("CHG-2291" if decision == "approve" else None)
+    assert restarts.executions() == []
 
 
 async def test_no_elicitation_capability_keeps_the_refusal(make_app: AppFactory, restarts: Restarts, era: str) -> None:

@@ -3,6 +3,11 @@
 No MCP imports. A pending approval is bound to one act and its arguments and reached by a single-use link token.
 Only the token's hash is kept; logs and the journal name an approval by ``public_id``, a prefix of that hash, so
 nothing that reaches a log can open the page. The link expires with the approval timeout.
+
+The page journals its own steps (opened, approved, declined) through the pending approval's ``journal`` hook, at
+the moment they happen: a call that never comes back for the decision (a 2026 client that does not retry, a
+cancelled 2025 call) still leaves them in the journal. A decision is published to the waiting call only once its
+row is written, so the journal reads in the order things happened.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import hmac
 import secrets
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -19,6 +25,9 @@ ApprovalMode = Literal["in-band", "out-of-band", "second-person"]
 TOMBSTONE_SECONDS = 60.0
 MODES: tuple[ApprovalMode, ...] = ("in-band", "out-of-band", "second-person")
 State = Literal["pending", "approved", "declined", "expired"]
+# A step the page itself journals, and the hook that writes it: (the approval, the step, who took it).
+PageStep = Literal["opened", "approved", "declined"]
+StepJournal = Callable[["Pending", PageStep, str], Awaitable[None]]
 
 
 def strictest(*modes: ApprovalMode | None) -> ApprovalMode:
@@ -69,7 +78,15 @@ class Pending:
     ticket: str | None = None
     opened_at: float | None = None
     forget_at: float | None = None
+    journal: StepJournal | None = field(default=None, repr=False, compare=False)
     opened_journalled: bool = False
+    decision_journalled: bool = False
+    journal_problem: str | None = None
+
+    @property
+    def nonce(self) -> str:
+        """What makes the approval single use in the journal (a prefix of the link's hash, never the link)."""
+        return self.token_hash[:32]
 
     @property
     def who_may_approve(self) -> str:
@@ -103,6 +120,7 @@ class ApprovalBook:
         reason: str,
         mode: ApprovalMode,
         timeout: float,
+        journal: StepJournal | None = None,
     ) -> tuple[Pending, str]:
         """A new pending approval and its link token (to put in the URL, and nowhere else)."""
         token = secrets.token_urlsafe(32)
@@ -118,6 +136,7 @@ class ApprovalBook:
             reason=reason,
             mode=mode,
             expires_at=time.time() + timeout,
+            journal=journal,
         )
         with self._lock:
             self._forget_expired()
@@ -131,6 +150,12 @@ class ApprovalBook:
             if pending.opened_at is None:
                 pending.opened_at = time.time()
             return pending
+
+    def first_view(self, pending: Pending) -> bool:
+        """True once only: the first time the page is shown to someone, to journal ``page_opened``."""
+        with self._lock:
+            first, pending.opened_journalled = not pending.opened_journalled, True
+            return first
 
     def check(self, token: str) -> Pending:
         """The approval this link names, without noting it as seen (a form posted to it)."""
@@ -172,7 +197,23 @@ class ApprovalBook:
             )
         pending.state = "approved" if approve else "declined"
         pending.approver, pending.ticket = approver, ticket
+        pending.decision_journalled = pending.journal is None
         return pending
+
+    def journalled(self, pending: Pending, problem: str | None = None) -> None:
+        """The page wrote the decision's row (or could not: ``problem``); the waiting call may now act on it."""
+        with self._lock:
+            pending.decision_journalled, pending.journal_problem = problem is None, problem
+
+    def decided(self, pending: Pending) -> bool:
+        """Whether the waiting call can stop waiting: expired, or decided with the decision's row written (or
+        failed to write), or decided so long ago that the page's write is not coming."""
+        state = self.settle(pending)
+        if state == "pending":
+            return False
+        if state == "expired" or pending.decision_journalled or pending.journal_problem is not None:
+            return True
+        return time.time() > pending.expires_at + TOMBSTONE_SECONDS
 
     def _expire(self, pending: Pending) -> None:
         if pending.state == "pending":
