@@ -61,3 +61,17 @@ def test_links_are_single_use_csrf_bound_and_expire() -> None:
     time.sleep(0.1)
     with pytest.raises(LinkRefused, match="expired"):
         book.decide(link, csrf, approve=True, approver="os:root", ticket="C-1")
+
+
+def test_second_person_says_a_requester_who_is_not_a_subject_cannot_be_told_apart() -> None:
+    """Over stdio the requester is the OS user: any signed-in subject qualifies, and the page says so rather than
+    promise a second person."""
+    book, link, csrf = _book(requester="os:alice")
+    pending = book.open(link)
+    assert not pending.requester_is_subject
+    assert "requester (os:alice) is not a subject there" in pending.who_may_approve
+    assert "other than the requester" not in pending.who_may_approve
+    decided = book.decide(link, csrf, approve=True, approver=ALICE, ticket="C-1")
+    assert (decided.state, decided.approver) == ("approved", ALICE)
+    book, link, _ = _book()
+    assert "other than the requester" in book.open(link).who_may_approve

@@ -89,9 +89,20 @@ class Pending:
         return self.token_hash[:32]
 
     @property
+    def requester_is_subject(self) -> bool:
+        """Whether the requester is a subject at the identity provider, so second-person can tell them apart."""
+        return person_key(self.requester).startswith("oauth:")
+
+    @property
     def who_may_approve(self) -> str:
-        if self.mode == "second-person":
+        if self.mode == "second-person" and self.requester_is_subject:
             return f"a person signed in at the identity provider, other than the requester ({self.requester})"
+        if self.mode == "second-person":
+            # Stdio (the OS user) or the static token: nothing to compare a subject with. Said, not pretended.
+            return (
+                f"any person signed in at the identity provider: the requester ({self.requester}) is not a subject "
+                "there, so the desk cannot tell whether whoever signs in is the requester"
+            )
         return "the person at this desk who signs in on this page"
 
     def seconds_left(self, now: float | None = None) -> float:
