@@ -23,6 +23,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from incident_desk.approval_signin import (
     SESSION_COOKIE,
@@ -228,10 +229,32 @@ class LoopbackPage:
         """Start the server if it is not running; its ``http://127.0.0.1:port``."""
         with self._lock:
             if self._base is None or not self._running():
-                self._base, self._running = _start_loopback(
-                    Starlette(routes=page_routes(self._book, self._identity)), self._book, self._lock
-                )
+                routes = page_routes(self._book, self._identity)
+                self._base, self._running = _start_loopback(Starlette(routes=routes), self._book, self._lock)
             return self._base
+
+
+class LoopbackHostGuard:
+    """Answers only requests addressed to this loopback server by name (``127.0.0.1:port``, ``localhost:port``):
+    a web page whose own host name was rebound to 127.0.0.1 (DNS rebinding) reaches the port under its own name,
+    and is refused (421; 400 without a Host header) before any route sees it."""
+
+    def __init__(self, app: ASGIApp, port: int) -> None:
+        self._app = app
+        self._hosts = {f"127.0.0.1:{port}".encode(), f"localhost:{port}".encode()}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        hosts = [value.lower() for name, value in scope.get("headers", []) if name.lower() == b"host"]
+        if len(hosts) == 1 and hosts[0] in self._hosts:
+            await self._app(scope, receive, send)
+            return
+        problem = "this page answers only at 127.0.0.1 or localhost with its own port" if hosts else "no Host header"
+        log.info("approval page refused a request by its Host header", hosts=len(hosts))
+        refused = _page("Wrong address", f"<p>{html.escape(problem)}</p>", 421 if hosts else 400)
+        await refused(scope, receive, send)
 
 
 def _start_loopback(asgi: Starlette, book: ApprovalBook, lock: threading.Lock) -> tuple[str, Callable[[], bool]]:
@@ -241,7 +264,8 @@ def _start_loopback(asgi: Starlette, book: ApprovalBook, lock: threading.Lock) -
     sock.bind(("127.0.0.1", 0))
     sock.listen(16)
     port = sock.getsockname()[1]
-    config = uvicorn.Config(asgi, log_config=None, access_log=False, lifespan="off", server_header=False, ws="none")
+    guarded = LoopbackHostGuard(asgi, port)
+    config = uvicorn.Config(guarded, log_config=None, access_log=False, lifespan="off", server_header=False, ws="none")
     server = uvicorn.Server(config)  # off the main thread, it leaves the desk's signal handling alone
 
     def run() -> None:
