@@ -175,7 +175,10 @@ def page_routes(book: ApprovalBook, identity: Identity | None = None) -> list[Ro
         if isinstance(who, Response):
             return _page("Approval refused", "<p>sign in first: open the approval link again</p>", 403)
         try:
-            pending = book.decide(link, csrf, approve=decision == "approve", approver=who.approver, ticket=ticket)
+            approve = decision == "approve"
+            pending = book.decide(
+                link, csrf, approve=approve, approver=who.approver, approver_key=who.key, ticket=ticket
+            )
         except LinkRefused as exc:
             return _refused(exc)
         log.info("approval decided on the page", approval=pending.public_id, state=pending.state, by=who.approver)

@@ -105,6 +105,7 @@ async def ask_out_of_band(
     mode: ApprovalMode,
     binding: dict[str, str],
     journal: Journal,
+    requester_key: str | None = None,
 ) -> (
     PageAnswer
     | client_features.NoChannel
@@ -148,6 +149,7 @@ async def ask_out_of_band(
         mode=mode,
         timeout=timeout,
         journal=_page_journal(journal),
+        requester_key=requester_key,
     )
     url = desk.page_base() + "/approvals/" + link
     log.info("out-of-band approval requested", approval=pending.public_id, act=act, target=target)

@@ -46,6 +46,11 @@ def person_key(label: str) -> str:
     return label
 
 
+def _key(label: str, key: str | None) -> str:
+    """Who to compare: the structured identity (issuer and subject) when the desk has it, else the parsed label."""
+    return key or person_key(label)
+
+
 def _hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
@@ -76,6 +81,7 @@ class Pending:
     state: State = "pending"
     approver: str | None = None
     ticket: str | None = None
+    requester_key: str | None = None
     opened_at: float | None = None
     forget_at: float | None = None
     journal: StepJournal | None = field(default=None, repr=False, compare=False)
@@ -91,7 +97,7 @@ class Pending:
     @property
     def requester_is_subject(self) -> bool:
         """Whether the requester is a subject at the identity provider, so second-person can tell them apart."""
-        return person_key(self.requester).startswith("oauth:")
+        return _key(self.requester, self.requester_key).startswith("oauth:")
 
     @property
     def who_may_approve(self) -> str:
@@ -132,6 +138,7 @@ class ApprovalBook:
         mode: ApprovalMode,
         timeout: float,
         journal: StepJournal | None = None,
+        requester_key: str | None = None,
     ) -> tuple[Pending, str]:
         """A new pending approval and its link token (to put in the URL, and nowhere else)."""
         token = secrets.token_urlsafe(32)
@@ -148,6 +155,7 @@ class ApprovalBook:
             mode=mode,
             expires_at=time.time() + timeout,
             journal=journal,
+            requester_key=requester_key,
         )
         with self._lock:
             self._forget_expired()
@@ -187,20 +195,30 @@ class ApprovalBook:
             raise LinkRefused("this approval link has expired", 410)
         return pending
 
-    def decide(self, token: str, csrf: str, *, approve: bool, approver: str, ticket: str | None) -> Pending:
-        """Record the person's decision once; the link cannot be used again."""
+    def decide(
+        self,
+        token: str,
+        csrf: str,
+        *,
+        approve: bool,
+        approver: str,
+        ticket: str | None,
+        approver_key: str | None = None,
+    ) -> Pending:
+        """Record the person's decision once; the link cannot be used again. ``approver_key`` is the approver's
+        issuer and subject when signed in (compared with the requester's, rather than the display labels)."""
         with self._lock:
-            return self._decide(token, csrf, approve=approve, approver=approver, ticket=ticket)
+            return self._decide(token, csrf, approve, approver, ticket, _key(approver, approver_key))
 
-    def _decide(self, token: str, csrf: str, *, approve: bool, approver: str, ticket: str | None) -> Pending:
+    def _decide(self, token: str, csrf: str, approve: bool, approver: str, ticket: str | None, who: str) -> Pending:
         pending = self._find(token)
         if not csrf or not hmac.compare_digest(csrf.encode(), pending.csrf.encode()):
             raise LinkRefused("the form's CSRF token is missing or wrong: reload the approval page", 403)
-        if approve and pending.mode == "second-person" and not person_key(approver).startswith("oauth:"):
+        if approve and pending.mode == "second-person" and not who.startswith("oauth:"):
             raise LinkRefused(
                 f"second-person approval needs a person signed in at the identity provider, not {approver}", 403
             )
-        if approve and pending.mode == "second-person" and person_key(approver) == person_key(pending.requester):
+        if approve and pending.mode == "second-person" and who == _key(pending.requester, pending.requester_key):
             raise LinkRefused(
                 f"{approver} asked for this {pending.act}; under second-person approval {pending.who_may_approve} "
                 "must approve it",

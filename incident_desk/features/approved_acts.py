@@ -157,6 +157,7 @@ async def _approval(
                 mode=mode,
                 binding=binding,
                 journal=journal.step,
+                requester_key=auth.approver_key(ctx),
             )
             if isinstance(asked, out_of_band.PageAnswer):
                 journal.actor = asked.approver

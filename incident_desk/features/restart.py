@@ -199,6 +199,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
                     mode=mode,
                     binding=binding,
                     journal=record.step,
+                    requester_key=auth.approver_key(ctx),
                 )
                 if isinstance(asked, out_of_band.PageAnswer):
                     record.approver = approver = asked.approver
