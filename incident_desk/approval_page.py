@@ -15,7 +15,7 @@ import html
 import socket
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 
 import anyio
 import structlog
@@ -23,6 +23,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from incident_desk.approval_signin import (
     SESSION_COOKIE,
@@ -34,7 +35,8 @@ from incident_desk.approval_signin import (
 )
 from incident_desk.auth import APPROVAL_PAGE_PREFIX
 from incident_desk.core.approval import MAX_TICKET_CHARS, TICKET
-from incident_desk.core.approval_links import ApprovalBook, LinkRefused, Pending, State
+from incident_desk.core.approval_links import ApprovalBook, LinkRefused, PageStep, Pending, State
+from incident_desk.core.audit import AuditError
 from incident_desk.oauth import IssuerUnavailable
 
 log = structlog.get_logger(__name__)
@@ -101,6 +103,20 @@ def _details(pending: Pending, sign_in: SignedIn) -> str:
     return f"<dl>{items}</dl><p class='note'>{html.escape(sign_in.note)}</p>"
 
 
+async def _journal_step(pending: Pending, step: PageStep, who: str) -> str | None:
+    """Write the page's step through the approval's hook, whatever becomes of the browser's request; the problem
+    when the journal cannot take it."""
+    if pending.journal is None:
+        return None
+    try:
+        with anyio.CancelScope(shield=True):
+            await pending.journal(pending, step, who)
+    except AuditError as exc:
+        log.error("audit journal write failed", approval=pending.public_id, step=step, error=str(exc))
+        return str(exc)
+    return None
+
+
 def page_routes(book: ApprovalBook, identity: Identity | None = None) -> list[Route]:
     """The page's routes, for the HTTP desk's app or the loopback server."""
     identity = identity or OsUser()
@@ -122,6 +138,8 @@ def page_routes(book: ApprovalBook, identity: Identity | None = None) -> list[Ro
         if isinstance(who, Response):
             return who
         log.info("approval page opened", approval=pending.public_id)
+        if book.first_view(pending):
+            await _journal_step(pending, "opened", who.approver)
         form = (
             "<form method='post'>"
             f"<input type='hidden' name='csrf' value='{html.escape(pending.csrf)}'>"
@@ -157,11 +175,19 @@ def page_routes(book: ApprovalBook, identity: Identity | None = None) -> list[Ro
         if isinstance(who, Response):
             return _page("Approval refused", "<p>sign in first: open the approval link again</p>", 403)
         try:
-            pending = book.decide(link, csrf, approve=decision == "approve", approver=who.approver, ticket=ticket)
+            approve = decision == "approve"
+            pending = book.decide(
+                link, csrf, approve=approve, approver=who.approver, approver_key=who.key, ticket=ticket
+            )
         except LinkRefused as exc:
             return _refused(exc)
         log.info("approval decided on the page", approval=pending.public_id, state=pending.state, by=who.approver)
-        verb = "approved" if pending.state == "approved" else "declined"
+        verb: PageStep = "approved" if pending.state == "approved" else "declined"
+        problem = await _journal_step(pending, verb, who.approver)
+        book.journalled(pending, problem)
+        if problem is not None:
+            text = f"the desk's journal could not record your decision, so nothing will run: {problem}"
+            return _page("Decision not recorded", f"<p>{html.escape(text)}</p>", 503)
         return _page(f"You {verb}", f"<p>{html.escape(pending.question)}</p><p>You can close this page.</p>")
 
     async def sign_in_callback(request: Request) -> Response:
@@ -184,16 +210,13 @@ def page_routes(book: ApprovalBook, identity: Identity | None = None) -> list[Ro
     ]
 
 
-async def wait_for_decision(book: ApprovalBook, pending: Pending, on_opened: Callable[[], Awaitable[None]]) -> State:
-    """Poll until the person decides on the page or the link expires; ``on_opened`` once the page was seen."""
+async def wait_for_decision(book: ApprovalBook, pending: Pending) -> State:
+    """Poll until the person's decision on the page is journalled, or the link expires."""
+    # The page may decide on another thread's event loop: poll, at a person's pace, rather than share an event.
     while True:
-        state = book.settle(pending)
-        if pending.opened_at is not None and not pending.opened_journalled:
-            pending.opened_journalled = True
-            await on_opened()
-        if state != "pending":
-            return state
-        await anyio.sleep(min(ApprovalBook.POLL_SECONDS, max(pending.seconds_left(), 0.01)))
+        if book.decided(pending):
+            return pending.state
+        await anyio.sleep(min(ApprovalBook.POLL_SECONDS, max(pending.seconds_left(), ApprovalBook.POLL_SECONDS / 4)))
 
 
 class LoopbackPage:
@@ -209,10 +232,32 @@ class LoopbackPage:
         """Start the server if it is not running; its ``http://127.0.0.1:port``."""
         with self._lock:
             if self._base is None or not self._running():
-                self._base, self._running = _start_loopback(
-                    Starlette(routes=page_routes(self._book, self._identity)), self._book, self._lock
-                )
+                routes = page_routes(self._book, self._identity)
+                self._base, self._running = _start_loopback(Starlette(routes=routes), self._book, self._lock)
             return self._base
+
+
+class LoopbackHostGuard:
+    """Answers only requests addressed to this loopback server by name (``127.0.0.1:port``, ``localhost:port``):
+    a web page whose own host name was rebound to 127.0.0.1 (DNS rebinding) reaches the port under its own name,
+    and is refused (421; 400 without a Host header) before any route sees it."""
+
+    def __init__(self, app: ASGIApp, port: int) -> None:
+        self._app = app
+        self._hosts = {f"127.0.0.1:{port}".encode(), f"localhost:{port}".encode()}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        hosts = [value.lower() for name, value in scope.get("headers", []) if name.lower() == b"host"]
+        if len(hosts) == 1 and hosts[0] in self._hosts:
+            await self._app(scope, receive, send)
+            return
+        problem = "this page answers only at 127.0.0.1 or localhost with its own port" if hosts else "no Host header"
+        log.info("approval page refused a request by its Host header", hosts=len(hosts))
+        refused = _page("Wrong address", f"<p>{html.escape(problem)}</p>", 421 if hosts else 400)
+        await refused(scope, receive, send)
 
 
 def _start_loopback(asgi: Starlette, book: ApprovalBook, lock: threading.Lock) -> tuple[str, Callable[[], bool]]:
@@ -222,7 +267,8 @@ def _start_loopback(asgi: Starlette, book: ApprovalBook, lock: threading.Lock) -
     sock.bind(("127.0.0.1", 0))
     sock.listen(16)
     port = sock.getsockname()[1]
-    config = uvicorn.Config(asgi, log_config=None, access_log=False, lifespan="off", server_header=False, ws="none")
+    guarded = LoopbackHostGuard(asgi, port)
+    config = uvicorn.Config(guarded, log_config=None, access_log=False, lifespan="off", server_header=False, ws="none")
     server = uvicorn.Server(config)  # off the main thread, it leaves the desk's signal handling alone
 
     def run() -> None:

@@ -53,6 +53,7 @@ class SignedIn:
 
     approver: str
     note: str
+    key: str | None = None  # ``oauth:{issuer} {subject}`` for a person signed in at the identity provider
 
 
 class Identity(Protocol):
@@ -86,6 +87,7 @@ class _Started:
 @dataclass
 class _Session:
     approver: str
+    key: str
     link_hash: str
     expires_at: float
 
@@ -114,7 +116,7 @@ class OpenIDSignIn:
         session = self._sessions.get(request.cookies.get(SESSION_COOKIE, ""))
         if session is not None and session.link_hash == _link_hash(link) and session.expires_at > time.time():
             note = f"You signed in at {self.issuer} as {session.approver}; the journal records you by subject."
-            return SignedIn(session.approver, note)
+            return SignedIn(session.approver, note, session.key)
         return await self._start(request, link)
 
     async def _start(self, request: Request, link: str) -> Response:
@@ -153,16 +155,17 @@ class OpenIDSignIn:
             return f"the identity provider refused the sign-in ({request.query_params['error'][:100]})"
         code = request.query_params.get("code", "")
         try:
-            approver = await self._redeem(code, started)
+            approver, key = await self._redeem(code, started)
         except (IssuerUnavailable, TokenRejected) as exc:
             log.warning("approval page sign-in failed", problem=str(exc))
             return f"the sign-in could not be checked: {exc}"
         session = secrets.token_urlsafe(32)
-        self._sessions[session] = _Session(approver, _link_hash(started.link), time.time() + SIGN_IN_SECONDS)
+        self._sessions[session] = _Session(approver, key, _link_hash(started.link), time.time() + SIGN_IN_SECONDS)
         log.info("approval page sign-in", approver=approver)
         return started.link, session
 
-    async def _redeem(self, code: str, started: _Started) -> str:
+    async def _redeem(self, code: str, started: _Started) -> tuple[str, str]:
+        """The signed-in person's label (for the journal) and key (issuer and subject, for comparing people)."""
         metadata = await self._metadata()
         request = outside.Request(
             "POST",
@@ -196,7 +199,7 @@ class OpenIDSignIn:
         claims = jwt.decode(id_token, options={"verify_signature": False})
         if claims.get("nonce") != started.nonce:
             raise TokenRejected("the ID token's nonce is not the one this sign-in sent")
-        return principal.label
+        return principal.label, principal.owner
 
     async def _metadata(self) -> dict[str, object]:
         document = await fetch_json(

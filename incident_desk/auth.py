@@ -18,6 +18,9 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 PRINCIPAL_HEADER = "x-incident-desk-principal"
+# Who the principal is, for comparing people (``oauth:{issuer} {subject}``); set with the label under OAuth only.
+PRINCIPAL_KEY_HEADER = "x-incident-desk-principal-key"
+_SET_BY_THE_DESK = (PRINCIPAL_HEADER, PRINCIPAL_KEY_HEADER)
 HEALTH_PATH = "/healthz"
 # The approval page: a person's browser has no bearer token; the single-use link in the path is the credential.
 APPROVAL_PAGE_PREFIX = "/approvals/"
@@ -49,7 +52,7 @@ class BearerAuth:
         if scope["type"] != "http":
             await self._app(scope, receive, send)
             return
-        headers = [(k, v) for k, v in scope.get("headers", []) if k.decode("latin-1").lower() != PRINCIPAL_HEADER]
+        headers = [(k, v) for k, v in scope.get("headers", []) if k.decode("latin-1").lower() not in _SET_BY_THE_DESK]
         authorizations = [value for name, value in headers if name.lower() == b"authorization"]
         if len(authorizations) > 1:
             # Proxies and servers disagree on which copy counts; a request that carries two is refused, not guessed.
@@ -119,6 +122,13 @@ def approver(ctx: Context) -> str:
     if headers:
         return f"http-unauthenticated:{_os_user()}"
     return f"os:{_os_user()}"
+
+
+def approver_key(ctx: Context) -> str | None:
+    """Who the caller is as a subject at the identity provider (``oauth:{issuer} {subject}``), to tell two people
+    apart; None when the caller is no such subject (the OS user, the static token)."""
+    key = (ctx.headers or {}).get(PRINCIPAL_KEY_HEADER)
+    return key.encode("latin-1").decode("utf-8", "replace") if key else None
 
 
 def _os_user() -> str:

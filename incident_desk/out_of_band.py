@@ -3,6 +3,11 @@
 Features call :func:`ask_out_of_band` where they would call ``client_features.ask_approval``; it answers with the
 same kinds (an :class:`client_features.Answered` built from the page's decision, a refusal or an ``Ask``), plus the
 approver who signed in on the page, so the usual verdicts and outcome texts follow.
+
+The journal hook a feature passes in writes each step: ``requested`` here, in the call; ``opened``, ``approved``
+and ``declined`` by the page, when they happen (possibly on the loopback page's own thread and event loop, so a
+hook writes through the DeskApp and never talks to the client). A decision the page journalled comes back with
+``journalled`` set: the call must not write it again.
 """
 
 from __future__ import annotations
@@ -19,22 +24,52 @@ from incident_desk import client_features
 from incident_desk.app import DeskApp
 from incident_desk.approval_page import LoopbackPage, wait_for_decision
 from incident_desk.approval_signin import identity_for
-from incident_desk.core.approval_links import ApprovalBook, ApprovalMode, Pending
+from incident_desk.core.approval_links import ApprovalBook, ApprovalMode, PageStep, Pending, StepJournal
+from incident_desk.core.audit import AuditError
 
 log = structlog.get_logger(__name__)
 
-# Journal hooks: (step, who, detail), step one of "requested", "opened".
-# A step of the approval and its journal row: requested (by the requester), or the page was opened.
-Step = Literal["requested", "opened"]
-Journal = Callable[[Step, str, str], Awaitable[None]]
+# A step of the approval: requested (by the requester, in the call), or one the page took.
+Step = Literal["requested", "opened", "approved", "declined"]
+
+
+@dataclass(frozen=True)
+class StepRow:
+    """One step's journal row: who took it, what to say, and for an approval its ticket and single-use nonce."""
+
+    step: Step
+    who: str
+    detail: str
+    ticket: str | None = None
+    nonce: str | None = None
+
+
+Journal = Callable[[StepRow], Awaitable[None]]
 
 
 @dataclass(frozen=True)
 class PageAnswer:
-    """The page's decision as the in-band answer types: ``answer`` for the verdict, ``approver`` for the journal."""
+    """The page's decision as the in-band answer types: ``answer`` for the verdict, ``approver`` for the journal;
+    ``journalled`` when the page already wrote the decision's row."""
 
     answer: client_features.Answered
     approver: str
+    journalled: bool = False
+
+
+def _page_journal(journal: Journal) -> StepJournal:
+    """The page's hook: the feature's journal, given the row each page step makes."""
+
+    async def step(pending: Pending, step: PageStep, who: str) -> None:
+        if step == "opened":
+            await journal(StepRow("opened", who, f"approval page {pending.public_id} opened by {who}"))
+        elif step == "approved":
+            detail = f"approved by {who} on the approval page ({pending.public_id})"
+            await journal(StepRow("approved", who, detail, ticket=pending.ticket, nonce=pending.nonce))
+        else:
+            await journal(StepRow("declined", who, f"declined by {who} on the approval page ({pending.public_id})"))
+
+    return step
 
 
 class ApprovalDesk:
@@ -70,6 +105,7 @@ async def ask_out_of_band(
     mode: ApprovalMode,
     binding: dict[str, str],
     journal: Journal,
+    requester_key: str | None = None,
 ) -> (
     PageAnswer
     | client_features.NoChannel
@@ -95,12 +131,12 @@ async def ask_out_of_band(
                 return client_features.StaleRound("unbound", "this approval is unknown, used or expired")
             if sealed.refused is not None:
                 book.consume(pending)
-                return PageAnswer(client_features.Answered(sealed.refused, {}, pending.token_hash[:32]), requester)
+                return PageAnswer(client_features.Answered(sealed.refused, {}, pending.nonce), requester)
         elif not client_features.can_elicit_url(ctx):
             # The client retries the call after showing the pending text: it finds its approval again.
             pending = book.waiting_for(binding, requester)
     if pending is not None:
-        return await _settled(desk, pending, journal)
+        return await _settled(desk, pending)
     if (no_channel := client_features.link_channel(ctx)) is not None:
         return no_channel
     pending, link = book.request(
@@ -112,13 +148,15 @@ async def ask_out_of_band(
         reason=reason,
         mode=mode,
         timeout=timeout,
+        journal=_page_journal(journal),
+        requester_key=requester_key,
     )
     url = desk.page_base() + "/approvals/" + link
     log.info("out-of-band approval requested", approval=pending.public_id, act=act, target=target)
-    await journal("requested", requester, f"{mode} approval {pending.public_id} requested by {requester}")
+    await journal(StepRow("requested", requester, f"{mode} approval {pending.public_id} requested by {requester}"))
 
     async def until_decided() -> None:
-        await wait_for_decision(book, pending, lambda: journal("opened", "", f"approval page {pending.public_id}"))
+        await wait_for_decision(book, pending)
 
     try:
         sent = await client_features.send_approval_link(
@@ -140,24 +178,25 @@ async def ask_out_of_band(
         return sent
     if sent.refused is not None:
         book.consume(pending)
-        nonce = pending.token_hash[:32]
-        return PageAnswer(client_features.Answered(sent.refused, {}, nonce), requester)
-    return await _settled(desk, pending, journal)
+        return PageAnswer(client_features.Answered(sent.refused, {}, pending.nonce), requester)
+    return await _settled(desk, pending)
 
 
 async def _settled(
-    desk: ApprovalDesk, pending: Pending, journal: Journal
+    desk: ApprovalDesk, pending: Pending
 ) -> PageAnswer | client_features.NoAnswer | client_features.PendingShown:
     """Wait for the page's decision (a 2026 retry waits too, bounded by the link's expiry); the link is spent
-    whatever becomes of the wait."""
+    whatever becomes of the wait. A decision the page could not journal is an ``AuditError``: nothing runs."""
     try:
-        await wait_for_decision(desk.book, pending, lambda: journal("opened", "", f"approval page {pending.public_id}"))
+        state = await wait_for_decision(desk.book, pending)
     finally:
         desk.book.consume(pending)
-    nonce = pending.token_hash[:32]
-    if pending.state == "approved":
+    nonce, approver = pending.nonce, pending.approver or ""
+    if state in ("approved", "declined") and not pending.decision_journalled:
+        raise AuditError(pending.journal_problem or f"the approval page's decision ({state}) was never journalled")
+    if state == "approved":
         content = {"confirm": True, "ticket": pending.ticket or ""}
-        return PageAnswer(client_features.Answered("accept", content, nonce), pending.approver or "")
-    if pending.state == "declined":
-        return PageAnswer(client_features.Answered("decline", {}, nonce), pending.approver or "")
+        return PageAnswer(client_features.Answered("accept", content, nonce), approver, journalled=True)
+    if state == "declined":
+        return PageAnswer(client_features.Answered("decline", {}, nonce), approver, journalled=True)
     return client_features.NoAnswer("timed_out", "no decision on the approval page before the link expired")

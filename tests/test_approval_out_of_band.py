@@ -8,7 +8,7 @@ import getpass
 import anyio
 import pytest
 
-from incident_desk.core.audit import Decision
+from incident_desk.core.audit import AuditError, Decision
 from incident_desk.server import build_server
 from incident_desk.settings import load_settings
 from incident_desk.settings_errors import SettingsError
@@ -116,3 +116,27 @@ async def test_a_client_that_declines_the_link_is_a_no(make_app: AppFactory, res
     late = await anyio.to_thread.run_sync(lambda: visit(person.urls[0]))
     assert late.status == 410 and late.decided is None
     assert restarts.executions() == []
+
+
+async def test_a_decision_the_journal_cannot_take_runs_nothing(
+    make_app: AppFactory, restarts: Restarts, era: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The page writes the approval before the call may act on it: if that write fails, the person is told (503)
+    and the call refuses with the journal's problem; nothing runs."""
+    app, server = desk(make_app, **_out_of_band(restarts))
+    real = app.record_decision
+
+    async def failing_approvals(decision: Decision) -> None:
+        if decision.outcome == "approved":
+            raise AuditError("disk full")
+        await real(decision)
+
+    monkeypatch.setattr(app, "record_decision", failing_approvals)
+    person = LinkFollower()
+    async with connect(server, era, elicitation_callback=person) as client:
+        result = await client.call_tool("restart_service", {"service": SERVICE})
+    (seen,) = person.visits
+    assert seen.decided == 503 and "nothing will run" in seen.text
+    assert "disk full" in text_of(result) and not text_of(result).startswith("RESTARTED")
+    assert restarts.executions() == []
+    assert outcomes(app.journal) == ["approval_requested", "page_opened"]

@@ -3,7 +3,9 @@ expired links, a POST without the CSRF token or its cookie; and the pending text
 
 from __future__ import annotations
 
+import getpass
 import logging
+import socket
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,9 +24,11 @@ from tests.restart_helpers import (
     desk,
     outcomes,
     restarts_fixture,  # noqa: F401 -- the `restarts` fixture
+    rows,
 )
 
 pytestmark = pytest.mark.anyio
+OS_USER = f"os:{getpass.getuser()}"
 
 
 def _settings(restarts: Restarts, timeout: float = 30) -> dict[str, Any]:
@@ -81,6 +85,53 @@ async def test_forged_link_post_without_csrf_and_replay_are_refused(
     assert len(texts) == 1 and texts[0].startswith(f"RESTARTED {SERVICE} under CHG-2291\ncommand exited 0")
     assert restarts.executions() == [SERVICE]
     assert outcomes(app.journal).count("executed") == 1
+
+
+def _raw_get(url: str, host: str | None) -> bytes:
+    """A GET with exactly this Host header (or none), as a rebound web page or a bare client would send."""
+    address = url.split("//", 1)[1].split("/", 1)[0]
+    path = "/" + url.split("//", 1)[1].split("/", 1)[1]
+    ip, port = address.split(":")
+    with socket.create_connection((ip, int(port)), timeout=10) as conn:
+        header = f"Host: {host}\r\n" if host is not None else ""
+        conn.sendall(f"GET {path} HTTP/1.1\r\n{header}Connection: close\r\n\r\n".encode())
+        answer = b""
+        while chunk := conn.recv(65536):
+            answer += chunk
+    return answer
+
+
+async def test_the_loopback_page_answers_only_to_its_own_address(
+    make_app: AppFactory, restarts: Restarts, era: str
+) -> None:
+    """DNS rebinding: a web page whose name now resolves to 127.0.0.1 reaches the port under its own Host name;
+    the loopback page refuses it (421, or 400 without a Host) and the link stays usable."""
+    app, server = desk(make_app, **_settings(restarts))
+    person = LinkFollower(decision=None)
+    texts: list[str] = []
+    async with connect(server, era, elicitation_callback=person) as client, anyio.create_task_group() as group:
+
+        async def call() -> None:
+            texts.append(text_of(await client.call_tool("restart_service", {"service": SERVICE})))
+
+        group.start_soon(call)
+        url = await _until_link(person)
+        port = url.split("//", 1)[1].split("/", 1)[0].split(":")[1]
+        for host, status in [
+            (f"attacker.example:{port}", b"421"),
+            ("127.0.0.1", b"421"),
+            (f"127.0.0.1:{int(port) + 1}", b"421"),
+            (None, b"400"),
+        ]:
+            answer = await anyio.to_thread.run_sync(_raw_get, url, host)
+            assert answer.split(b" ", 2)[1] == status, (host, answer[:200])
+            assert b"csrf" not in answer
+        assert "page_opened" not in outcomes(app.journal)
+        local = await anyio.to_thread.run_sync(_raw_get, url, f"localhost:{port}")
+        assert local.split(b" ", 2)[1] == b"200" and b"csrf" in local
+        approved = await anyio.to_thread.run_sync(lambda: visit(url))
+        assert approved.decided == 200
+    assert len(texts) == 1 and texts[0].startswith(f"RESTARTED {SERVICE} under CHG-2291")
 
 
 async def test_a_bad_ticket_is_refused_on_the_page_without_using_the_link(
@@ -181,6 +232,29 @@ async def test_a_client_without_url_mode_gets_the_pending_text_and_the_page_stil
         assert shown[0].startswith("APPROVAL PENDING -- open http://127.0.0.1:")
     assert restarts.executions() == [SERVICE]
     assert outcomes(app.journal) == ["approval_requested", "page_opened", "approved", "executed"]
+
+
+@pytest.mark.usefixtures("form_only_clients")
+@pytest.mark.parametrize("decision", ["approve", "decline"])
+async def test_the_page_journals_its_steps_when_the_client_never_retries(
+    make_app: AppFactory, restarts: Restarts, decision: str
+) -> None:
+    """A 2026 client shows the pending text and never comes back: the person's decision on the page is still in
+    the journal, by the person, with the approval's id, and nothing runs."""
+    app, server = desk(make_app, **_settings(restarts))
+    async with connect(server, "2026-07-28", elicitation_callback=LinkFollower()) as client:
+        first = text_of(await client.call_tool("restart_service", {"service": SERVICE}))
+        url = first.split("open ", 1)[1].rsplit(" to approve", 1)[0]
+        seen = await anyio.to_thread.run_sync(lambda: visit(url, decision))
+    assert seen.decided == 200
+    steps = rows(app.journal)
+    verb = "approved" if decision == "approve" else "declined"
+    assert [str(d.outcome) for d in steps] == ["approval_requested", "page_opened", verb]
+    requested, opened, decided = steps
+    approval_id = requested.detail.split(" approval ", 1)[1].split()[0]
+    assert opened.approver == decided.approver == OS_USER and approval_id in decided.detail
+    assert decided.ticket == ("CHG-2291" if decision == "approve" else None)
+    assert restarts.executions() == []
 
 
 async def test_no_elicitation_capability_keeps_the_refusal(make_app: AppFactory, restarts: Restarts, era: str) -> None:

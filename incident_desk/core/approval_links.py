@@ -3,6 +3,11 @@
 No MCP imports. A pending approval is bound to one act and its arguments and reached by a single-use link token.
 Only the token's hash is kept; logs and the journal name an approval by ``public_id``, a prefix of that hash, so
 nothing that reaches a log can open the page. The link expires with the approval timeout.
+
+The page journals its own steps (opened, approved, declined) through the pending approval's ``journal`` hook, at
+the moment they happen: a call that never comes back for the decision (a 2026 client that does not retry, a
+cancelled 2025 call) still leaves them in the journal. A decision is published to the waiting call only once its
+row is written, so the journal reads in the order things happened.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import hmac
 import secrets
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -19,6 +25,9 @@ ApprovalMode = Literal["in-band", "out-of-band", "second-person"]
 TOMBSTONE_SECONDS = 60.0
 MODES: tuple[ApprovalMode, ...] = ("in-band", "out-of-band", "second-person")
 State = Literal["pending", "approved", "declined", "expired"]
+# A step the page itself journals, and the hook that writes it: (the approval, the step, who took it).
+PageStep = Literal["opened", "approved", "declined"]
+StepJournal = Callable[["Pending", PageStep, str], Awaitable[None]]
 
 
 def strictest(*modes: ApprovalMode | None) -> ApprovalMode:
@@ -35,6 +44,11 @@ def person_key(label: str) -> str:
     if marker and at and subject and issuer and not any(c.isspace() for c in subject + issuer):
         return f"oauth:{issuer} {subject}"
     return label
+
+
+def _key(label: str, key: str | None) -> str:
+    """Who to compare: the structured identity (issuer and subject) when the desk has it, else the parsed label."""
+    return key or person_key(label)
 
 
 def _hash(token: str) -> str:
@@ -67,14 +81,34 @@ class Pending:
     state: State = "pending"
     approver: str | None = None
     ticket: str | None = None
+    requester_key: str | None = None
     opened_at: float | None = None
     forget_at: float | None = None
+    journal: StepJournal | None = field(default=None, repr=False, compare=False)
     opened_journalled: bool = False
+    decision_journalled: bool = False
+    journal_problem: str | None = None
+
+    @property
+    def nonce(self) -> str:
+        """What makes the approval single use in the journal (a prefix of the link's hash, never the link)."""
+        return self.token_hash[:32]
+
+    @property
+    def requester_is_subject(self) -> bool:
+        """Whether the requester is a subject at the identity provider, so second-person can tell them apart."""
+        return _key(self.requester, self.requester_key).startswith("oauth:")
 
     @property
     def who_may_approve(self) -> str:
-        if self.mode == "second-person":
+        if self.mode == "second-person" and self.requester_is_subject:
             return f"a person signed in at the identity provider, other than the requester ({self.requester})"
+        if self.mode == "second-person":
+            # Stdio (the OS user) or the static token: nothing to compare a subject with. Said, not pretended.
+            return (
+                f"any person signed in at the identity provider: the requester ({self.requester}) is not a subject "
+                "there, so the desk cannot tell whether whoever signs in is the requester"
+            )
         return "the person at this desk who signs in on this page"
 
     def seconds_left(self, now: float | None = None) -> float:
@@ -103,6 +137,8 @@ class ApprovalBook:
         reason: str,
         mode: ApprovalMode,
         timeout: float,
+        journal: StepJournal | None = None,
+        requester_key: str | None = None,
     ) -> tuple[Pending, str]:
         """A new pending approval and its link token (to put in the URL, and nowhere else)."""
         token = secrets.token_urlsafe(32)
@@ -118,6 +154,8 @@ class ApprovalBook:
             reason=reason,
             mode=mode,
             expires_at=time.time() + timeout,
+            journal=journal,
+            requester_key=requester_key,
         )
         with self._lock:
             self._forget_expired()
@@ -131,6 +169,12 @@ class ApprovalBook:
             if pending.opened_at is None:
                 pending.opened_at = time.time()
             return pending
+
+    def first_view(self, pending: Pending) -> bool:
+        """True once only: the first time the page is shown to someone, to journal ``page_opened``."""
+        with self._lock:
+            first, pending.opened_journalled = not pending.opened_journalled, True
+            return first
 
     def check(self, token: str) -> Pending:
         """The approval this link names, without noting it as seen (a form posted to it)."""
@@ -151,20 +195,30 @@ class ApprovalBook:
             raise LinkRefused("this approval link has expired", 410)
         return pending
 
-    def decide(self, token: str, csrf: str, *, approve: bool, approver: str, ticket: str | None) -> Pending:
-        """Record the person's decision once; the link cannot be used again."""
+    def decide(
+        self,
+        token: str,
+        csrf: str,
+        *,
+        approve: bool,
+        approver: str,
+        ticket: str | None,
+        approver_key: str | None = None,
+    ) -> Pending:
+        """Record the person's decision once; the link cannot be used again. ``approver_key`` is the approver's
+        issuer and subject when signed in (compared with the requester's, rather than the display labels)."""
         with self._lock:
-            return self._decide(token, csrf, approve=approve, approver=approver, ticket=ticket)
+            return self._decide(token, csrf, approve, approver, ticket, _key(approver, approver_key))
 
-    def _decide(self, token: str, csrf: str, *, approve: bool, approver: str, ticket: str | None) -> Pending:
+    def _decide(self, token: str, csrf: str, approve: bool, approver: str, ticket: str | None, who: str) -> Pending:
         pending = self._find(token)
         if not csrf or not hmac.compare_digest(csrf.encode(), pending.csrf.encode()):
             raise LinkRefused("the form's CSRF token is missing or wrong: reload the approval page", 403)
-        if approve and pending.mode == "second-person" and not person_key(approver).startswith("oauth:"):
+        if approve and pending.mode == "second-person" and not who.startswith("oauth:"):
             raise LinkRefused(
                 f"second-person approval needs a person signed in at the identity provider, not {approver}", 403
             )
-        if approve and pending.mode == "second-person" and person_key(approver) == person_key(pending.requester):
+        if approve and pending.mode == "second-person" and who == _key(pending.requester, pending.requester_key):
             raise LinkRefused(
                 f"{approver} asked for this {pending.act}; under second-person approval {pending.who_may_approve} "
                 "must approve it",
@@ -172,7 +226,23 @@ class ApprovalBook:
             )
         pending.state = "approved" if approve else "declined"
         pending.approver, pending.ticket = approver, ticket
+        pending.decision_journalled = pending.journal is None
         return pending
+
+    def journalled(self, pending: Pending, problem: str | None = None) -> None:
+        """The page wrote the decision's row (or could not: ``problem``); the waiting call may now act on it."""
+        with self._lock:
+            pending.decision_journalled, pending.journal_problem = problem is None, problem
+
+    def decided(self, pending: Pending) -> bool:
+        """Whether the waiting call can stop waiting: expired, or decided with the decision's row written (or
+        failed to write), or decided so long ago that the page's write is not coming."""
+        state = self.settle(pending)
+        if state == "pending":
+            return False
+        if state == "expired" or pending.decision_journalled or pending.journal_problem is not None:
+            return True
+        return time.time() > pending.expires_at + TOMBSTONE_SECONDS
 
     def _expire(self, pending: Pending) -> None:
         if pending.state == "pending":

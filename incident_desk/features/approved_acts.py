@@ -40,6 +40,14 @@ _NO_ANSWER: dict[NoAnswerKind, EventOutcome] = {
     "malformed": EventOutcome.CLIENT_ERROR,
 }
 
+# The journal outcome of each out-of-band approval step.
+_STEP_OUTCOME: dict[out_of_band.Step, EventOutcome] = {
+    "requested": EventOutcome.APPROVAL_REQUESTED,
+    "opened": EventOutcome.PAGE_OPENED,
+    "approved": EventOutcome.APPROVED,
+    "declined": EventOutcome.DECLINED,
+}
+
 
 class ActReport(BaseModel):
     incident_id: str
@@ -57,6 +65,7 @@ class ActReport(BaseModel):
 class _Approved:
     ticket: str
     nonce: str
+    journalled: bool = False  # the approval page already wrote the approval's row
 
 
 class _Journal:
@@ -85,14 +94,23 @@ class _Journal:
             await self.app.record_event(event)
         log.info("incident act", incident=self.incident_id, act=str(self.act), outcome=str(outcome), ticket=ticket)
 
-    async def step(self, step: out_of_band.Step, who: str, detail: str) -> None:
-        """An out-of-band approval's step: ``requested`` (by ``who``) or ``opened`` (the page was seen)."""
-        outcome = EventOutcome.APPROVAL_REQUESTED if step == "requested" else EventOutcome.PAGE_OPENED
-        before, self.actor = self.actor, who or self.actor
-        try:
-            await self(outcome, text=detail)
-        finally:
-            self.actor = before
+    async def step(self, row: out_of_band.StepRow) -> None:
+        """An out-of-band approval's step, as ``row.who`` (the page's steps may come from its own thread and event
+        loop: journal and log only)."""
+        event = Event(
+            desk=self.app.desk_name,
+            incident_id=self.incident_id,
+            act=self.act,
+            outcome=_STEP_OUTCOME[row.step],
+            actor=row.who or self.actor,
+            text=row.detail,
+            ticket=row.ticket,
+            protocol_era=self.era,
+            nonce=row.nonce,
+        )
+        with anyio.CancelScope(shield=True):
+            await self.app.record_event(event)
+        log.info("incident act step", incident=self.incident_id, act=str(self.act), outcome=str(event.outcome))
 
     def report(self, outcome: EventOutcome, **fields: object) -> ActReport:
         values: dict[str, object] = {"ticket": None, "reason": None, **fields}
@@ -123,6 +141,7 @@ async def _approval(
     form = client_features.ApprovalForm(question, approval.form_schema(words.what))
     timeout = app.settings.approval_timeout_seconds
     mode = app.settings.approval_for(words.verb, service)
+    page_journalled = False  # the approval page wrote the decision's row itself
     try:
         if mode == "in-band":
             answer = await client_features.ask_approval(ctx, form, timeout=timeout, binding=binding)
@@ -138,10 +157,11 @@ async def _approval(
                 mode=mode,
                 binding=binding,
                 journal=journal.step,
+                requester_key=auth.approver_key(ctx),
             )
             if isinstance(asked, out_of_band.PageAnswer):
                 journal.actor = asked.approver
-                answer = asked.answer
+                answer, page_journalled = asked.answer, asked.journalled
             elif isinstance(asked, client_features.PendingShown):
                 pending = EventOutcome.APPROVAL_REQUESTED
                 return results.ok(asked.text, journal.report(pending, reason=asked.text))
@@ -173,14 +193,18 @@ async def _approval(
     verdict = approval.decide_act(words, answer.action, answer.content, lambda ticket: f"approved under {ticket}")
     if not verdict.approved:
         outcome = EVENT_OUTCOME_OF[verdict.outcome]
-        await journal(outcome, ticket=verdict.ticket)
+        if not page_journalled:
+            await journal(outcome, ticket=verdict.ticket)
         return results.ok(verdict.text, journal.report(outcome, ticket=verdict.ticket, reason=verdict.text))
     assert verdict.ticket is not None
-    return _Approved(ticket=verdict.ticket, nonce=answer.nonce)
+    return _Approved(ticket=verdict.ticket, nonce=answer.nonce, journalled=page_journalled)
 
 
 async def _single_use(journal: _Journal, words: ActWords, approved: _Approved, text: str) -> str | None:
-    """Journal the approval with its nonce before acting; a replayed answer is refused (the text to return)."""
+    """Journal the approval with its nonce before acting (unless the approval page did); a replayed answer is
+    refused (the text to return)."""
+    if approved.journalled:
+        return None
     try:
         await journal(EventOutcome.APPROVED, ticket=approved.ticket, text=text, nonce=approved.nonce)
     except DuplicateApproval:

@@ -42,6 +42,15 @@ _NO_ANSWER: dict[NoAnswerKind, RestartOutcome] = {
 }
 
 
+# The journal outcome of each out-of-band approval step.
+_STEP_OUTCOME: dict[out_of_band.Step, RestartOutcome] = {
+    "requested": RestartOutcome.APPROVAL_REQUESTED,
+    "opened": RestartOutcome.PAGE_OPENED,
+    "approved": RestartOutcome.APPROVED,
+    "declined": RestartOutcome.DECLINED,
+}
+
+
 class RestartReport(BaseModel):
     service: str
     outcome: str = Field(description="Journal outcome: executed, simulated, failed, declined, cancelled, ...")
@@ -89,14 +98,21 @@ class _Recorder:
         log.info("restart decision", **fields)
         await client_logging.tell_client(self._ctx, self._app.log_levels, "info", "restart decision", **fields)
 
-    async def step(self, step: out_of_band.Step, who: str, detail: str) -> None:
-        """An out-of-band approval's step: ``requested`` (by ``who``) or ``opened`` (the page was seen)."""
-        outcome = RestartOutcome.APPROVAL_REQUESTED if step == "requested" else RestartOutcome.PAGE_OPENED
-        before, self.approver = self.approver, who or self.approver
-        try:
-            await self(outcome, detail=detail)
-        finally:
-            self.approver = before
+    async def step(self, row: out_of_band.StepRow) -> None:
+        """An out-of-band approval's step, as ``row.who``. The page's steps come from its own request, maybe on its
+        own thread and event loop: journal and log only, nothing sent to this call's client."""
+        decision = Decision(
+            service=self._service,
+            outcome=_STEP_OUTCOME[row.step],
+            ticket=row.ticket,
+            approver=row.who or self.approver,
+            protocol_era=self._era,
+            detail=row.detail,
+            nonce=row.nonce,
+        )
+        with anyio.CancelScope(shield=True):
+            await self._app.record_decision(decision)
+        log.info("restart approval step", service=self._service, outcome=decision.outcome, era=self._era)
 
     async def quietly(self, outcome: RestartOutcome, **fields: Any) -> str | None:
         """Record after the action ran: a journal failure is returned (and logged), never raised over the result."""
@@ -167,6 +183,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
         timeout = app.settings.approval_timeout_seconds
         binding = {"tool": "restart_service", "service": service}
         mode = app.settings.approval_for("restart", service)
+        page_journalled = False  # the approval page wrote the decision's row itself
         try:
             if mode == "in-band":
                 answer = await client_features.ask_approval(ctx, form, timeout=timeout, binding=binding)
@@ -182,10 +199,11 @@ def register(server: MCPServer, app: DeskApp) -> None:
                     mode=mode,
                     binding=binding,
                     journal=record.step,
+                    requester_key=auth.approver_key(ctx),
                 )
                 if isinstance(asked, out_of_band.PageAnswer):
                     record.approver = approver = asked.approver
-                    answer = asked.answer
+                    answer, page_journalled = asked.answer, asked.journalled
                 elif isinstance(asked, client_features.PendingShown):
                     report = _report(service, RestartOutcome.APPROVAL_REQUESTED, reason=asked.text)
                     return results.ok(asked.text, report)
@@ -216,7 +234,8 @@ def register(server: MCPServer, app: DeskApp) -> None:
         verdict = approval.decide(service, answer.action, answer.content)
         if not verdict.approved:
             refused = RESTART_OUTCOME_OF[verdict.outcome]
-            await record(refused, ticket=verdict.ticket)
+            if not page_journalled:
+                await record(refused, ticket=verdict.ticket)
             report = _report(service, refused, ticket=verdict.ticket, approver=approver, reason=verdict.text)
             return results.ok(verdict.text, report)
 
@@ -224,7 +243,8 @@ def register(server: MCPServer, app: DeskApp) -> None:
         # (SQLite), or on any replica sharing the PostgreSQL journal.
         try:
             async with app.journal.locks.hold(service, f"{this_replica()} for {approver}") as holding:
-                return await _approved_restart(ctx, app, service, verdict, answer.nonce, record, approver, holding)
+                nonce = None if page_journalled else answer.nonce
+                return await _approved_restart(ctx, app, service, verdict, nonce, record, approver, holding)
         except ServiceBusy as busy:
             await record(
                 RestartOutcome.REFUSED_BUSY,
@@ -242,15 +262,17 @@ async def _approved_restart(
     app: DeskApp,
     service: str,
     verdict: approval.Verdict,
-    nonce: str,
+    nonce: str | None,
     record: _Recorder,
     approver: str,
     holding: Holding,
 ) -> CallToolResult:
-    """Journal the approval, run the configured action, journal what became of it."""
+    """Journal the approval (unless the approval page did: ``nonce`` None), run the configured action, journal what
+    became of it."""
     try:
         # The approval is journalled before anything runs, and its nonce makes it single-use.
-        await record(RestartOutcome.APPROVED, ticket=verdict.ticket, nonce=nonce)
+        if nonce is not None:
+            await record(RestartOutcome.APPROVED, ticket=verdict.ticket, nonce=nonce)
     except DuplicateApproval:
         # A replayed answer is a refusal like any other: the journal must show the attempt.
         await record(RestartOutcome.REFUSED_STALE, ticket=verdict.ticket, detail=f"replayed approval {nonce}")

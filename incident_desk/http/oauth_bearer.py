@@ -15,7 +15,7 @@ import structlog
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from incident_desk.auth import PRINCIPAL_HEADER, is_open_path
+from incident_desk.auth import PRINCIPAL_HEADER, PRINCIPAL_KEY_HEADER, is_open_path
 from incident_desk.oauth import READ, RESTART, SCOPES, WRITE, IssuerUnavailable, OAuthVerifier, TokenRejected
 
 logger = structlog.get_logger(__name__)
@@ -94,6 +94,7 @@ class OAuthBearer:
             )
             return
         headers.append((PRINCIPAL_HEADER.encode(), principal.label.encode()))
+        headers.append((PRINCIPAL_KEY_HEADER.encode(), principal.owner.encode()))
         await self._app({**scope, "headers": headers}, receive, send)
 
     async def _challenge(
