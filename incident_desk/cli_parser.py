@@ -125,9 +125,9 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     if only in (None, "demo"):
         demo = commands.add_parser(
             "demo",
-            help="replay the scripted transcripts 01-11 against the sample desk",
-            description="Replay transcripts 01-11 (reads, summary, approval, refusals) against the bundled sample "
-            "desk with a scripted model and operator, then show the text timeline.",
+            help="replay the scripted transcripts 01-12 against the sample desk",
+            description="Replay transcripts 01-12 (reads, summary, approval, refusals, the text timeline) against the "
+            "bundled sample desk with a scripted model and operator.",
         )
         demo.add_argument("--era", choices=["legacy", "2026-07-28"], default="legacy", help="protocol era to speak")
         demo.add_argument("--out", type=Path, help="also write each transcript to this folder")
