@@ -169,7 +169,7 @@ def page_routes(book: ApprovalBook, identity: Identity | None = None) -> list[Ro
             # Refused before the link is used: the person corrects the ticket and approves again.
             return _page("Approval not sent", f"<p>{html.escape(problem)}: go back and correct it</p>", 400)
         try:
-            who = await signed_in(request, link, book.check(link))
+            who = await signed_in(request, link, book.open(link))
         except LinkRefused as exc:
             return _refused(exc)
         if isinstance(who, Response):

@@ -22,9 +22,7 @@ from mcp.server.mcpserver import Context
 
 from incident_desk import client_features
 from incident_desk.app import DeskApp
-from incident_desk.approval_page import LoopbackPage, wait_for_decision
-from incident_desk.approval_signin import identity_for
-from incident_desk.core.approval_links import ApprovalBook, ApprovalMode, PageStep, Pending, StepJournal
+from incident_desk.core.approval_links import ApprovalBook, ApprovalMode, PageStep, Pending, State, StepJournal
 from incident_desk.core.audit import AuditError
 
 log = structlog.get_logger(__name__)
@@ -76,6 +74,11 @@ class ApprovalDesk:
     """One desk's pending approvals and where their page is served."""
 
     def __init__(self, app: DeskApp) -> None:
+        # The page and its sign-in (Starlette, PyJWT and cryptography) load with the first out-of-band approval,
+        # not with the tools every desk registers: an in-band desk never pays for them.
+        from incident_desk.approval_page import LoopbackPage
+        from incident_desk.approval_signin import identity_for
+
         self.book = ApprovalBook()
         self._app = app
         self.identity = identity_for(app.settings)
@@ -84,6 +87,11 @@ class ApprovalDesk:
 
     def page_base(self) -> str:
         return self.base_url or self._loopback.base_url()
+
+    async def wait_for_decision(self, pending: Pending) -> State:
+        from incident_desk.approval_page import wait_for_decision
+
+        return await wait_for_decision(self.book, pending)
 
 
 def desk_of(app: DeskApp) -> ApprovalDesk:
@@ -156,7 +164,7 @@ async def ask_out_of_band(
     await journal(StepRow("requested", requester, f"{mode} approval {pending.public_id} requested by {requester}"))
 
     async def until_decided() -> None:
-        await wait_for_decision(book, pending)
+        await desk.wait_for_decision(pending)
 
     try:
         sent = await client_features.send_approval_link(
@@ -188,7 +196,7 @@ async def _settled(
     """Wait for the page's decision (a 2026 retry waits too, bounded by the link's expiry); the link is spent
     whatever becomes of the wait. A decision the page could not journal is an ``AuditError``: nothing runs."""
     try:
-        state = await wait_for_decision(desk.book, pending)
+        state = await desk.wait_for_decision(pending)
     finally:
         desk.book.consume(pending)
     nonce, approver = pending.nonce, pending.approver or ""

@@ -82,7 +82,6 @@ class Pending:
     approver: str | None = None
     ticket: str | None = None
     requester_key: str | None = None
-    opened_at: float | None = None
     forget_at: float | None = None
     journal: StepJournal | None = field(default=None, repr=False, compare=False)
     opened_journalled: bool = False
@@ -163,23 +162,15 @@ class ApprovalBook:
         return pending, token
 
     def open(self, token: str) -> Pending:
-        """The page was opened with this link: the approval, noted as seen."""
+        """The approval this link names (the page shown, or a form posted to it), or why not."""
         with self._lock:
-            pending = self._find(token)
-            if pending.opened_at is None:
-                pending.opened_at = time.time()
-            return pending
+            return self._find(token)
 
     def first_view(self, pending: Pending) -> bool:
         """True once only: the first time the page is shown to someone, to journal ``page_opened``."""
         with self._lock:
             first, pending.opened_journalled = not pending.opened_journalled, True
             return first
-
-    def check(self, token: str) -> Pending:
-        """The approval this link names, without noting it as seen (a form posted to it)."""
-        with self._lock:
-            return self._find(token)
 
     def _find(self, token: str) -> Pending:
         """The approval this link opens, or why not: unknown (forged), already decided (replayed), expired."""
