@@ -27,7 +27,7 @@ from mcp_types import (
 )
 
 from incident_desk import safe_write
-from incident_desk.app import build_app
+from incident_desk.app import DeskApp, build_app
 from incident_desk.eras import era_features
 from incident_desk.server import build_server
 from incident_desk.settings import load_settings
@@ -274,6 +274,7 @@ TRANSCRIPTS: list[tuple[str, Callable[[Connect, str], Awaitable[Transcript]]]] =
 async def replay(era: str, workdir: Path) -> list[tuple[str, str]]:
     """Every transcript as (name, text), each against a fresh desk on the bundled sample data."""
     done: list[tuple[str, str]] = []
+    apps: list[DeskApp] = []
     for name, play in TRANSCRIPTS:
 
         def connect(name: str = name, **options: Any) -> Client:
@@ -281,9 +282,15 @@ async def replay(era: str, workdir: Path) -> list[tuple[str, str]]:
             client_options = {key: options.pop(key) for key in client_keys if key in options}
             client_options.setdefault("mode", era)
             settings = load_settings({"audit_db": workdir / f"{name}-audit.sqlite3", **options})
-            return Client(build_server(build_app(settings)), **client_options)
+            apps.append(build_app(settings))
+            return Client(build_server(apps[-1]), **client_options)
 
         done.append((name, "\n".join(await play(connect, era)) + "\n"))
+        # The memory writes beside the journal in its own thread: let it finish before the work dir is removed.
+        while apps:
+            memory = apps.pop().memory
+            if memory is not None:
+                await anyio.to_thread.run_sync(memory.wait_idle)
     return done
 
 
