@@ -150,7 +150,7 @@ def test_the_readmes_test_command_is_what_ci_runs() -> None:
     (command,) = [line for line in readme.splitlines() if line.startswith("python3 -m venv .venv") and "pytest" in line]
     install, pytest_run = (part.strip() for part in command.split("&&")[1:])
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
-    ci_install = _command_args(ci, "pip install --quiet -e")
+    ci_install = _command_args(ci, "pip install --quiet --python")
     assert shlex.split(install)[-1] == ci_install[-1], "the README installs other extras than .ci/run"
     ci_pytest = _command_args(ci, "-m pytest")[1:]
     # .ci/run may add a report (--durations) and its shell bookkeeping; the tests it selects and how must be the same.
