@@ -38,6 +38,9 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
 DEFAULT_TIMEOUT = 30.0  # generous: the CI machine has 2 loaded cores
+# A first start reads Chromium's 300 MB binary from disk; with the page cache cold and the disk busy (a CI run
+# building venvs and executables beside it) that alone took 40 s once here.
+START_TIMEOUT = 120.0
 POLL_INTERVAL = 0.05
 FLAGS = [
     "--headless=new",
@@ -302,7 +305,7 @@ def chromium_path() -> str | None:
 
 
 @contextmanager
-def launch(parent: Path | None = None, timeout: float = DEFAULT_TIMEOUT) -> Iterator[Browser]:
+def launch(parent: Path | None = None, timeout: float = START_TIMEOUT) -> Iterator[Browser]:
     """Start headless Chromium with a fresh profile (under ``parent`` or the system temp dir); on exit kill it and
     remove the profile, whatever happened. Skips the test if chromium is not installed."""
     binary = chromium_path()
