@@ -48,6 +48,7 @@ class MemoryKeeper:
         self._queue: queue.Queue[Incident] = queue.Queue()
         self._worker: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._stopping = threading.Event()
         self._last_listing: dict[str, Incident] | None = None
 
     def offer_listing(self, incidents: dict[str, Incident]) -> None:
@@ -95,16 +96,33 @@ class MemoryKeeper:
         self.memory.remember(remembered)
         return self.memory.recall(incident.id) or remembered
 
+    def stop(self, timeout: float = 10.0) -> bool:
+        """End the worker once the incident it is building is written, and wait for it (at most ``timeout``).
+
+        The desk calls this before it exits: a daemon thread still inside the redactor's RE2 when the interpreter
+        shuts down is unwound through C++ that forbids it, and the process aborts (SIGABRT) instead of exiting.
+        What is still queued is remembered the next time the desk serves it. False if the worker outlived
+        ``timeout``."""
+        with self._lock:
+            self._stopping.set()
+            worker = self._worker
+        if worker is None:
+            return True
+        worker.join(timeout)
+        return not worker.is_alive()
+
     def _start(self) -> None:
         with self._lock:
+            if self._stopping.is_set():
+                return
             if self._worker is None or not self._worker.is_alive():
                 self._worker = threading.Thread(target=self._run, name="incident-memory", daemon=True)
                 self._worker.start()
 
     def _run(self) -> None:
-        while True:
+        while not self._stopping.is_set():
             try:
-                incident = self._queue.get(timeout=5.0)
+                incident = self._queue.get(timeout=0.5)
             except queue.Empty:
                 with self._lock:
                     if self._queue.empty():
@@ -112,7 +130,7 @@ class MemoryKeeper:
                         return
                 continue
             batch = [incident]
-            while len(batch) < BATCH:
+            while len(batch) < BATCH and not self._stopping.is_set():
                 try:
                     batch.append(self._queue.get_nowait())
                 except queue.Empty:
@@ -126,7 +144,12 @@ class MemoryKeeper:
     def _remember(self, batch: list[Incident]) -> None:
         """One write for the batch; when it fails, each incident alone, so one bad row stops no other."""
         try:
-            self.memory.remember_many([self._build(incident) for incident in batch])
+            built = []
+            for incident in batch:
+                if self._stopping.is_set():
+                    return  # the desk is exiting: what is left is remembered when it is next served
+                built.append(self._build(incident))
+            self.memory.remember_many(built)
             return
         except Exception as exc:
             if len(batch) == 1:

@@ -105,6 +105,8 @@ def _serve(settings: Settings) -> int:
             )
         return anyio.run(_serve_stdio, server)
     finally:
+        if app.memory is not None and not app.memory.stop():
+            logger.warning("the incident memory was still writing when the desk stopped")
         app.journal.close()  # a PostgreSQL journal's pool says goodbye to the server; SQLite has nothing open
 
 

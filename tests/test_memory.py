@@ -8,23 +8,27 @@ apart; a saved postmortem round-trips and is pointed at; a read-only desk offers
 
 from __future__ import annotations
 
+import json
 import random
 import sqlite3
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mcp.shared.exceptions import MCPError
 
 from incident_desk.app import DeskApp
-from incident_desk.core.memory import Memory, SqliteMemory, normalise, signature_of
+from incident_desk.core.memory import SIGNATURE_HEAD_BYTES, Memory, SqliteMemory, normalise, signature_of
 from incident_desk.core.outcomes import RestartOutcome
 from incident_desk.server import build_server
 from tests.alertmanager import alert, needs_alertmanager, running_alertmanager
-from tests.helpers import AppFactory, connect, synthetic_incidents, text_of
+from tests.helpers import AppFactory, child_env, connect, synthetic_incidents, text_of
 from tests.memory_corpus import KINDS, corpus, log_head
 from tests.postgres_cluster import PASSWORD, Cluster, running_cluster, unavailable_reason
 from tests.restart_helpers import APPROVER
@@ -355,3 +359,56 @@ async def test_a_secret_in_the_first_error_lines_is_never_remembered(make_app: A
     assert unredacted.memory is not None
     control = unredacted.memory.memory.recall("INC-9")
     assert control is not None and token in control.signature  # what the redaction above kept out
+
+
+def _desk_of_long_logs(root: Path, count: int) -> Path:
+    """``count`` incidents whose logs fill the signature's whole head: remembering each is mostly redaction."""
+    synthetic_incidents(root, count)
+    line = "2026-01-01T00:00:00Z ERROR payments-api timeout talking to ledger after 3000ms token=abc123\n"
+    head = line * (SIGNATURE_HEAD_BYTES // len(line) + 1)
+    for number in range(count):
+        (root / "incidents" / f"INC-{number}" / "log.txt").write_text(head)
+    return root
+
+
+def _rpc(request_id: int, method: str, params: dict[str, Any] | None = None) -> str:
+    return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params or {}})
+
+
+@pytest.mark.subprocess
+def test_a_desk_leaving_while_it_remembers_exits_cleanly(tmp_path: Path) -> None:
+    """The client goes away while the memory is being written: the desk lets the incident in hand finish and
+    exits 0. (A worker left inside the redactor's RE2 at shutdown aborted the process: SIGABRT, exit -6.)"""
+    desk = _desk_of_long_logs(tmp_path / "desk", 300)
+    hello = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "leaver", "version": "1"}}
+    requests = [
+        _rpc(1, "initialize", hello),
+        json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        _rpc(2, "tools/call", {"name": "list_incidents", "arguments": {}}),
+    ]
+    for attempt, writing_for in enumerate((0.1, 0.3, 0.6)):
+        stderr_path = tmp_path / f"stderr-{attempt}.log"
+        with stderr_path.open("w") as stderr:
+            process = subprocess.Popen(
+                [sys.executable, "-m", "incident_desk"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=stderr,
+                text=True,
+                cwd=tmp_path,
+                env=child_env(tmp_path / "audit.sqlite3", INCIDENT_DESK_DATA_DIR=str(desk)),
+            )
+            assert process.stdin is not None and process.stdout is not None
+            process.stdin.write("\n".join(requests) + "\n")
+            process.stdin.flush()
+            while (line := process.stdout.readline()) and json.loads(line).get("id") != 2:
+                pass
+            assert line, "the desk never answered list_incidents"
+            time.sleep(writing_for)  # the memory's worker is redacting log heads by now, hundreds still to go
+            process.stdin.close()
+            process.stdout.read()
+            process.stdout.close()
+            returncode = process.wait(timeout=60)
+        text = stderr_path.read_text()
+        assert returncode == 0, text[-2000:]
+        assert "terminate called" not in text
