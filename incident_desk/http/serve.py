@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import socket
 import sys
+from types import FrameType
+from typing import TYPE_CHECKING, Protocol
 
 import anyio
 import structlog
@@ -31,6 +33,16 @@ from incident_desk.http.sessions import SessionLimiter
 from incident_desk.oauth import IssuerUnavailable, OAuthVerifier, resource_url, verifier_for
 from incident_desk.settings import Settings, is_loopback
 from incident_desk.telemetry import CONTENT_TYPE, CallTelemetry
+
+if TYPE_CHECKING:
+    import uvicorn
+
+
+class _Signalled(Protocol):
+    stopped_by: int | None
+
+    def run(self, sockets: list[socket.socket] | None = None) -> None: ...
+
 
 logger = structlog.get_logger(__name__)
 
@@ -217,8 +229,26 @@ def serve_http(server: MCPServer, app: DeskApp) -> int:
         proxy_headers=False,  # forwarded headers are read by peers.ClientAddress, from trusted_proxies only
         ws="none",
     )
-    uvicorn.Server(config).run(sockets=[listener])
-    return 0
+    server_process = _signalled_server(config)
+    server_process.run(sockets=[listener])
+    # uvicorn raises a stopping signal again once it has shut down (so SIGINT ends as KeyboardInterrupt, 130);
+    # when asyncio's own SIGINT handling swallows that re-raise, the exit status still says what stopped it.
+    return 128 + server_process.stopped_by if server_process.stopped_by else 0
+
+
+def _signalled_server(config: uvicorn.Config) -> _Signalled:
+    """uvicorn's server, remembering the first signal that asked it to stop (imported here: serving over stdio
+    never loads uvicorn)."""
+    import uvicorn
+
+    class SignalledServer(uvicorn.Server):
+        stopped_by: int | None = None
+
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            self.stopped_by = self.stopped_by or sig
+            super().handle_exit(sig, frame)
+
+    return SignalledServer(config)
 
 
 def _auth_description(settings: Settings, token: str | None, source: str | None) -> str:
