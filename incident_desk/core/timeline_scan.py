@@ -21,6 +21,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from incident_desk.core.timeline_layout import read_in_layout
+
 if TYPE_CHECKING:
     from incident_desk.core.linear import LinearPattern
 
@@ -33,7 +35,7 @@ _WARNING = 3
 _WARN = 4
 _HASH = 69  # ((first four bytes * _HASH) mod 2**32) >> 29 tells the seven four-byte prefixes apart
 _MINUTES = 10_000  # HH:MM as HH * 100 + MM, two digits each as the pattern reads them
-_LINES_PER_PASS = 1 << 15  # lines decided at once: bounds the per-line arrays (about 8 MiB) on any log
+_LINES_PER_PASS = 1 << 14  # lines decided at once: per-line arrays of 128 KiB (larger ones page-fault anew each pass)
 
 
 def _np() -> Any:
@@ -110,6 +112,7 @@ class Frame:
         self.buffer[0] = 0x0A
         self.bytes: Any = np.frombuffer(self.buffer, dtype=np.uint8)
         self.words: Any = np.ndarray((len(self.buffer) - 7,), dtype="<u8", buffer=self.buffer, strides=(1,))
+        self.aligned: Any = np.frombuffer(self.buffer, dtype="<u8", count=len(self.buffer) // 8)
 
     def end_data(self, end: int) -> None:
         """Mark ``end`` as where the data stops: the bytes after it read as newlines."""
@@ -414,6 +417,23 @@ def _tally(level: Any, minute: Any, day: Any) -> Counter[Key]:
     return found
 
 
+def _parse(kernel: _Kernel, starts: Any, want_errors: bool) -> tuple[Any, Any, Any, Any, Any]:
+    """``_Kernel.parse``, with the lines in the first line's layout read by ``timeline_layout`` first."""
+    np = _np()
+    laid = read_in_layout(kernel, starts, want_errors)
+    if laid is None:
+        return kernel.parse(starts, want_errors)
+    undecided = np.zeros(len(starts), dtype=np.bool_)
+    could_err = laid.could_err if want_errors else np.zeros(0, dtype=np.bool_)
+    rest = np.flatnonzero(~laid.taken)
+    if len(rest):
+        level, minute, day, undecided[rest], odd_err = kernel.parse(starts[rest], want_errors)
+        laid.level[rest], laid.minute[rest], laid.day[rest] = level, minute, day
+        if want_errors:
+            could_err[rest] = odd_err
+    return laid.level, laid.minute, laid.day, undecided, could_err
+
+
 def levels_in(frame: Frame, size: int, line: LinearPattern, *, want_errors: bool) -> ChunkLevels:
     """The counts of the lines of ``frame.buffer[:size]`` (a newline, then whole lines), as ``line.finditer``
     would find them line by line; with ``want_errors``, the starts of the lines that may hold an error."""
@@ -426,7 +446,7 @@ def levels_in(frame: Frame, size: int, line: LinearPattern, *, want_errors: bool
     error_lines: list[Any] = []
     for begin in range(0, len(starts), _LINES_PER_PASS):
         part = starts[begin : begin + _LINES_PER_PASS]
-        level, minute, day, undecided, could_err = kernel.parse(part, want_errors)
+        level, minute, day, undecided, could_err = _parse(kernel, part, want_errors)
         found.update(_tally(level, minute, day))
         parsed += int(np.count_nonzero(level >= 0))
         odd = np.flatnonzero(undecided)
