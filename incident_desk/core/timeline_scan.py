@@ -119,12 +119,17 @@ class Frame:
         self.buffer[end : end + PAD] = b"\n" * PAD
 
 
+Tally = tuple[bytes, int, Any]  # a day's text, the first slot (minute * 8 + level), and the counts from it on
+
+
 @dataclass
 class ChunkLevels:
-    """The counts of one chunk's lines, how many had a time and a level, and the lines that may hold the first
-    error (their starts, in order; a superset, each checked by RE2)."""
+    """The counts of one chunk's lines (by key, and as arrays of counts per slot of a day: ``Tally``), how many had
+    a time and a level, and the lines that may hold the first error (their starts, in order; a superset, each
+    checked by RE2)."""
 
     counts: Counter[Key]
+    tallies: list[Tally]
     parsed: int
     lines: int
     error_starts: Any  # numpy arrays: the candidates' line starts in the frame, and their line index in the chunk
@@ -376,7 +381,7 @@ class _Kernel:
 
 
 @functools.cache
-def _minute_text(minute: int) -> bytes:
+def minute_text(minute: int) -> bytes:
     return b"%02d:%02d" % divmod(minute, 100)
 
 
@@ -390,31 +395,26 @@ def _day_text(key: int) -> bytes:
     return f"{year}-{nibbles[5]}{nibbles[6]}-{nibbles[4]}{nibbles[7]}".encode()
 
 
-def _tally(level: Any, minute: Any, day: Any) -> Counter[Key]:
-    """Counts per (day, minute, level) of the lines with a level, without sorting in the common case."""
+def _tally(level: Any, minute: Any, day: Any, found: Counter[Key], tallies: list[Tally]) -> None:
+    """Counts per (day, minute, level) of the lines with a level: one array of counts per slot where the pass
+    holds one day (the common case, no Python per minute), else into ``found`` by key."""
     np = _np()
-    found: Counter[Key] = Counter()
     rows = np.flatnonzero(level >= 0)
     if not len(rows):
-        return found
-    slot = minute[rows] * 8 + level[rows]
-    days = day[rows]
-    if days.min() == days.max():
+        return
+    if len(rows) < len(level):
+        level, minute, day = level[rows], minute[rows], day[rows]
+    slot = minute * 8 + level
+    if day.min() == day.max():
         lowest = int(slot.min())
-        counts = np.bincount(slot - lowest)  # as many bins as the pass's span of minutes, not a day's
-        present = np.flatnonzero(counts)
-        day_text = _day_text(int(days[0]))
-        counts, present = counts[present], present + lowest
-        for key, count in zip(present.tolist(), counts.tolist(), strict=True):
-            found[(day_text, _minute_text(key >> 3), LEVEL_WORDS[key & 7])] += count
-        return found
-    unique_days, which = np.unique(days, return_inverse=True)
+        tallies.append((_day_text(int(day[0])), lowest, np.bincount(slot - lowest)))  # bins: the pass's span
+        return
+    unique_days, which = np.unique(day, return_inverse=True)
     keys, counts = np.unique(which.reshape(-1) * (_MINUTES * 8) + slot, return_counts=True)
     day_texts = [_day_text(int(key)) for key in unique_days.tolist()]
     for key, count in zip(keys.tolist(), counts.tolist(), strict=True):
         day_index, rest = divmod(key, _MINUTES * 8)
-        found[(day_texts[day_index], _minute_text(rest >> 3), LEVEL_WORDS[rest & 7])] += count
-    return found
+        found[(day_texts[day_index], minute_text(rest >> 3), LEVEL_WORDS[rest & 7])] += count
 
 
 def _parse(kernel: _Kernel, starts: Any, want_errors: bool) -> tuple[Any, Any, Any, Any, Any]:
@@ -441,13 +441,14 @@ def levels_in(frame: Frame, size: int, line: LinearPattern, *, want_errors: bool
     kernel = _Kernel(frame)
     starts = line_starts(frame, size)
     found: Counter[Key] = Counter()
+    tallies: list[Tally] = []
     parsed = 0
     error_starts: list[Any] = []
     error_lines: list[Any] = []
     for begin in range(0, len(starts), _LINES_PER_PASS):
         part = starts[begin : begin + _LINES_PER_PASS]
         level, minute, day, undecided, could_err = _parse(kernel, part, want_errors)
-        found.update(_tally(level, minute, day))
+        _tally(level, minute, day, found, tallies)
         parsed += int(np.count_nonzero(level >= 0))
         odd = np.flatnonzero(undecided)
         for row in odd.tolist():
@@ -469,6 +470,7 @@ def levels_in(frame: Frame, size: int, line: LinearPattern, *, want_errors: bool
     nothing = np.zeros(0, dtype=np.int64)
     return ChunkLevels(
         found,
+        tallies,
         parsed,
         len(starts),
         np.concatenate(error_starts) if error_starts else nothing,
