@@ -3,7 +3,7 @@
 Most logs write every line alike: one time layout (``2026-11-29T10:01:07.001Z``), one blank, a short source word,
 one blank, the level word. For such a line ``core.timeline``'s pattern can go only one way: the time's bytes are
 of the first line's classes digit for digit, and so is the blank after them (one masked check per eight bytes);
-the source word runs to the first byte at or below a space within the next 15 or so bytes; that byte is a blank,
+the source word runs to the first byte at or below a space within the next 15 or 16 bytes; that byte is a blank,
 the next one starts a level word with a word boundary after it. That way is RE2's first choice (the optional
 source word is tried first and taken whole, then the level), so the line counts as RE2 reads it. A line that
 differs anywhere (another layout, a run of blanks, a long or odd source word, a ``[``, no level after the source
@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 _CLASS_BYTES = 48  # the first line's bytes that decide how the general steps read its time
-_WINDOW = 15  # at least this many bytes after the time's blank are looked at for the source word's end
 _ERROR_LEVELS = 3
 _WARN, _WARNING = 4, 3  # indices in LEVEL_WORDS
 _LEVEL_WORDS = (b"ERROR", b"FATAL", b"CRITICAL", b"WARNING", b"WARN", b"INFO", b"DEBUG", b"TRACE")
@@ -111,7 +110,8 @@ def _template_words(template: bytes) -> tuple[tuple[int, int, int, int, int], ..
 
 
 def words_at(steps: Steps, starts: Any, count: int) -> list[Any]:
-    """The ``count`` 64-bit words at ``starts``, ``starts + 8``, ...: aligned reads, each joined with the next."""
+    """The ``count`` 64-bit words at ``starts``, ``starts + 8``, ...: aligned reads (the same indices into views
+    starting one word further each time), each joined with the next by shifts."""
     np = steps.np
     aligned = steps.frame.aligned
     index = starts >> 3
@@ -120,7 +120,7 @@ def words_at(steps: Steps, starts: Any, count: int) -> list[Any]:
     low = aligned[index]
     words = []
     for step in range(1, count + 1):
-        high = aligned[index + step]
+        high = aligned[step:][index]
         words.append((low >> shift) | (high << back))
         low = high
     return words
@@ -159,21 +159,30 @@ def _word_from(np: Any, words: list[Any], offset: int) -> Any:
     return (words[index] >> np.uint64(8 * within)) | (words[index + 1] << np.uint64(64 - 8 * within))
 
 
+@functools.cache
+def _lowest_bit(np: Any) -> Any:
+    """The index of the lowest set bit of every 16-bit number (16 for 0)."""
+    values = np.arange(1 << 16)
+    lowest = values & -values
+    table = np.full(1 << 16, 16, dtype=np.intp)
+    table[1:] = np.log2(lowest[1:]).astype(np.intp)
+    return table
+
+
 def _source_ends(steps: Steps, words: list[Any], first: int) -> tuple[Any, Any]:
     """Where the source word starting at offset ``first`` of each line ends (the offset of the first byte at or
-    below a space after it), and whether it starts with a byte above a space and ends within the window."""
+    below a space after it), and whether it starts with a byte above a space and ends within the window (15 or
+    16 bytes). Each word's marks (a top bit per byte) are gathered into eight bits by one multiplication."""
     np = steps.np
     index, within = divmod(first, 8)
-    marks = [steps.controls(words[k]) for k in range(index, len(words))]
-    marks[0] &= np.uint64(~((1 << (8 * within)) - 1) & ((1 << 64) - 1))  # the bytes before the word
-    ok = (marks[0] & np.uint64(0x80 << (8 * within))) == 0  # not empty
-    ends = _first_set_byte(np, marks[-1]) + np.uint64(8 * (len(words) - 1))
-    found = marks[-1] != 0
-    for k in range(len(marks) - 2, -1, -1):
-        here = marks[k] != 0
-        ends = np.where(here, _first_set_byte(np, marks[k]) + np.uint64(8 * (index + k)), ends)
-        found |= here
-    return ends.astype(np.intp), ok & found
+    gather = np.uint64(0x0102040810204080)  # bit 8i + 7 of a mark word to bit 56 + i
+    marks: Any = None
+    for step in range(3 if within > 1 else 2):
+        bits = ((steps.controls(words[index + step]) >> np.uint64(7)) * gather) >> np.uint64(56)
+        bits <<= np.uint64(8 * step)
+        marks = bits if marks is None else marks | bits
+    marks = ((marks >> np.uint64(within)) & np.uint64(0xFFFF)).astype(np.intp)
+    return _lowest_bit(np)[marks] + first, ((marks & 1) == 0) & (marks != 0)
 
 
 def read_in_layout(steps: Steps, starts: Any, want_errors: bool) -> InLayout | None:
@@ -187,8 +196,7 @@ def read_in_layout(steps: Steps, starts: Any, want_errors: bool) -> InLayout | N
         return None
     width, dated = layout
     first = width + 1  # the source word's first byte
-    last = first + _WINDOW - 1
-    words = words_at(steps, starts, last // 8 + 1)
+    words = words_at(steps, starts, first // 8 + (3 if first % 8 > 1 else 2))
     bad: Any = None
     for index, must, expected, add, carry in _template_words(classes[:first]):  # the time and its blank
         xor = words[index] ^ np.uint64(expected)
