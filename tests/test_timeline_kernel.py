@@ -238,3 +238,12 @@ def test_the_common_layout_is_read_by_the_arrays_up_to_its_window() -> None:
     frame.end_data(1 + len(data))
     found = timeline_scan.levels_in(frame, 1 + len(data), _NoRE2(), want_errors=False)  # type: ignore[arg-type]
     assert found.parsed == 300 and sum(found.counts.values()) + sum(int(t[2].sum()) for t in found.tallies) == 300
+
+
+def test_short_and_empty_lines_several_to_a_word() -> None:
+    """Line starts are found eight bytes at a time; a word holding several newlines gives each of them."""
+    rng = random.Random(11)
+    pieces = [b"", b"\r", b"x", b"10:00", b"10:00:01 a INFO", b"10:00:02 ERROR", b"\n\n", b"ab\ncd"]
+    data = b"".join(_piece(rng, pieces) + b"\n" for _ in range(5000))
+    _check(data, 4096, 64 * 1024)
+    _check(data)

@@ -1,20 +1,20 @@
 """The timeline's counting kernel: the time, minute and level of every line of a chunk, by array operations.
 
-No Python runs per line. The chunk's line starts come from one SIMD split (stringzilla); from each start the
-kernel reads eight bytes at a time as one 64-bit integer (an unaligned strided view of the buffer, no copy) and
-decides each step of ``core.timeline``'s line pattern on all lines at once with bitwise arithmetic: the optional
-date, the time, a fraction and a zone, the blanks, an optional source word, an optional ``[`` and a level word with
-a word boundary after it. Where RE2's reading of the pattern allows only one way through (it does for every line:
-each step is either fixed or stops at the first byte of a class), the arithmetic finds that way, so every count
-equals a line-by-line RE2 reading. Lines in the first line's time layout (most logs write every time alike) are
-decided by one template check per eight bytes. A line in a shape the arithmetic does not follow (7 or more
-fraction digits, a source word or a run of blanks longer than 64 bytes, a control byte in the source word) is read
-by RE2 on its own.
+No Python runs per line. The chunk's line starts come from one compare of its bytes with a newline, read eight at
+a time (``line_starts``). Lines laid out like the pass's first line are read by ``timeline_layout``; from each
+other line's start the kernel reads eight bytes at a time as one 64-bit integer (an unaligned strided view of the
+buffer, no copy) and decides each step of ``core.timeline``'s line pattern on all lines at once with bitwise
+arithmetic: the optional date, the time, a fraction and a zone, the blanks, an optional source word, an optional
+``[`` and a level word with a word boundary after it. Where RE2's reading of the pattern allows only one way
+through (it does for every line: each step is either fixed or stops at the first byte of a class), the arithmetic
+finds that way, so every count equals a line-by-line RE2 reading. Lines in the first line's time layout (most logs
+write every time alike) are decided by one template check per eight bytes. A line in a shape the arithmetic does
+not follow (7 or more fraction digits, a source word or a run of blanks longer than 64 bytes, a control byte in
+the source word) is read by RE2 on its own.
 """
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import mmap
 from collections import Counter
@@ -113,6 +113,7 @@ class Frame:
         self.bytes: Any = np.frombuffer(self.buffer, dtype=np.uint8)
         self.words: Any = np.ndarray((len(self.buffer) - 7,), dtype="<u8", buffer=self.buffer, strides=(1,))
         self.aligned: Any = np.frombuffer(self.buffer, dtype="<u8", count=len(self.buffer) // 8)
+        self.marks: Any = np.frombuffer(mmap.mmap(-1, len(self.buffer) + 8), dtype=np.bool_)  # newlines found
 
     def end_data(self, end: int) -> None:
         """Mark ``end`` as where the data stops: the bytes after it read as newlines."""
@@ -136,37 +137,40 @@ class ChunkLevels:
     error_lines: Any
 
 
-def _split_starts(frame: Frame, size: int) -> Any | None:
-    """Line starts by stringzilla's SIMD split, read from its offsets; None where that layout is not there."""
-    try:
-        import stringzilla
-    except ImportError:  # pragma: no cover - a declared dependency
-        return None
-    np = _np()
-    text = memoryview(frame.buffer)[1:size]
-    parts = stringzilla.Str(text).split("\n")
-    address = getattr(parts, "offsets_address", None)
-    count = len(parts)
-    width = 8 if getattr(parts, "offsets_are_large", False) else 4
-    if address is None or getattr(parts, "offsets_nbytes", 0) != (count + 1) * width:
-        return None
-    raw = (ctypes.c_char * ((count + 1) * width)).from_address(address)
-    offsets = np.frombuffer(raw, dtype=np.uint64 if width == 8 else np.uint32)
-    if int(offsets[0]) != 0 or int(offsets[-1]) + count - 1 != len(text):
-        return None
-    starts = offsets[:-1].astype(np.int64)  # a copy: the offsets die with ``parts``
-    starts += np.arange(1, count + 1, dtype=np.int64)
-    return starts[starts < size] if count and starts[-1] >= size else starts
-
-
 def line_starts(frame: Frame, size: int) -> Any:
-    """Where each line of ``frame.buffer[:size]`` (after its leading newline) starts."""
-    starts = _split_starts(frame, size)
-    if starts is None:
-        np = _np()
-        starts = np.flatnonzero(frame.bytes[:size] == 0x0A) + 1
-        starts = starts[starts < size]
-    return starts
+    """Where each line of ``frame.buffer[:size]`` (after its leading newline) starts. The newlines are marked by
+    one compare into the frame's mark bytes; read eight at a time, only the words holding a newline are taken,
+    and each one's first newline is found by a multiplication. A word holding more (lines under eight bytes) is
+    read again until none is left."""
+    np = _np()
+    end = (size + 7) // 8 * 8
+    marks = frame.marks[:end]
+    np.equal(frame.bytes[:end], 0x0A, out=marks)
+    marks[size:] = False
+    words = marks.view(np.uint64)
+    holding = np.flatnonzero(words != 0)
+    found = words[holding]
+    lowest = found & (np.uint64(0) - found)
+    starts = (holding << 3) + _byte_of(np, lowest) + 1
+    rest = found ^ lowest
+    more = np.flatnonzero(rest)
+    if len(more):
+        extra = [starts]
+        holding, rest = holding[more], rest[more]
+        while len(rest):
+            lowest = rest & (np.uint64(0) - rest)
+            extra.append((holding << 3) + _byte_of(np, lowest) + 1)
+            rest ^= lowest
+            more = np.flatnonzero(rest)
+            holding, rest = holding[more], rest[more]
+        starts = np.sort(np.concatenate(extra))
+    return starts[starts < size] if len(starts) and starts[-1] >= size else starts
+
+
+def _byte_of(np: Any, lowest: Any) -> Any:
+    """The index of the byte holding each word's one set bit (a bit at the bottom of its byte): the multiplication
+    puts the index into the top byte."""
+    return ((lowest * np.uint64(0x0001020304050607)) >> np.uint64(56)).astype(np.intp)
 
 
 def _first_byte(marks: Any) -> Any:
