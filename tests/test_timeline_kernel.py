@@ -12,7 +12,7 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from incident_desk.core import timeline, timeline_chunks, timeline_scan
+from incident_desk.core import timeline, timeline_chunks, timeline_counts, timeline_scan
 
 DAY = date(2026, 11, 29)
 # The desk's pattern as RE2 reads it (bytes, ASCII classes; RE2's \s is [\t\n\f\r ], without \v).
@@ -247,3 +247,25 @@ def test_short_and_empty_lines_several_to_a_word() -> None:
     data = b"".join(_piece(rng, pieces) + b"\n" for _ in range(5000))
     _check(data, 4096, 64 * 1024)
     _check(data)
+
+
+@pytest.mark.parametrize("slice_bytes", [1, 61, 4096])
+def test_a_chunk_read_in_slices_counts_as_one_piece(slice_bytes: int) -> None:
+    """Line starts are found a slice of the chunk at a time; slices cut anywhere give the same counts and line
+    numbers as one slice, and first-error candidates that hold every error line."""
+    rng = random.Random(slice_bytes)
+    data = b"".join(_hostile_line(rng) for _ in range(2000)) + b"10:00:00 svc INFO no newline at the end"
+    frame = timeline_scan.Frame(len(data))
+    frame.buffer[1 : 1 + len(data)] = data
+    frame.end_data(1 + len(data))
+    pattern = timeline._patterns()[0]
+    results = []
+    for size in (slice_bytes, 1 << 30):
+        found = timeline_scan.levels_in(frame, 1 + len(data), pattern, want_errors=True, slice_bytes=size)
+        counts = timeline_counts.MinuteCounts({})
+        counts.add(found)
+        results.append((counts.as_dict(), found.parsed, found.lines))
+        errors = [index for index, raw in enumerate(data.split(b"\n")) if _ERROR.match(raw)]
+        assert set(errors) <= set(found.error_lines.tolist())  # the candidates hold every error line
+    assert results[0] == results[1]
+    assert results[0][2] == data.count(b"\n") + 1

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from incident_desk.core.timeline_layout import read_in_layout
+from incident_desk.core.timeline_lines import line_slices
 
 if TYPE_CHECKING:
     from incident_desk.core.linear import LinearPattern
@@ -35,6 +36,7 @@ _WARNING = 3
 _WARN = 4
 _HASH = 69  # ((first four bytes * _HASH) mod 2**32) >> 29 tells the seven four-byte prefixes apart
 _MINUTES = 10_000  # HH:MM as HH * 100 + MM, two digits each as the pattern reads them
+SLICE_BYTES = 1 << 20  # bytes whose lines are found at once (about 16K lines of a service log)
 _LINES_PER_PASS = 1 << 14  # lines decided at once: per-line arrays of 128 KiB (larger ones page-fault anew each pass)
 
 
@@ -135,42 +137,6 @@ class ChunkLevels:
     lines: int
     error_starts: Any  # numpy arrays: the candidates' line starts in the frame, and their line index in the chunk
     error_lines: Any
-
-
-def line_starts(frame: Frame, size: int) -> Any:
-    """Where each line of ``frame.buffer[:size]`` (after its leading newline) starts. The newlines are marked by
-    one compare into the frame's mark bytes; read eight at a time, only the words holding a newline are taken,
-    and each one's first newline is found by a multiplication. A word holding more (lines under eight bytes) is
-    read again until none is left."""
-    np = _np()
-    end = (size + 7) // 8 * 8
-    marks = frame.marks[:end]
-    np.equal(frame.bytes[:end], 0x0A, out=marks)
-    marks[size:] = False
-    words = marks.view(np.uint64)
-    holding = np.flatnonzero(words != 0)
-    found = words[holding]
-    lowest = found & (np.uint64(0) - found)
-    starts = (holding << 3) + _byte_of(np, lowest) + 1
-    rest = found ^ lowest
-    more = np.flatnonzero(rest)
-    if len(more):
-        extra = [starts]
-        holding, rest = holding[more], rest[more]
-        while len(rest):
-            lowest = rest & (np.uint64(0) - rest)
-            extra.append((holding << 3) + _byte_of(np, lowest) + 1)
-            rest ^= lowest
-            more = np.flatnonzero(rest)
-            holding, rest = holding[more], rest[more]
-        starts = np.sort(np.concatenate(extra))
-    return starts[starts < size] if len(starts) and starts[-1] >= size else starts
-
-
-def _byte_of(np: Any, lowest: Any) -> Any:
-    """The index of the byte holding each word's one set bit (a bit at the bottom of its byte): the multiplication
-    puts the index into the top byte."""
-    return ((lowest * np.uint64(0x0001020304050607)) >> np.uint64(56)).astype(np.intp)
 
 
 def _first_byte(marks: Any) -> Any:
@@ -421,6 +387,15 @@ def _tally(level: Any, minute: Any, day: Any, found: Counter[Key], tallies: list
         found[(day_texts[day_index], minute_text(rest >> 3), LEVEL_WORDS[rest & 7])] += count
 
 
+def _read_alone(frame: Frame, start: int, line: LinearPattern, found: Counter[Key]) -> int:
+    """Count the line at ``start`` as RE2 reads it (a shape the arrays do not follow); 1 if it has a level."""
+    framed_line = bytes(frame.buffer[start - 1 : frame.buffer.find(b"\n", start)])
+    for _whole, day, minute, level in line.finditer(framed_line):
+        found[(framed_line[day[0] : day[1]], framed_line[minute[0] : minute[1]], framed_line[level[0] : level[1]])] += 1
+        return 1
+    return 0
+
+
 def _parse(kernel: _Kernel, starts: Any, want_errors: bool) -> tuple[Any, Any, Any, Any, Any]:
     """``_Kernel.parse``, with the lines in the first line's layout read by ``timeline_layout`` first."""
     np = _np()
@@ -438,45 +413,38 @@ def _parse(kernel: _Kernel, starts: Any, want_errors: bool) -> tuple[Any, Any, A
     return laid.level, laid.minute, laid.day, undecided, could_err
 
 
-def levels_in(frame: Frame, size: int, line: LinearPattern, *, want_errors: bool) -> ChunkLevels:
+def levels_in(
+    frame: Frame, size: int, line: LinearPattern, *, want_errors: bool, slice_bytes: int = SLICE_BYTES
+) -> ChunkLevels:
     """The counts of the lines of ``frame.buffer[:size]`` (a newline, then whole lines), as ``line.finditer``
-    would find them line by line; with ``want_errors``, the starts of the lines that may hold an error."""
+    would find them line by line; with ``want_errors``, the starts of the lines that may hold an error. The lines
+    are taken ``slice_bytes`` at a time (then ``_LINES_PER_PASS`` at a time), which bounds every per-line array."""
     np = _np()
     kernel = _Kernel(frame)
-    starts = line_starts(frame, size)
     found: Counter[Key] = Counter()
     tallies: list[Tally] = []
-    parsed = 0
+    parsed = lines = 0
     error_starts: list[Any] = []
     error_lines: list[Any] = []
-    for begin in range(0, len(starts), _LINES_PER_PASS):
-        part = starts[begin : begin + _LINES_PER_PASS]
-        level, minute, day, undecided, could_err = _parse(kernel, part, want_errors)
-        _tally(level, minute, day, found, tallies)
-        parsed += int(np.count_nonzero(level >= 0))
-        odd = np.flatnonzero(undecided)
-        for row in odd.tolist():
-            start = int(part[row])
-            framed_line = bytes(frame.buffer[start - 1 : frame.buffer.find(b"\n", start)])
-            for _whole, span_day, span_minute, span_level in line.finditer(framed_line):
-                found[
-                    (
-                        framed_line[span_day[0] : span_day[1]],
-                        framed_line[span_minute[0] : span_minute[1]],
-                        framed_line[span_level[0] : span_level[1]],
-                    )
-                ] += 1
-                parsed += 1
-        if want_errors:
-            candidates = np.flatnonzero(could_err | undecided)
-            error_starts.append(part[candidates])
-            error_lines.append(candidates + begin)
+    for starts in line_slices(frame, size, slice_bytes):
+        for begin in range(0, len(starts), _LINES_PER_PASS):
+            part = starts[begin : begin + _LINES_PER_PASS]
+            level, minute, day, undecided, could_err = _parse(kernel, part, want_errors)
+            _tally(level, minute, day, found, tallies)
+            parsed += int(np.count_nonzero(level >= 0))
+            for row in np.flatnonzero(undecided).tolist():
+                parsed += _read_alone(frame, int(part[row]), line, found)
+            if want_errors:
+                candidates = np.flatnonzero(could_err | undecided)
+                error_starts.append(part[candidates])
+                error_lines.append(candidates + (lines + begin))
+        lines += len(starts)
     nothing = np.zeros(0, dtype=np.int64)
     return ChunkLevels(
         found,
         tallies,
         parsed,
-        len(starts),
+        lines,
         np.concatenate(error_starts) if error_starts else nothing,
         np.concatenate(error_lines) if error_lines else nothing,
     )
