@@ -2,8 +2,8 @@
 
 The newlines are marked by one compare of the bytes into the frame's mark bytes; read eight at a time, only the
 words holding a newline are taken, and each one's first newline is found by a multiplication. A word holding more
-(lines under eight bytes) is read again until none is left. Slices of about a megabyte keep each array of line
-starts near 128 KiB: larger arrays are handed back to the system when freed and page-fault anew on every pass.
+(lines under eight bytes) is read again until none is left. Slices of under a megabyte keep each array of line
+starts under 128 KiB: glibc maps larger arrays anew each time, and every pass would page-fault them in again.
 """
 
 from __future__ import annotations
