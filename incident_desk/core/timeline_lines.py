@@ -28,7 +28,7 @@ def line_starts(frame: Any, begin: int, end: int) -> Any:
     """The starts of the lines in ``frame.buffer[begin:end]`` (``begin`` follows a newline)."""
     np = _np()
     low, high = (begin - 1) & ~7, (end + 6) & ~7  # the newlines before each start: at begin - 1 .. end - 2
-    marks = frame.marks[low:high]
+    marks = frame.marks[: high - low] if high - low <= len(frame.marks) else np.empty(high - low, dtype=np.bool_)
     np.equal(frame.bytes[low:high], 0x0A, out=marks)
     marks[: begin - 1 - low] = False
     marks[end - 1 - low :] = False
