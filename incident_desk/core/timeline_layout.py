@@ -82,12 +82,16 @@ def _layout(steps: Steps, starts: Any) -> tuple[bytes, tuple[int, bool] | None]:
     first ``_CLASS_BYTES`` bytes, so it is kept by them."""
     start = int(starts[0])
     classes = bytes(steps.frame.buffer[start : start + _CLASS_BYTES]).translate(_DIGIT_CLASS)
-    if classes not in _LAYOUTS:
-        if len(_LAYOUTS) >= _MAX_LAYOUTS:
-            _LAYOUTS.clear()
-        _w0, _w1, dated, _when, timed, undecided, gap = steps.stamps(starts[:1])
-        _LAYOUTS[classes] = (int(gap[0]) - start, bool(dated[0])) if timed[0] and not undecided[0] else None
-    return classes, _LAYOUTS[classes]
+    try:
+        return classes, _LAYOUTS[classes]
+    except KeyError:
+        pass
+    _w0, _w1, dated, _when, timed, undecided, gap = steps.stamps(starts[:1])
+    layout = (int(gap[0]) - start, bool(dated[0])) if timed[0] and not undecided[0] else None
+    if len(_LAYOUTS) >= _MAX_LAYOUTS:  # another worker may clear it too: this pass keeps its own answer
+        _LAYOUTS.clear()
+    _LAYOUTS[classes] = layout
+    return classes, layout
 
 
 @functools.cache
