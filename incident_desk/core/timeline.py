@@ -237,7 +237,8 @@ def scan_levels(
                 scanned_lines += event.lines
                 continue
             found, buffer = event.levels, event.frame.buffer
-            seen = minutes_seen | MinuteCounts.minutes_in(found)
+            fresh = counts.fresh_minutes(found)
+            seen = minutes_seen | fresh if fresh else minutes_seen
             if len(seen) > max_minutes:
                 stopped = "minute limit"
                 break

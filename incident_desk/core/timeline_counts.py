@@ -13,6 +13,8 @@ from typing import Any
 
 from incident_desk.core.timeline_scan import LEVEL_WORDS, ChunkLevels, Key, minute_text
 
+_MINUTES = 10_000  # HH * 100 + MM
+
 
 def _np() -> Any:
     import numpy
@@ -26,15 +28,18 @@ class MinuteCounts:
     def __init__(self, counts: dict[Key, int]) -> None:
         self.by_key: Counter[Key] = Counter(counts)
         self.windows: dict[bytes, tuple[int, Any]] = {}
+        self.seen: dict[bytes, Any] = {}  # per day, whether the arrays counted each minute (HH * 100 + MM)
 
-    @staticmethod
-    def minutes_in(found: ChunkLevels) -> set[tuple[bytes, bytes]]:
-        """The (day, minute) pairs a chunk's counts touch."""
+    def fresh_minutes(self, found: ChunkLevels) -> set[tuple[bytes, bytes]]:
+        """The (day, minute) pairs a chunk's counts touch that its arrays did not touch before (and those of its
+        lines read by RE2): most chunks of a log bring none, and then no Python runs per minute."""
         np = _np()
         minutes = {(day, hour_minute) for day, hour_minute, _ in found.counts}
         for day, lowest, counts in found.tallies:
             present = np.unique((np.flatnonzero(counts) + lowest) >> 3)
-            minutes.update((day, minute_text(minute)) for minute in present.tolist())
+            seen = self.seen.get(day)
+            fresh = present if seen is None else present[~seen[present]]
+            minutes.update((day, minute_text(minute)) for minute in fresh.tolist())
         return minutes
 
     def minutes(self) -> set[tuple[bytes, bytes]]:
@@ -45,6 +50,9 @@ class MinuteCounts:
         np = _np()
         self.by_key.update(found.counts)
         for day, lowest, counts in found.tallies:
+            if day not in self.seen:
+                self.seen[day] = np.zeros(_MINUTES, dtype=np.bool_)
+            self.seen[day][(np.flatnonzero(counts) + lowest) >> 3] = True
             start, window = self.windows.get(day, (lowest, None))
             if window is None:
                 self.windows[day] = (lowest, counts.astype(np.int64))
