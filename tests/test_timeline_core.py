@@ -116,3 +116,16 @@ def test_sparkline_scales_to_the_largest_value() -> None:
     assert timeline.sparkline([0, 0]) == "▁▁"
     assert timeline.sparkline([]) == ""
     assert timeline.sparkline([1, 1, 0, 0, 4, 4], width=3) == "▃▁█"  # summed in groups past the width
+
+
+def test_the_minute_limit_counts_minutes_seen_again_once() -> None:
+    """Minutes repeated chunk after chunk (on two days) are one minute each for the limit; one more stops it."""
+    lines = [f"2026-11-{28 + i % 2}T10:0{i % 5}:00Z a INFO x\n" for i in range(300)]
+    data = "".join(lines).encode()
+    scan = timeline.scan_levels(io.BytesIO(data), anchor=DAY, max_minutes=10, chunk_bytes=64)
+    assert scan.stopped == "end of log"
+    assert len(scan.minutes) == 10 and {m.info for m in scan.minutes} == {30}
+    more = data + b"2026-11-29T10:09:00Z a INFO x\n" + data
+    scan = timeline.scan_levels(io.BytesIO(more), anchor=DAY, max_minutes=10, chunk_bytes=64)
+    assert scan.stopped == "minute limit"
+    assert len(scan.minutes) == 10 and len(data) - 64 <= scan.scanned_bytes <= len(data)

@@ -12,7 +12,7 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from incident_desk.core import timeline, timeline_chunks, timeline_scan
+from incident_desk.core import timeline, timeline_chunks, timeline_counts, timeline_layout, timeline_scan
 
 DAY = date(2026, 11, 29)
 # The desk's pattern as RE2 reads it (bytes, ASCII classes; RE2's \s is [\t\n\f\r ], without \v).
@@ -190,3 +190,86 @@ def test_common_shapes_are_decided_by_the_arrays_not_line_by_line() -> None:
     assert found.lines == 400 and found.parsed == 250
     assert sum(found.counts.values()) == 250
     assert found.error_lines.tolist()[0] == 1  # the first line that may be an error: checked by RE2 later
+
+
+def _line_in_layout(rng: random.Random, stamp: bytes) -> bytes:
+    """A line in one time layout (its digits varied, now and then a byte out of class), then hostile parts: the
+    common case's shortcut must still read it as RE2 does."""
+    clock = 11 if stamp[4:5] == b"-" else 0  # HH:MM:SS starts here; its minute's last digit and what follows vary
+    stamp = bytes(
+        rng.choice(b"0123456789") if 0x30 <= byte <= 0x39 and (at == clock + 4 or at >= clock + 6) else byte
+        for at, byte in enumerate(stamp)
+    )
+    if rng.random() < 0.05:
+        at = rng.randrange(len(stamp))
+        stamp = stamp[:at] + _piece(rng, [b"x", b" ", b"\n", b":", b"\xff"]) + stamp[at + 1 :]
+    blank = _piece(rng, [b" "] * 8 + [b"\t", b"  ", b"", b"\r"])
+    sources = [b"api", b"payments-api", b"s" * 14, b"s" * 15, b"s" * 16, b"s" * 17, b"", b"a\x0bb", b"ERROR"]
+    source = _piece(rng, sources)
+    after_source = _piece(rng, [b" "] * 8 + [b"\t", b"  ", b"\r", b""])
+    bracket = _piece(rng, [b""] * 8 + [b"["])
+    level = _piece(rng, _LEVELS * 3 + _NEAR)
+    boundary = _piece(rng, [b" x", b"", b"]", b":", b"_", b"9", b"\xc3\xa9", b"\t"])
+    return stamp + blank + source + after_source + bracket + level + boundary + b"\n"
+
+
+@pytest.mark.parametrize(
+    "stamp",
+    [
+        b"2026-11-29T10:01:07.001Z",
+        b"2026-11-29 10:01:07,001",
+        b"2026-11-29T10:01:07Z",
+        b"2026-11-29T10:01:07.123456+01:00",
+        b"10:01:07",
+        b"10:01:07.5",
+    ],
+)
+def test_lines_in_one_layout_count_as_a_line_by_line_reading(stamp: bytes) -> None:
+    rng = random.Random(stamp)
+    _check(b"".join(_line_in_layout(rng, stamp) for _ in range(4000)), 64 * 1024)
+
+
+def test_the_common_layout_is_read_by_the_arrays_up_to_its_window() -> None:
+    """Source words up to 15 bytes after a 24-byte time are read by the shortcut, so by no RE2 call at all."""
+    lines = [b"2026-11-29T10:01:07.001Z %s INFO x" % (b"s" * n) for n in range(1, 16)]
+    data = b"\n".join(lines * 20) + b"\n"
+    frame = timeline_scan.Frame(len(data))
+    frame.buffer[1 : 1 + len(data)] = data
+    frame.end_data(1 + len(data))
+    found = timeline_scan.levels_in(frame, 1 + len(data), _NoRE2(), want_errors=False)  # type: ignore[arg-type]
+    assert found.parsed == 300 and sum(found.counts.values()) + sum(int(t[2].sum()) for t in found.tallies) == 300
+
+
+def test_short_and_empty_lines_several_to_a_word() -> None:
+    """Line starts are found eight bytes at a time; a word holding several newlines gives each of them."""
+    rng = random.Random(11)
+    pieces = [b"", b"\r", b"x", b"10:00", b"10:00:01 a INFO", b"10:00:02 ERROR", b"\n\n", b"ab\ncd"]
+    data = b"".join(_piece(rng, pieces) + b"\n" for _ in range(5000))
+    _check(data, 4096, 64 * 1024)
+    _check(data)
+
+
+@pytest.mark.parametrize("slice_bytes", [1, 61, 4096])
+def test_a_chunk_read_in_slices_counts_as_one_piece(slice_bytes: int) -> None:
+    """Line starts are found a slice of the chunk at a time; slices cut anywhere give the same counts and line
+    numbers as one slice, and first-error candidates that hold every error line."""
+    rng = random.Random(slice_bytes)
+    data = b"".join(_hostile_line(rng) for _ in range(2000)) + b"10:00:00 svc INFO no newline at the end"
+    frame = timeline_scan.Frame(len(data))
+    frame.buffer[1 : 1 + len(data)] = data
+    frame.end_data(1 + len(data))
+    pattern = timeline._patterns()[0]
+    results = []
+    for size in (slice_bytes, 1 << 30):
+        found = timeline_scan.levels_in(frame, 1 + len(data), pattern, want_errors=True, slice_bytes=size)
+        counts = timeline_counts.MinuteCounts({})
+        counts.add(found)
+        results.append((counts.as_dict(), found.parsed, found.lines))
+        errors = [index for index, raw in enumerate(data.split(b"\n")) if _ERROR.match(raw)]
+        assert set(errors) <= set(found.error_lines.tolist())  # the candidates hold every error line
+    assert results[0] == results[1]
+    assert results[0][2] == data.count(b"\n") + 1
+
+
+def test_the_layout_shortcut_knows_the_same_level_words() -> None:
+    assert timeline_layout._LEVEL_WORDS == timeline_scan.LEVEL_WORDS  # kept apart to keep the imports acyclic

@@ -17,7 +17,6 @@ import math
 import os
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
@@ -27,6 +26,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Literal
 from incident_desk.core.audit import Decision
 from incident_desk.core.scan_budget import SCAN_BUDGET_BYTES, ScanBudget, StopReason
 from incident_desk.core.timeline_chunks import Skipped, counted_chunks
+from incident_desk.core.timeline_counts import MinuteCounts
 
 if TYPE_CHECKING:
     from incident_desk.core.linear import LinearPattern
@@ -202,8 +202,8 @@ def scan_levels(
     line_pattern, first_error_pattern = _patterns()
     total = handle.seek(0, os.SEEK_END)
     resume = _valid(resume, handle, total)
-    counts: Counter[tuple[bytes, bytes, bytes]] = Counter(resume.counts if resume else {})
-    minutes_seen = {(day, hour_minute) for day, hour_minute, _ in counts}
+    counts = MinuteCounts(resume.counts if resume else {})
+    minutes_seen = counts.minutes()
     first_error: FirstError | None = None
     first_error_place = resume.first_error if resume else None
     if first_error_place is not None:
@@ -237,14 +237,15 @@ def scan_levels(
                 scanned_lines += event.lines
                 continue
             found, buffer = event.levels, event.frame.buffer
-            seen = minutes_seen | {(day, hour_minute) for day, hour_minute, _ in found.counts}
+            fresh = counts.fresh_minutes(found)
+            seen = minutes_seen | fresh if fresh else minutes_seen
             if len(seen) > max_minutes:
                 stopped = "minute limit"
                 break
             minutes_seen = seen
             if not event.whole:
-                latest_counts = dict(counts)
-            counts.update(found.counts)
+                latest_counts = counts.as_dict()
+            counts.add(found)
             if first_error_place is None:
                 for start, index in zip(found.error_starts.tolist(), found.error_lines.tolist(), strict=True):
                     framed_line = bytes(buffer[start - 1 : buffer.find(b"\n", start)])
@@ -265,8 +266,9 @@ def scan_levels(
     if scanned_bytes >= total:
         stopped = "end of log"
     kept = latest_counts
+    all_counts = counts.as_dict()
     by_minute: dict[datetime, dict[str, int]] = {}
-    for (day, hour_minute, level), count in counts.items():
+    for (day, hour_minute, level), count in all_counts.items():
         if count <= 0:
             continue
         start = _minute_start(day, hour_minute, anchor)
@@ -284,7 +286,7 @@ def scan_levels(
         scanned_bytes=scanned_bytes,
         total_bytes=total,
         stopped=stopped,
-        resume=None if latest is None else _resume(handle, *latest, dict(counts) if kept is None else kept),
+        resume=None if latest is None else _resume(handle, *latest, all_counts if kept is None else kept),
     )
 
 

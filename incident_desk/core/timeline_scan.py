@@ -1,25 +1,28 @@
 """The timeline's counting kernel: the time, minute and level of every line of a chunk, by array operations.
 
-No Python runs per line. The chunk's line starts come from one SIMD split (stringzilla); from each start the
-kernel reads eight bytes at a time as one 64-bit integer (an unaligned strided view of the buffer, no copy) and
-decides each step of ``core.timeline``'s line pattern on all lines at once with bitwise arithmetic: the optional
-date, the time, a fraction and a zone, the blanks, an optional source word, an optional ``[`` and a level word with
-a word boundary after it. Where RE2's reading of the pattern allows only one way through (it does for every line:
-each step is either fixed or stops at the first byte of a class), the arithmetic finds that way, so every count
-equals a line-by-line RE2 reading. Lines in the first line's time layout (most logs write every time alike) are
-decided by one template check per eight bytes. A line in a shape the arithmetic does not follow (7 or more
-fraction digits, a source word or a run of blanks longer than 64 bytes, a control byte in the source word) is read
-by RE2 on its own.
+No Python runs per line. The chunk's line starts come from one compare of its bytes with a newline, read eight at
+a time (``line_starts``). Lines laid out like the pass's first line are read by ``timeline_layout``; from each
+other line's start the kernel reads eight bytes at a time as one 64-bit integer (an unaligned strided view of the
+buffer, no copy) and decides each step of ``core.timeline``'s line pattern on all lines at once with bitwise
+arithmetic: the optional date, the time, a fraction and a zone, the blanks, an optional source word, an optional
+``[`` and a level word with a word boundary after it. Where RE2's reading of the pattern allows only one way
+through (it does for every line: each step is either fixed or stops at the first byte of a class), the arithmetic
+finds that way, so every count equals a line-by-line RE2 reading. Lines in the first line's time layout (most logs
+write every time alike) are decided by one template check per eight bytes. A line in a shape the arithmetic does
+not follow (7 or more fraction digits, a source word or a run of blanks longer than 64 bytes, a control byte in
+the source word) is read by RE2 on its own.
 """
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import mmap
 from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+from incident_desk.core.timeline_layout import read_in_layout
+from incident_desk.core.timeline_lines import line_slices
 
 if TYPE_CHECKING:
     from incident_desk.core.linear import LinearPattern
@@ -33,7 +36,8 @@ _WARNING = 3
 _WARN = 4
 _HASH = 69  # ((first four bytes * _HASH) mod 2**32) >> 29 tells the seven four-byte prefixes apart
 _MINUTES = 10_000  # HH:MM as HH * 100 + MM, two digits each as the pattern reads them
-_LINES_PER_PASS = 1 << 15  # lines decided at once: bounds the per-line arrays (about 8 MiB) on any log
+SLICE_BYTES = 896 * 1024  # bytes whose lines are found at once (some 14K lines of a service log)
+_LINES_PER_PASS = 15 * 1024  # lines decided at once: per-line arrays under 128 KiB (glibc maps larger ones anew)
 
 
 def _np() -> Any:
@@ -110,55 +114,30 @@ class Frame:
         self.buffer[0] = 0x0A
         self.bytes: Any = np.frombuffer(self.buffer, dtype=np.uint8)
         self.words: Any = np.ndarray((len(self.buffer) - 7,), dtype="<u8", buffer=self.buffer, strides=(1,))
+        self.aligned: Any = np.frombuffer(self.buffer, dtype="<u8", count=len(self.buffer) // 8)
+        # Where a slice's newlines are (a longer slice, from a longer line, gets its own).
+        self.marks: Any = np.frombuffer(mmap.mmap(-1, min(len(self.buffer), SLICE_BYTES) + 4096), dtype=np.bool_)
 
     def end_data(self, end: int) -> None:
         """Mark ``end`` as where the data stops: the bytes after it read as newlines."""
         self.buffer[end : end + PAD] = b"\n" * PAD
 
 
+Tally = tuple[bytes, int, Any]  # a day's text, the first slot (minute * 8 + level), and the counts from it on
+
+
 @dataclass
 class ChunkLevels:
-    """The counts of one chunk's lines, how many had a time and a level, and the lines that may hold the first
-    error (their starts, in order; a superset, each checked by RE2)."""
+    """The counts of one chunk's lines (by key, and as arrays of counts per slot of a day: ``Tally``), how many had
+    a time and a level, and the lines that may hold the first error (their starts, in order; a superset, each
+    checked by RE2)."""
 
     counts: Counter[Key]
+    tallies: list[Tally]
     parsed: int
     lines: int
     error_starts: Any  # numpy arrays: the candidates' line starts in the frame, and their line index in the chunk
     error_lines: Any
-
-
-def _split_starts(frame: Frame, size: int) -> Any | None:
-    """Line starts by stringzilla's SIMD split, read from its offsets; None where that layout is not there."""
-    try:
-        import stringzilla
-    except ImportError:  # pragma: no cover - a declared dependency
-        return None
-    np = _np()
-    text = memoryview(frame.buffer)[1:size]
-    parts = stringzilla.Str(text).split("\n")
-    address = getattr(parts, "offsets_address", None)
-    count = len(parts)
-    width = 8 if getattr(parts, "offsets_are_large", False) else 4
-    if address is None or getattr(parts, "offsets_nbytes", 0) != (count + 1) * width:
-        return None
-    raw = (ctypes.c_char * ((count + 1) * width)).from_address(address)
-    offsets = np.frombuffer(raw, dtype=np.uint64 if width == 8 else np.uint32)
-    if int(offsets[0]) != 0 or int(offsets[-1]) + count - 1 != len(text):
-        return None
-    starts = offsets[:-1].astype(np.int64)  # a copy: the offsets die with ``parts``
-    starts += np.arange(1, count + 1, dtype=np.int64)
-    return starts[starts < size] if count and starts[-1] >= size else starts
-
-
-def line_starts(frame: Frame, size: int) -> Any:
-    """Where each line of ``frame.buffer[:size]`` (after its leading newline) starts."""
-    starts = _split_starts(frame, size)
-    if starts is None:
-        np = _np()
-        starts = np.flatnonzero(frame.bytes[:size] == 0x0A) + 1
-        starts = starts[starts < size]
-    return starts
 
 
 def _first_byte(marks: Any) -> Any:
@@ -373,7 +352,7 @@ class _Kernel:
 
 
 @functools.cache
-def _minute_text(minute: int) -> bytes:
+def minute_text(minute: int) -> bytes:
     return b"%02d:%02d" % divmod(minute, 100)
 
 
@@ -387,70 +366,86 @@ def _day_text(key: int) -> bytes:
     return f"{year}-{nibbles[5]}{nibbles[6]}-{nibbles[4]}{nibbles[7]}".encode()
 
 
-def _tally(level: Any, minute: Any, day: Any) -> Counter[Key]:
-    """Counts per (day, minute, level) of the lines with a level, without sorting in the common case."""
+def _tally(level: Any, minute: Any, day: Any, found: Counter[Key], tallies: list[Tally]) -> None:
+    """Counts per (day, minute, level) of the lines with a level: one array of counts per slot where the pass
+    holds one day (the common case, no Python per minute), else into ``found`` by key."""
     np = _np()
-    found: Counter[Key] = Counter()
     rows = np.flatnonzero(level >= 0)
     if not len(rows):
-        return found
-    slot = minute[rows] * 8 + level[rows]
-    days = day[rows]
-    if days.min() == days.max():
+        return
+    if len(rows) < len(level):
+        level, minute, day = level[rows], minute[rows], day[rows]
+    slot = minute * 8 + level
+    if day.min() == day.max():
         lowest = int(slot.min())
-        counts = np.bincount(slot - lowest)  # as many bins as the pass's span of minutes, not a day's
-        present = np.flatnonzero(counts)
-        day_text = _day_text(int(days[0]))
-        counts, present = counts[present], present + lowest
-        for key, count in zip(present.tolist(), counts.tolist(), strict=True):
-            found[(day_text, _minute_text(key >> 3), LEVEL_WORDS[key & 7])] += count
-        return found
-    unique_days, which = np.unique(days, return_inverse=True)
+        tallies.append((_day_text(int(day[0])), lowest, np.bincount(slot - lowest)))  # bins: the pass's span
+        return
+    unique_days, which = np.unique(day, return_inverse=True)
     keys, counts = np.unique(which.reshape(-1) * (_MINUTES * 8) + slot, return_counts=True)
     day_texts = [_day_text(int(key)) for key in unique_days.tolist()]
     for key, count in zip(keys.tolist(), counts.tolist(), strict=True):
         day_index, rest = divmod(key, _MINUTES * 8)
-        found[(day_texts[day_index], _minute_text(rest >> 3), LEVEL_WORDS[rest & 7])] += count
-    return found
+        found[(day_texts[day_index], minute_text(rest >> 3), LEVEL_WORDS[rest & 7])] += count
 
 
-def levels_in(frame: Frame, size: int, line: LinearPattern, *, want_errors: bool) -> ChunkLevels:
+def _read_alone(frame: Frame, start: int, line: LinearPattern, found: Counter[Key]) -> int:
+    """Count the line at ``start`` as RE2 reads it (a shape the arrays do not follow); 1 if it has a level."""
+    framed_line = bytes(frame.buffer[start - 1 : frame.buffer.find(b"\n", start)])
+    for _whole, day, minute, level in line.finditer(framed_line):
+        found[(framed_line[day[0] : day[1]], framed_line[minute[0] : minute[1]], framed_line[level[0] : level[1]])] += 1
+        return 1
+    return 0
+
+
+def _parse(kernel: _Kernel, starts: Any, want_errors: bool) -> tuple[Any, Any, Any, Any, Any]:
+    """``_Kernel.parse``, with the lines in the first line's layout read by ``timeline_layout`` first."""
+    np = _np()
+    laid = read_in_layout(kernel, starts, want_errors)
+    if laid is None:
+        return kernel.parse(starts, want_errors)
+    undecided = np.zeros(len(starts), dtype=np.bool_)
+    could_err = laid.could_err if want_errors else np.zeros(0, dtype=np.bool_)
+    rest = np.flatnonzero(~laid.taken)
+    if len(rest):
+        level, minute, day, undecided[rest], odd_err = kernel.parse(starts[rest], want_errors)
+        laid.level[rest], laid.minute[rest], laid.day[rest] = level, minute, day
+        if want_errors:
+            could_err[rest] = odd_err
+    return laid.level, laid.minute, laid.day, undecided, could_err
+
+
+def levels_in(
+    frame: Frame, size: int, line: LinearPattern, *, want_errors: bool, slice_bytes: int = SLICE_BYTES
+) -> ChunkLevels:
     """The counts of the lines of ``frame.buffer[:size]`` (a newline, then whole lines), as ``line.finditer``
-    would find them line by line; with ``want_errors``, the starts of the lines that may hold an error."""
+    would find them line by line; with ``want_errors``, the starts of the lines that may hold an error. The lines
+    are taken ``slice_bytes`` at a time (then ``_LINES_PER_PASS`` at a time), which bounds every per-line array."""
     np = _np()
     kernel = _Kernel(frame)
-    starts = line_starts(frame, size)
     found: Counter[Key] = Counter()
-    parsed = 0
+    tallies: list[Tally] = []
+    parsed = lines = 0
     error_starts: list[Any] = []
     error_lines: list[Any] = []
-    for begin in range(0, len(starts), _LINES_PER_PASS):
-        part = starts[begin : begin + _LINES_PER_PASS]
-        level, minute, day, undecided, could_err = kernel.parse(part, want_errors)
-        found.update(_tally(level, minute, day))
-        parsed += int(np.count_nonzero(level >= 0))
-        odd = np.flatnonzero(undecided)
-        for row in odd.tolist():
-            start = int(part[row])
-            framed_line = bytes(frame.buffer[start - 1 : frame.buffer.find(b"\n", start)])
-            for _whole, span_day, span_minute, span_level in line.finditer(framed_line):
-                found[
-                    (
-                        framed_line[span_day[0] : span_day[1]],
-                        framed_line[span_minute[0] : span_minute[1]],
-                        framed_line[span_level[0] : span_level[1]],
-                    )
-                ] += 1
-                parsed += 1
-        if want_errors:
-            candidates = np.flatnonzero(could_err | undecided)
-            error_starts.append(part[candidates])
-            error_lines.append(candidates + begin)
+    for starts in line_slices(frame, size, slice_bytes):
+        for begin in range(0, len(starts), _LINES_PER_PASS):
+            part = starts[begin : begin + _LINES_PER_PASS]
+            level, minute, day, undecided, could_err = _parse(kernel, part, want_errors)
+            _tally(level, minute, day, found, tallies)
+            parsed += int(np.count_nonzero(level >= 0))
+            for row in np.flatnonzero(undecided).tolist():
+                parsed += _read_alone(frame, int(part[row]), line, found)
+            if want_errors:
+                candidates = np.flatnonzero(could_err | undecided)
+                error_starts.append(part[candidates])
+                error_lines.append(candidates + (lines + begin))
+        lines += len(starts)
     nothing = np.zeros(0, dtype=np.int64)
     return ChunkLevels(
         found,
+        tallies,
         parsed,
-        len(starts),
+        lines,
         np.concatenate(error_starts) if error_starts else nothing,
         np.concatenate(error_lines) if error_lines else nothing,
     )
