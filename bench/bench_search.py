@@ -11,7 +11,9 @@ and the desk take turns on each pattern kind (interleaved, so a busy machine slo
   ``grep -n`` (both number their lines, as the desk does; grep in the C locale, its fastest mode);
 - the first 50 matches of a common pattern (``ERROR``) against ``rg -n -m 50``.
 
-It ends with the desk's peak RSS growth (Linux: VmHWM at the end minus VmRSS before the first search).
+While each desk search runs, a second task pings the desk every 50 ms: the bench prints the median and the worst
+ping answer time during the searches (the event loop must stay free). It ends with the desk's peak RSS growth
+(Linux: VmHWM at the end minus VmRSS before the first search).
 Run: .venv/bin/python bench/bench_search.py [rounds] [directory for the 1 GiB log]
 """
 
@@ -134,6 +136,30 @@ async def follow(
             return total, calls, matches
 
 
+async def ping_latencies(client: Client, stop: anyio.Event, into: list[float]) -> None:
+    """Ping the desk every 50 ms until ``stop``, recording each answer's seconds."""
+    while not stop.is_set():
+        began = time.perf_counter()
+        await client.send_ping()
+        into.append(time.perf_counter() - began)
+        with anyio.move_on_after(0.05):
+            await stop.wait()
+
+
+async def follow_pinging(
+    client: Client, pattern: str, pings: list[float], ignore_case: bool = False
+) -> tuple[float, int, int]:
+    """``follow`` to the end of the log while pinging the desk."""
+    stop = anyio.Event()
+    async with anyio.create_task_group() as group:
+        group.start_soon(ping_latencies, client, stop, pings)
+        try:
+            result = await follow(client, pattern, 50, pages=True, ignore_case=ignore_case)
+        finally:
+            stop.set()
+    return result
+
+
 def child_pid() -> int:
     """The desk this process spawned (Linux /proc): the bench's only child running incident_desk."""
     for entry in Path("/proc").iterdir():
@@ -167,6 +193,7 @@ async def bench_desk(desk: Path, log: Path, rounds: int, redact: bool, tmp: Path
     params = StdioServerParameters(command=sys.executable, args=["-m", "incident_desk"], cwd=str(ROOT), env=env)
     timings: dict[str, list[float]] = {}
     calls: dict[str, int] = {}
+    pings: list[float] = []
     async with Client(params, mode="legacy") as client:
         await client.list_tools()
         pid = child_pid()
@@ -178,7 +205,7 @@ async def bench_desk(desk: Path, log: Path, rounds: int, redact: bool, tmp: Path
                 rg, expected = rg_run(*flags, pattern, str(log))
                 timings.setdefault(f"rg {label}", []).append(rg)
                 timings.setdefault(f"grep {label}", []).append(grep_seconds(*flags, "-E", pattern, str(log)))
-                seconds, count, found = await follow(client, pattern, 50, pages=True, ignore_case=ignore_case)
+                seconds, count, found = await follow_pinging(client, pattern, pings, ignore_case=ignore_case)
                 assert found == expected, f"{label}: the desk found {found}, rg {expected}"
                 timings.setdefault(f"desk {label}", []).append(seconds)
                 calls[label] = count
@@ -187,7 +214,7 @@ async def bench_desk(desk: Path, log: Path, rounds: int, redact: bool, tmp: Path
             assert found == 50
             timings.setdefault(f"desk first 50 {COMMON}", []).append(seconds)
         peak = memory_kib(pid, "VmHWM")
-    return {"timings": timings, "calls": calls, "rss_growth_mib": (peak - rss_before) / 1024}
+    return {"timings": timings, "calls": calls, "rss_growth_mib": (peak - rss_before) / 1024, "pings": pings}
 
 
 async def main(rounds: int, directory: str | None) -> None:
@@ -215,6 +242,11 @@ async def main(rounds: int, directory: str | None) -> None:
                 )
             rg, ours = t[f"rg first 50 {COMMON}"], t[f"desk first 50 {COMMON}"]
             print(f"{label:9} {'first 50 of ' + COMMON:28} {rg:7.4f} {'':7} {ours:7.4f} {ours / rg:6.2f}x {1:5}")
+            pings = result["pings"]
+            print(
+                f"{label:9} ping during the searches: median {statistics.median(pings) * 1000:.1f} ms, "
+                f"max {max(pings) * 1000:.1f} ms ({len(pings)} pings)"
+            )
             print(f"{label:9} peak RSS growth of the desk: {result['rss_growth_mib']:.1f} MiB")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

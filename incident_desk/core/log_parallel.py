@@ -95,7 +95,8 @@ class ParallelRuns:
         # A run may go past its stretch by the slack: the line that crosses into the next stretch.
         self.stride = read_bytes - read_bytes // 8
         self.index, self.clear_until, self.make_scratch = index, clear_until, make_scratch
-        self.free = [bytearray(read_bytes) for _ in range(_POOL)]
+        self.free: list[bytearray] = []
+        self.unmade = _POOL  # buffers are made as the reading gets ahead: a search that stops early makes few
         self.local = threading.local()
         self.workers = None if not workers else ThreadPoolExecutor(workers, thread_name_prefix="log-read")
         self.ahead: deque[tuple[bytearray, Future[PreparedRun | str]]] = deque()
@@ -116,7 +117,10 @@ class ParallelRuns:
         """Whole runs in file order, joined up exactly: each starts where the one before ended."""
         position = self.start
         while True:
-            while self.free and (self.workers is not None or not self.ahead):
+            while (self.free or self.unmade) and (self.workers is not None or not self.ahead):
+                if not self.free:
+                    self.free.append(bytearray(self.read_bytes))
+                    self.unmade -= 1
                 buffer = self.free.pop()
                 published: Future[PreparedRun | str] = Future()
                 if self.workers is not None:
