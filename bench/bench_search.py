@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -137,7 +138,8 @@ async def follow(
 
 
 async def ping_latencies(client: Client, stop: anyio.Event, into: list[float]) -> None:
-    """Ping the desk every 50 ms until ``stop``, recording each answer's seconds."""
+    """Ping the desk every 50 ms until ``stop``, recording each answer's seconds (the legacy era's ping)."""
+    warnings.filterwarnings("ignore", message="ping is removed")
     while not stop.is_set():
         began = time.perf_counter()
         await client.send_ping()

@@ -192,20 +192,29 @@ class _Search:
         return np.empty(self.sizes.index_piece, dtype=np.bool_)
 
     def clear_until(self, buffer: bytearray, length: int) -> int:
-        """The start of the first line of a run that may hold a raw match (``length``: none does).
+        """A line start in a run before which no line holds a raw match (``length``: none in the run does).
 
-        Run by the workers on the whole run: every match a window of it holds is one of the run's too.
+        Run by whoever reads the run (a worker, or the scan itself), over the whole run or as much of it as RE2
+        covers in a window's time; the scan skips its windows before it. Windows are whole lines, so a match a
+        window holds is one the run holds too.
         """
         if self.literals is not None:
             hits = [find(buffer, literal, 0, length) for find, literal in self.searches]
             found = min((hit for hit in hits if hit >= 0), default=-1)
-        else:
-            with memoryview(buffer) as view:
-                match = self.finder.search(view[:length])
-            found = -1 if match is None else match.start()
-        if found < 0:
-            return length
-        return buffer.rfind(b"\n", 0, found) + 1
+            return length if found < 0 else buffer.rfind(b"\n", 0, found) + 1
+        # RE2 a window of whole lines at a time, for at most a window's scan time: a slow pattern then delays
+        # the scan's look at its budgets (reading inline) no more than a window of its own would.
+        position, began = 0, time.monotonic()
+        with memoryview(buffer) as view:
+            while position < length:
+                end = buffer.find(b"\n", min(position + self.sizes.first_window, length) - 1, length) + 1 or length
+                match = self.finder.search(view[position:end])
+                if match is not None:
+                    return buffer.rfind(b"\n", 0, position + match.start()) + 1
+                position = end
+                if time.monotonic() - began >= _WINDOW_SECONDS:
+                    break
+        return position
 
     def should_stop(self, offset: int, *, out_of_bytes: bool = False) -> bool:
         """Whether a budget ran out or the call was cancelled; only once the scan has moved, so each call does.
