@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from incident_desk.core import log_parallel, log_search
+from incident_desk.core import log_parallel, log_runs, log_search
 from incident_desk.core.log_runs import ROW, Run
 from incident_desk.core.log_search import SearchSizes, search
 from incident_desk.core.pattern import compile_pattern
@@ -138,3 +138,52 @@ def test_the_machine_says_how_busy_it_is() -> None:
     if sys.platform.startswith("linux"):
         assert others is not None
         assert others >= 0
+
+
+def _counting_index(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Patch the newline count to record the offset of each run it counts."""
+    counted: list[int] = []
+    real = log_runs.newlines_and_long_lines
+
+    def counting(run: Run, scratch: object) -> tuple[int, list[tuple[int, int]]]:
+        counted.append(run.offset)
+        return real(run, scratch)
+
+    monkeypatch.setattr(log_search, "newlines_and_long_lines", counting)
+    return counted
+
+
+@pytest.mark.parametrize("workers", [0, 2], ids=["by the scan", "by two workers"])
+def test_a_log_searched_again_is_not_counted_again_unless_its_bytes_changed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int
+) -> None:
+    """Run indexes are remembered by log, place and a hash of the bytes: an unchanged log is not counted again; a
+    log rewritten in place (same inode, same size, other lines) or truncated and grown again is, and numbers right."""
+    counted = _counting_index(monkeypatch)
+    log = tmp_path / "log.txt"
+    sizes = SearchSizes(read_bytes=16 * 1024, workers=workers)
+    lines = [b"%06d INFO filler line" % i for i in range(5_000)]
+    log.write_bytes(b"\n".join([*lines, b"needle at the end"]) + b"\n")
+    pattern = compile_pattern("needle")
+
+    def numbers() -> list[int]:
+        return [line.number for line in search(log, pattern, limit=10, sizes=sizes).matches]
+
+    assert numbers() == [5_001]
+    first = len(counted)
+    assert first > 5
+    assert numbers() == [5_001]
+    assert len(counted) == first, "an unchanged log was counted again"
+    inode = log.stat().st_ino
+    shorter = [b"%06d INFO filler\nline" % i for i in range(5_000)]  # same size, one more line each
+    with log.open("r+b") as handle:  # in place: same inode
+        handle.write(b"\n".join([*shorter, b"needle at the end"]) + b"\n")
+    assert log.stat().st_ino == inode
+    assert numbers() == [10_001]
+    assert len(counted) > first, "a log rewritten in place was not counted again"
+    again = len(counted)
+    with log.open("r+b") as handle:  # copytruncate, then the writer goes on
+        handle.truncate(0)
+        handle.write(b"\n".join([b"x", *lines, b"needle at the end"]) + b"\n")
+    assert numbers() == [5_002]
+    assert len(counted) > again

@@ -9,6 +9,7 @@ both cores work, and the scan skips a run without a candidate and numbers lines 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
@@ -42,6 +43,7 @@ from incident_desk.core.logfile import (
     may_dangle,
     opened,
 )
+from incident_desk.core.run_indexes import RUN_INDEXES, RunIndex
 from incident_desk.core.scan_budget import SCAN_BUDGET_BYTES, ScanBudget, StopReason
 
 if TYPE_CHECKING:
@@ -167,6 +169,8 @@ class _Search:
         literals = (pattern.literal,) if pattern.literal is not None else pattern.prefilter
         self.literals = literals if finder is pattern.block else None
         self.fileno = fileno  # read with pread for context, never moving the scan's own position
+        status = os.fstat(fileno)
+        self.log = (status.st_dev, status.st_ino)  # whose run indexes are remembered
         self.start, self.budget, self.sizes = start, budget, sizes
         self.matches: list[Line] = []
         self.line = start.line  # the number of the line at self.offset, once the pending count is added
@@ -367,11 +371,24 @@ class _Search:
         self.pending = state
 
     def _index(self, run: Run, scratch: Any) -> tuple[int, list[tuple[int, int]]]:
-        """The run's newline count and its special lines: too long to scan raw, or (when it matters) not UTF-8."""
-        newlines, special = newlines_and_long_lines(run, scratch)
-        if not self.pattern.replacement_blind:
-            special = sorted(set(special) | set(undecodable_lines(run)))
-        return newlines, special
+        """The run's newline count and its special lines: too long to scan raw, or (when it matters) not UTF-8.
+
+        Remembered across searches for the same bytes at the same place of the same log (``core.run_indexes``).
+        """
+        key = (*self.log, run.offset, run.length)
+        digest = RUN_INDEXES.digest(run.buffer, run.length)
+        known = RUN_INDEXES.get(key, digest)
+        blind = self.pattern.replacement_blind
+        if known is None or (not blind and known.undecodable is None):
+            if known is None:
+                newlines, long_lines = newlines_and_long_lines(run, scratch)
+                known = RunIndex(newlines, tuple(long_lines), None)
+            if not blind:
+                known = dataclasses.replace(known, undecodable=tuple(undecodable_lines(run)))
+            RUN_INDEXES.put(key, digest, known)
+        if blind or not known.undecodable:
+            return known.newlines, list(known.long_lines)
+        return known.newlines, sorted(set(known.long_lines) | set(known.undecodable))
 
     def _candidate(self, state: _RunState, start: int, end: int) -> bool:
         """Consider the line at ``start``..``end`` of a run; True when that stopped the scan (the match limit)."""
