@@ -1,16 +1,17 @@
-"""A log read ahead by two workers, each reading, indexing and prefiltering a stretch of it while it is in cache.
+"""A log read in fixed stretches, each read, prefiltered and indexed by one thread while it is in that core's cache.
 
-Copying a log out of the page cache and counting its newlines cost the search more than finding the pattern; on
-one thread, or handed from one thread to another, every byte also travels through memory twice. Here the file is
-cut into fixed stretches and each worker takes the next one: it reads its run of whole lines with ``os.preadv``
-into a buffer from a fixed pool, looks for the first line where a raw match may be, publishes the run, and then
-counts its newlines and finds its special lines while the bytes are still in its core's cache. The stretches are
-independent, so both cores work; the search takes the runs in order and numbers lines from the counts.
+Copying a log out of the page cache and counting its newlines cost the search more than finding the pattern; done
+by different threads, every byte also travels through memory twice and every run is handed over. Here the file is
+cut into fixed stretches. Whoever reads one (the searching thread itself, or on a machine with cores to spare one
+of two workers, see ``free_workers``) reads its run of whole lines with ``os.preadv`` into a buffer from a fixed
+pool, looks for the first line where a raw match may be, publishes the run, and then counts its newlines and finds
+its special lines while the bytes are still in cache. The search takes the runs in order and numbers lines from
+the counts.
 
 A stretch's run starts at the first line that starts in it and ends where the next stretch's run starts, both
-found from the file alone. Where that fails (a line longer than the slack of a buffer, a stretch no line starts
-in, a file that changed between two reads) the bytes in between are read line by line by ``log_runs.runs``, so
-the runs handed on always join up exactly.
+found from the file alone, so stretches need nothing from each other. Where that fails (a line longer than the
+slack of a buffer, a stretch no line starts in, a file that changed between two reads) the bytes in between are
+read line by line by ``log_runs.runs``, so the runs handed on always join up exactly.
 """
 
 from __future__ import annotations
@@ -33,15 +34,17 @@ _PROBE_BYTES = 4096  # a first look for where a stretch's first line starts
 
 
 def free_workers() -> int:
-    """How many workers to read with: two when a core is idle besides the searching thread's, else none (the
-    searching thread reads each stretch itself). On a busy machine a second thread gains no core, and handing
-    runs between threads then costs more CPU than it saves. Linux says how many threads are runnable right now;
-    elsewhere the last minute's load average stands in for it (and with neither, Windows, two workers)."""
+    """How many workers to read with: two when the machine has four cores or more and two of them idle besides
+    the searching thread's, else none (the searching thread reads each stretch itself). On two cores, even an idle
+    machine's, two workers measured slower than reading inline: the hand-offs cost more than the second core
+    gives, most of all when a run's index is remembered and reading is nearly all the work. Linux says how many
+    threads are runnable right now; elsewhere the last minute's load average stands in for it (with neither,
+    Windows, two workers on four cores or more)."""
     cores = os.cpu_count() or 1
-    if cores < 2:
+    if cores < 4:
         return 0
     others = _runnable_elsewhere()
-    return WORKERS if others is None or others <= cores - 2 else 0
+    return WORKERS if others is None or others <= cores - 3 else 0
 
 
 def _runnable_elsewhere() -> float | None:

@@ -2,9 +2,10 @@
 
 RE2 scans raw bytes a window at a time, without the interpreter lock, after a SIMD prefilter finds the lines that
 hold one of the pattern's literals; only candidate lines are decoded, redacted and checked again as shown. Runs
-of whole lines are read by two workers into a fixed pool of buffers (``core.log_parallel``), each finding where
-its run's first raw match may be and counting its newlines while the bytes are in cache, so memory stays flat,
-both cores work, and the scan skips a run without a candidate and numbers lines only where a match needs one.
+of whole lines are read in fixed stretches into a small pool of buffers (``core.log_parallel``), each stretch
+read, searched for where its first raw match may be and its newlines counted by one thread while the bytes are in
+cache (counts are remembered for bytes searched before, ``core.run_indexes``), so memory stays flat and the scan
+skips a run without a candidate and numbers lines only where a match needs one.
 """
 
 from __future__ import annotations
