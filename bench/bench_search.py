@@ -9,9 +9,14 @@ and the desk take turns on each pattern kind (interleaved, so a busy machine slo
 - a literal, the same ignoring case, an alternation, and a pattern with no required literal: the desk following
   next_cursor from the first line to the end of the log (the sum of the calls), against ``rg -n`` and
   ``grep -n`` (both number their lines, as the desk does; grep in the C locale, its fastest mode);
-- the first 50 matches of a common pattern (``ERROR``) against ``rg -n -m 50``.
+- the first 50 matches of a common pattern (``ERROR``) against ``rg -n -m 50``;
+- the desk's first search of the log (a literal that is not there), which counts every run's newlines: the
+  searches after it find the counts of unchanged runs remembered (``core.run_indexes``), as a desk searching one
+  incident's log again and again does.
 
-It ends with the desk's peak RSS growth (Linux: VmHWM at the end minus VmRSS before the first search).
+While each desk search runs, a second task pings the desk every 50 ms: the bench prints the median and the worst
+ping answer time during the searches (the event loop must stay free). It ends with the desk's peak RSS growth
+(Linux: VmHWM at the end minus VmRSS before the first search).
 Run: .venv/bin/python bench/bench_search.py [rounds] [directory for the 1 GiB log]
 """
 
@@ -25,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -134,6 +140,31 @@ async def follow(
             return total, calls, matches
 
 
+async def ping_latencies(client: Client, stop: anyio.Event, into: list[float]) -> None:
+    """Ping the desk every 50 ms until ``stop``, recording each answer's seconds (the legacy era's ping)."""
+    warnings.filterwarnings("ignore", message="ping is removed")
+    while not stop.is_set():
+        began = time.perf_counter()
+        await client.send_ping()
+        into.append(time.perf_counter() - began)
+        with anyio.move_on_after(0.05):
+            await stop.wait()
+
+
+async def follow_pinging(
+    client: Client, pattern: str, pings: list[float], ignore_case: bool = False
+) -> tuple[float, int, int]:
+    """``follow`` to the end of the log while pinging the desk."""
+    stop = anyio.Event()
+    async with anyio.create_task_group() as group:
+        group.start_soon(ping_latencies, client, stop, pings)
+        try:
+            result = await follow(client, pattern, 50, pages=True, ignore_case=ignore_case)
+        finally:
+            stop.set()
+    return result
+
+
 def child_pid() -> int:
     """The desk this process spawned (Linux /proc): the bench's only child running incident_desk."""
     for entry in Path("/proc").iterdir():
@@ -167,18 +198,23 @@ async def bench_desk(desk: Path, log: Path, rounds: int, redact: bool, tmp: Path
     params = StdioServerParameters(command=sys.executable, args=["-m", "incident_desk"], cwd=str(ROOT), env=env)
     timings: dict[str, list[float]] = {}
     calls: dict[str, int] = {}
+    pings: list[float] = []
     async with Client(params, mode="legacy") as client:
         await client.list_tools()
         pid = child_pid()
         rss_before = memory_kib(pid, "VmRSS")
-        await follow(client, "warm-up", 1, pages=False)  # imports numpy, compiles; the file is already cached
+        await follow(client, "ledger", 1, pages=False)  # a match in the first lines: imports numpy, compiles
+        # The desk's first search of the whole log: it counts every run's newlines (later searches of the same
+        # bytes reuse the counts), against rg on the same pattern just before.
+        first_rg = rg_run("-n", "warm-up", str(log))[0]
+        first = (await follow(client, "warm-up", 1, pages=False))[0]
         for _ in range(rounds):
             for label, pattern, ignore_case in KINDS:
                 flags = ["-n", "-i"] if ignore_case else ["-n"]
                 rg, expected = rg_run(*flags, pattern, str(log))
                 timings.setdefault(f"rg {label}", []).append(rg)
                 timings.setdefault(f"grep {label}", []).append(grep_seconds(*flags, "-E", pattern, str(log)))
-                seconds, count, found = await follow(client, pattern, 50, pages=True, ignore_case=ignore_case)
+                seconds, count, found = await follow_pinging(client, pattern, pings, ignore_case=ignore_case)
                 assert found == expected, f"{label}: the desk found {found}, rg {expected}"
                 timings.setdefault(f"desk {label}", []).append(seconds)
                 calls[label] = count
@@ -187,7 +223,13 @@ async def bench_desk(desk: Path, log: Path, rounds: int, redact: bool, tmp: Path
             assert found == 50
             timings.setdefault(f"desk first 50 {COMMON}", []).append(seconds)
         peak = memory_kib(pid, "VmHWM")
-    return {"timings": timings, "calls": calls, "rss_growth_mib": (peak - rss_before) / 1024}
+    return {
+        "timings": timings,
+        "calls": calls,
+        "rss_growth_mib": (peak - rss_before) / 1024,
+        "pings": pings,
+        "first": (first, first_rg),
+    }
 
 
 async def main(rounds: int, directory: str | None) -> None:
@@ -215,6 +257,16 @@ async def main(rounds: int, directory: str | None) -> None:
                 )
             rg, ours = t[f"rg first 50 {COMMON}"], t[f"desk first 50 {COMMON}"]
             print(f"{label:9} {'first 50 of ' + COMMON:28} {rg:7.4f} {'':7} {ours:7.4f} {ours / rg:6.2f}x {1:5}")
+            first, first_rg = result["first"]
+            print(
+                f"{label:9} {'first search of the log':28} {first_rg:7.3f} {'':7} {first:7.3f} {first / first_rg:6.2f}x"
+                "     1   (literal `warm-up`, no match: every run counted)"
+            )
+            pings = result["pings"]
+            print(
+                f"{label:9} ping during the searches: median {statistics.median(pings) * 1000:.1f} ms, "
+                f"max {max(pings) * 1000:.1f} ms ({len(pings)} pings)"
+            )
             print(f"{label:9} peak RSS growth of the desk: {result['rss_growth_mib']:.1f} MiB")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

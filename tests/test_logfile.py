@@ -305,7 +305,8 @@ def test_counting_a_runs_newlines_overlaps_with_reading_and_scanning_the_next(
 ) -> None:
     """The first run's index finishes only once the scan has moved on to the second run: it does not wait for it.
 
-    Waiting for each run's count at its end left the indexer thread's work (0.2 s/GiB) on the scan's path.
+    Waiting for each run's count at its end left the indexer thread's work (0.2 s/GiB) on the scan's path. Read by
+    workers (on a machine with a core to spare), a run is handed on before its count is done.
     """
     log = tmp_path / "log.txt"
     log.write_bytes(b"".join(b"line %05d INFO all well\n" % i for i in range(2_000)) + b"last needle-xyz\n")
@@ -326,7 +327,7 @@ def test_counting_a_runs_newlines_overlaps_with_reading_and_scanning_the_next(
 
     monkeypatch.setattr(log_search, "newlines_and_long_lines", slow_first_index)
     monkeypatch.setattr(log_search._Search, "run", run)
-    sizes = SearchSizes(read_bytes=9 * 1024)
+    sizes = SearchSizes(read_bytes=9 * 1024, workers=2)
     result = search(log, compile_pattern("needle-xyz"), limit=5, redaction=SECRETS, sizes=sizes)
     assert [line.number for line in result.matches] == [2_001]
     assert overlapped == [True]

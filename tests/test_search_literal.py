@@ -176,3 +176,28 @@ def test_re2_scans_only_the_lines_with_an_alternative_or_a_case_variant(
     expected = [(50_001, "2026-11-29T11:00:00Z ledger ERROR Needle-XYZ here")] if ignore_case else []
     assert [(line.number, line.text) for line in result.matches] == expected
     assert counting.scanned < 2_000, f"RE2 scanned {counting.scanned} of {log.stat().st_size} bytes"
+
+
+def test_one_case_insensitive_pass_finds_every_case_variant_next_to_any_bytes(tmp_path: Path) -> None:
+    """The case variants of a window are found by one Unicode-folding search: it must miss none of them, whatever
+    precedes them (invalid UTF-8, a cut multi-byte character, a letter that folds to two) or wherever they fall."""
+    before = [b"", b"\xe2", b"\xe2\x82", b"\xf0\x9f", b"\xff", b"\x80", b"\xc3\x9f", b"\xef\xac\x80", b"\xc4\xb0", b"-"]
+    variants = [b"needle-xyz", b"NEEDLE-XYZ", b"nEeDlE-xYz", b"Needle-Xyz"]
+    lines = [b"%d INFO nothing to see %s" % (i, before[i % len(before)]) for i in range(2_000)]
+    for i, (prefix, variant) in enumerate((p, v) for p in before for v in variants):
+        lines[40 * i + 7] = b"%d WARN " % (40 * i + 7) + prefix + variant + b" after"
+    log = tmp_path / "log.txt"
+    log.write_bytes(b"\n".join(lines) + b"\n")
+    expected = _reference_ignoring_case(log, "needle-xyz")
+    assert len(expected) == len(before) * len(variants)
+    compiled = compile_pattern("needle-xyz", ignore_case=True)
+    assert compiled.prefilter is not None
+    for sizes in (SearchSizes(), SearchSizes(read_bytes=9 * 1024, first_window=1024, min_window=512)):
+        result = search(log, compiled, limit=1_000, redaction=SECRETS, sizes=sizes)
+        assert [(line.number, line.text) for line in result.matches] == expected
+
+
+def _reference_ignoring_case(path: Path, pattern: str) -> list[tuple[int, str]]:
+    shown = read_page(path, limit=1_000_000, redactor=redact).lines
+    regex = re.compile(pattern, re.IGNORECASE)
+    return [(line.number, line.text) for line in shown if regex.search(line.text)]

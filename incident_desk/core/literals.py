@@ -1,4 +1,4 @@
-"""Finding any of a few byte strings in a block, a SIMD pass per string: the search's prefilter.
+"""Finding any of a few byte strings in a block, a SIMD pass per string (or per group of case variants).
 
 RE2 finds a pattern quickly when it can skip to a rare first byte; an alternation (``needle|segfault``) or a
 case-insensitive literal starts with common bytes, so RE2 walks every byte of the log. Every match of such a
@@ -49,13 +49,32 @@ def case_variants(literal: bytes) -> tuple[bytes, ...] | None:
 Finder = Callable[[bytearray, bytes, int, int], int]
 
 
+def searches(literals: Sequence[bytes], find: Finder, find_folded: Finder) -> tuple[tuple[Finder, bytes], ...]:
+    """How to find each of ``literals``: the ASCII case variants of one lowercase window, when all of them are in
+    the set, by one case-insensitive pass of ``find_folded`` over that window (rather than one pass per variant);
+    every other literal as it is, by ``find``."""
+    variants: dict[bytes, set[bytes]] = {}
+    for literal in dict.fromkeys(literals):
+        variants.setdefault(literal.lower(), set()).add(literal)
+    found: list[tuple[Finder, bytes]] = []
+    for lower, group in variants.items():
+        letters = sum(chr(byte).isalpha() for byte in lower)
+        if lower.isascii() and letters and len(group) == 2**letters:
+            found.append((find_folded, lower))
+        else:
+            found.extend((find, literal) for literal in group)
+    return tuple(found)
+
+
 class LiteralSet:
     """The first place in a window where one of ``literals`` starts, remembering each one's next occurrence so
-    that a window costs about one pass per literal however many candidates it holds."""
+    that a window costs about one pass per literal (or per group of case variants) however many candidates it
+    holds."""
 
-    def __init__(self, literals: Sequence[bytes], find: Finder) -> None:
-        self.literals = tuple(dict.fromkeys(literals))
-        self.find = find
+    def __init__(self, literals: Sequence[bytes], find: Finder, find_folded: Finder) -> None:
+        found = searches(literals, find, find_folded)
+        self.literals = tuple(literal for _find, literal in found)
+        self.finders = tuple(find for find, _literal in found)
         self.end = -1
         self.searched_from = [0] * len(self.literals)
         self.found = [-1] * len(self.literals)
@@ -69,7 +88,7 @@ class LiteralSet:
         for index, literal in enumerate(self.literals):
             known_from, found = self.searched_from[index], self.found[index]
             if not (known_from <= start and (found < 0 or found >= start)):
-                found = self.find(buffer, literal, start, end)
+                found = self.finders[index](buffer, literal, start, end)
                 self.searched_from[index], self.found[index] = start, found
             if found >= 0 and (first < 0 or found < first):
                 first = found

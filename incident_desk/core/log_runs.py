@@ -44,8 +44,8 @@ class HugeLine:
     newline: bool
 
 
-def runs(handle: RawReader, offset: int, read_bytes: int) -> Iterator[Run | HugeLine]:
-    """The file from ``offset`` in runs of whole lines, read into two buffers in turn.
+def runs(handle: RawReader, offset: int, read_bytes: int, end: int | None = None) -> Iterator[Run | HugeLine]:
+    """The file from ``offset`` in runs of whole lines, read into two buffers in turn; up to ``end`` if given.
 
     A run stays valid until the second run after it is read: the search's indexer thread can still be counting
     one run's newlines while the next one is read and scanned.
@@ -54,8 +54,11 @@ def runs(handle: RawReader, offset: int, read_bytes: int) -> Iterator[Run | Huge
     buffer, spare = bytearray(read_bytes), bytearray(read_bytes)
     filled = 0
     while True:
+        room = len(buffer) if end is None else min(len(buffer), end - offset)
+        if filled > room:  # a huge line's read went past the end
+            filled = max(room, 0)
         with memoryview(buffer) as view:
-            got = handle.readinto(view[filled:]) or 0
+            got = handle.readinto(view[filled:room]) or 0 if filled < room else 0
         filled += got
         if not got:
             if filled:
@@ -121,9 +124,9 @@ def newlines_and_long_lines(run: Run, scratch: Any) -> tuple[int, list[tuple[int
         newlines += int(np.count_nonzero(is_newline))
         rows = len(piece) // ROW
         if rows:
-            empty = np.flatnonzero(~is_newline[: rows * ROW].reshape(rows, ROW).any(axis=1))
-            if empty.size:
-                empty_rows += (empty + piece_start // ROW).tolist()
+            has_newline = is_newline[: rows * ROW].reshape(rows, ROW).any(axis=1)
+            if not has_newline.all():
+                empty_rows += (np.flatnonzero(~has_newline) + piece_start // ROW).tolist()
     del data
     long_lines: list[tuple[int, int]] = []
     end = 0

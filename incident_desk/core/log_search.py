@@ -2,12 +2,15 @@
 
 RE2 scans raw bytes a window at a time, without the interpreter lock, after a SIMD prefilter finds the lines that
 hold one of the pattern's literals; only candidate lines are decoded, redacted and checked again as shown. Runs
-of whole lines are read into two fixed buffers (``core.log_runs``) and their newlines counted on a second thread,
-so memory stays flat and line numbers cost the scan nothing until a match needs one.
+of whole lines are read in fixed stretches into a small pool of buffers (``core.log_parallel``), each stretch
+read, searched for where its first raw match may be and its newlines counted by one thread while the bytes are in
+cache (counts are remembered for bytes searched before, ``core.run_indexes``), so memory stays flat and the scan
+skips a run without a candidate and numbers lines only where a match needs one.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 import time
@@ -16,14 +19,14 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from incident_desk.core.literals import LiteralSet
+from incident_desk.core.literals import LiteralSet, searches
+from incident_desk.core.log_parallel import ParallelRuns, PreparedRun, free_workers
 from incident_desk.core.log_runs import (
     ROW,
     HugeLine,
     RawReader,
     Run,
     newlines_and_long_lines,
-    runs,
     undecodable_lines,
 )
 from incident_desk.core.logfile import (
@@ -41,6 +44,7 @@ from incident_desk.core.logfile import (
     may_dangle,
     opened,
 )
+from incident_desk.core.run_indexes import RUN_INDEXES, RunIndex
 from incident_desk.core.scan_budget import SCAN_BUDGET_BYTES, ScanBudget, StopReason
 
 if TYPE_CHECKING:
@@ -56,15 +60,18 @@ class SearchSizes:
     """The sizes a search works in. The defaults keep memory flat; tests pass small ones to put every boundary
     (reads, windows, index pieces) through a small log.
 
-    ``read_bytes``: each of the two read buffers (a longer line is skipped to its end, its head kept);
+    ``read_bytes``: each read buffer (a longer line is skipped to its end, its head kept);
     ``first_window``/``min_window``: the first window RE2 scans, and the least one as windows are sized to a
-    scan time; ``index_piece``: how much of a run the newline index compares at a time (a multiple of ``ROW``).
+    scan time; ``index_piece``: how much of a run the newline index compares at a time (a multiple of ``ROW``);
+    ``workers``: how many threads read, index and prefilter runs (0: the searching thread; None: decided by the
+    machine's load, ``log_parallel.free_workers``).
     """
 
-    read_bytes: int = 2 * 1024 * 1024
+    read_bytes: int = 1024 * 1024
     first_window: int = 256 * 1024
     min_window: int = 16 * 1024
     index_piece: int = 128 * ROW
+    workers: int | None = None
 
     def __post_init__(self) -> None:
         if self.read_bytes <= MAX_LINE_BYTES:
@@ -73,6 +80,8 @@ class SearchSizes:
             raise ValueError(f"windows must be positive, the first at least the least: {self}")
         if self.index_piece <= 0 or self.index_piece % ROW:
             raise ValueError(f"index_piece must be a positive multiple of {ROW}: {self.index_piece}")
+        if self.workers is not None and self.workers < 0:
+            raise ValueError(f"workers must not be negative: {self.workers}")
 
 
 @dataclass(frozen=True)
@@ -124,6 +133,10 @@ class _RunState:
             yield self.special[self.next_special - 1]
 
 
+def _keep(run: Run) -> None:
+    """Where a finished scan's runs go: nowhere, their buffers are freed with the reader."""
+
+
 # A line ending in a run of base64 may be the last line of a private key's body; the key block above it says so.
 _BASE64_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="
 
@@ -157,6 +170,8 @@ class _Search:
         literals = (pattern.literal,) if pattern.literal is not None else pattern.prefilter
         self.literals = literals if finder is pattern.block else None
         self.fileno = fileno  # read with pread for context, never moving the scan's own position
+        status = os.fstat(fileno)
+        self.log = (status.st_dev, status.st_ino)  # whose run indexes are remembered
         self.start, self.budget, self.sizes = start, budget, sizes
         self.matches: list[Line] = []
         self.line = start.line  # the number of the line at self.offset, once the pending count is added
@@ -165,13 +180,46 @@ class _Search:
         self.stopped: StopReason | None = None
         self.window = sizes.first_window
         self.indexer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="log-index")
-        import numpy as np  # only searches need these: imported on the first, not at start-up
-        import stringzilla
+        self.scratch: Any = None
+        import stringzilla  # only searches need it (and numpy): imported on the first, not at start-up
 
-        self.scratch = np.empty(sizes.index_piece, dtype=np.bool_)
         # A SIMD substring search: RE2 finds "needle-xyz" by looking for its first byte, n, which is everywhere in a
         # log, and bytes.find is slower still (docs/performance.md has the figures).
-        self.prefilter = None if self.literals is None else LiteralSet(self.literals, stringzilla.find)
+        # One case-insensitive pass finds all the case variants of a window (a superset of RE2's matches of it).
+        folded = stringzilla.utf8_uncased_search
+        self.searches = () if self.literals is None else searches(self.literals, stringzilla.find, folded)
+        self.prefilter = None if self.literals is None else LiteralSet(self.literals, stringzilla.find, folded)
+        self.release: Callable[[Run], None] = _keep  # a finished run's buffer, back to the reader
+
+    def make_scratch(self) -> Any:
+        import numpy as np
+
+        return np.empty(self.sizes.index_piece, dtype=np.bool_)
+
+    def clear_until(self, buffer: bytearray, length: int) -> int:
+        """A line start in a run before which no line holds a raw match (``length``: none in the run does).
+
+        Run by whoever reads the run (a worker, or the scan itself), over the whole run or as much of it as RE2
+        covers in a window's time; the scan skips its windows before it. Windows are whole lines, so a match a
+        window holds is one the run holds too.
+        """
+        if self.literals is not None:
+            hits = [find(buffer, literal, 0, length) for find, literal in self.searches]
+            found = min((hit for hit in hits if hit >= 0), default=-1)
+            return length if found < 0 else buffer.rfind(b"\n", 0, found) + 1
+        # RE2 a window of whole lines at a time, for at most a window's scan time: a slow pattern then delays
+        # the scan's look at its budgets (reading inline) no more than a window of its own would.
+        position, began = 0, time.monotonic()
+        with memoryview(buffer) as view:
+            while position < length:
+                end = buffer.find(b"\n", min(position + self.sizes.first_window, length) - 1, length) + 1 or length
+                match = self.finder.search(view[position:end])
+                if match is not None:
+                    return buffer.rfind(b"\n", 0, position + match.start()) + 1
+                position = end
+                if time.monotonic() - began >= _WINDOW_SECONDS:
+                    break
+        return position
 
     def should_stop(self, offset: int, *, out_of_bytes: bool = False) -> bool:
         """Whether a budget ran out or the call was cancelled; only once the scan has moved, so each call does.
@@ -233,6 +281,7 @@ class _Search:
             if self._candidate(pending, start, end):
                 return True
         self.line += pending.newlines()
+        self.release(pending.run)
         return False
 
     def huge_line(self, line: HugeLine) -> None:
@@ -249,7 +298,13 @@ class _Search:
         this thread scans it and reads and scans the next; the scan waits for that index only to number a
         candidate or where it stops, and at the next run's end (see ``finish_pending``).
         """
-        state = _RunState(run, self.indexer.submit(self._index, run), _LineNumbers(run.buffer, lambda: self.line))
+        if isinstance(run, PreparedRun):
+            index, clear_until = run.index, run.clear_until
+        else:
+            if self.scratch is None:  # for runs read line by line, indexed on the indexer thread
+                self.scratch = self.make_scratch()
+            index, clear_until = self.indexer.submit(self._index, run, self.scratch), 0
+        state = _RunState(run, index, _LineNumbers(run.buffer, lambda: self.line))
         buffer, length = run.buffer, run.length
 
         def candidate(start: int, end: int) -> bool:
@@ -271,6 +326,9 @@ class _Search:
                             return
                     self.offset, self.line = run.offset + position, state.numbers.at(position)
                     return
+                if end <= clear_until:  # no line of this window holds a raw match
+                    position = end
+                    continue
                 began = time.monotonic()
                 hit_from = position
                 while hit_from < end:
@@ -313,12 +371,25 @@ class _Search:
         self.offset = run.offset + length
         self.pending = state
 
-    def _index(self, run: Run) -> tuple[int, list[tuple[int, int]]]:
-        """The run's newline count and its special lines: too long to scan raw, or (when it matters) not UTF-8."""
-        newlines, special = newlines_and_long_lines(run, self.scratch)
-        if not self.pattern.replacement_blind:
-            special = sorted(set(special) | set(undecodable_lines(run)))
-        return newlines, special
+    def _index(self, run: Run, scratch: Any) -> tuple[int, list[tuple[int, int]]]:
+        """The run's newline count and its special lines: too long to scan raw, or (when it matters) not UTF-8.
+
+        Remembered across searches for the same bytes at the same place of the same log (``core.run_indexes``).
+        """
+        key = (*self.log, run.offset, run.length)
+        digest = RUN_INDEXES.digest(run.buffer, run.length)
+        known = RUN_INDEXES.get(key, digest)
+        blind = self.pattern.replacement_blind
+        if known is None or (not blind and known.undecodable is None):
+            if known is None:
+                newlines, long_lines = newlines_and_long_lines(run, scratch)
+                known = RunIndex(newlines, tuple(long_lines), None)
+            if not blind:
+                known = dataclasses.replace(known, undecodable=tuple(undecodable_lines(run)))
+            RUN_INDEXES.put(key, digest, known)
+        if blind or not known.undecodable:
+            return known.newlines, list(known.long_lines)
+        return known.newlines, sorted(set(known.long_lines) | set(known.undecodable))
 
     def _candidate(self, state: _RunState, start: int, end: int) -> bool:
         """Consider the line at ``start``..``end`` of a run; True when that stopped the scan (the match limit)."""
@@ -380,9 +451,20 @@ def search(
         total = handle.seek(0, os.SEEK_END)
         check_cursor(handle, cursor, total)
         scan = _Search(pattern, finder, redactor, limit, cursor, budget, sizes, handle.fileno())
+        # Every handle the desk reads is a binary file object that can read straight into a buffer.
+        workers = free_workers() if sizes.workers is None else sizes.workers
+        reader = ParallelRuns(
+            cast(RawReader, handle),
+            cursor.offset,
+            sizes.read_bytes,
+            scan._index,
+            scan.clear_until,
+            scan.make_scratch,
+            workers,
+        )
+        scan.release = reader.release
         try:
-            # Every handle the desk reads is a binary file object that can read straight into a buffer.
-            for run in runs(cast(RawReader, handle), cursor.offset, sizes.read_bytes):
+            for run in reader.runs():
                 if isinstance(run, HugeLine):
                     scan.huge_line(run)
                 else:
@@ -392,7 +474,11 @@ def search(
             else:
                 scan.finish_pending()
         finally:
-            scan.indexer.shutdown(wait=True)  # the buffer it reads is reused: it must be done with it first
+            reader.close()  # the workers and the indexer read buffers that are reused: they must be done first
+            scan.indexer.shutdown(wait=True)
+            # The reader holds the scan (its index and prefilter) and the scan the reader (release): without this
+            # cycle both, and the read buffers, are freed on return rather than at the next garbage collection.
+            scan.release = _keep
     next_cursor: Cursor | None = Cursor(scan.line, scan.offset)
     if scan.stopped is None or scan.offset >= total:
         next_cursor = None
