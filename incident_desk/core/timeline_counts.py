@@ -36,7 +36,9 @@ class MinuteCounts:
         np = _np()
         minutes = {(day, hour_minute) for day, hour_minute, _ in found.counts}
         for day, lowest, counts in found.tallies:
-            present = np.unique((np.flatnonzero(counts) + lowest) >> 3)
+            slots = (np.flatnonzero(counts) + lowest) >> 3  # in order: each minute's slots are adjacent
+            # Distinct by comparing neighbours (np.unique would sort again, and loads numpy.ma on first use).
+            present = slots[np.concatenate(([True], slots[1:] != slots[:-1]))] if len(slots) else slots
             seen = self.seen.get(day)
             fresh = present if seen is None else present[~seen[present]]
             minutes.update((day, minute_text(minute)) for minute in fresh.tolist())
