@@ -12,7 +12,7 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from incident_desk.core import timeline, timeline_chunks, timeline_counts, timeline_layout, timeline_scan
+from incident_desk.core import timeline, timeline_counts, timeline_layout, timeline_scan
 
 DAY = date(2026, 11, 29)
 # The desk's pattern as RE2 reads it (bytes, ASCII classes; RE2's \s is [\t\n\f\r ], without \v).
@@ -58,10 +58,22 @@ def _as_counts(scan: timeline.LevelScan) -> dict[datetime, Counter[str]]:
 
 
 def _check(
-    data: bytes, chunk: int = timeline.CHUNK_BYTES, max_carry: int = timeline.MAX_CARRY_BYTES
+    data: bytes,
+    chunk: int = timeline.CHUNK_BYTES,
+    max_carry: int = timeline.MAX_CARRY_BYTES,
+    *,
+    workers: int | None = None,
+    lines_per_pass: int = timeline_scan.LINES_PER_PASS,
 ) -> timeline.LevelScan:
     expected, unparsed, lines, first_error = _reference(data)
-    scan = timeline.scan_levels(io.BytesIO(data), anchor=DAY, chunk_bytes=chunk, max_carry_bytes=max_carry)
+    scan = timeline.scan_levels(
+        io.BytesIO(data),
+        anchor=DAY,
+        chunk_bytes=chunk,
+        max_carry_bytes=max_carry,
+        workers=workers,
+        lines_per_pass=lines_per_pass,
+    )
     assert scan.stopped == "end of log"
     assert _as_counts(scan) == expected
     assert (scan.unparsed_lines, scan.scanned_lines) == (unparsed, lines)
@@ -107,18 +119,16 @@ def _hostile_line(rng: random.Random) -> bytes:
 
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("chunk", [97, 4096, 1024 * 1024])
-def test_hostile_lines_count_as_a_line_by_line_reading(monkeypatch: pytest.MonkeyPatch, seed: int, chunk: int) -> None:
-    monkeypatch.setattr(timeline_scan, "_LINES_PER_PASS", 37)  # many passes per chunk: pass boundaries too
+def test_hostile_lines_count_as_a_line_by_line_reading(seed: int, chunk: int) -> None:
     rng = random.Random(seed)
     data = b"".join(_hostile_line(rng) for _ in range(3000))
-    _check(data, chunk, max(4 * chunk, 64 * 1024))
+    _check(data, chunk, max(4 * chunk, 64 * 1024), lines_per_pass=37)  # many passes per chunk: their boundaries too
 
 
 @pytest.mark.parametrize("workers", [1, 2])
-def test_one_or_two_workers_count_the_same(monkeypatch: pytest.MonkeyPatch, workers: int) -> None:
-    monkeypatch.setattr(timeline_chunks, "WORKERS", workers)
+def test_one_or_two_workers_count_the_same(workers: int) -> None:
     rng = random.Random(99)
-    _check(b"".join(_hostile_line(rng) for _ in range(5000)), 4096, 64 * 1024)
+    _check(b"".join(_hostile_line(rng) for _ in range(5000)), 4096, 64 * 1024, workers=workers)
 
 
 def test_a_level_word_cut_by_every_chunk_boundary() -> None:

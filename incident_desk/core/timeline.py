@@ -27,6 +27,7 @@ from incident_desk.core.audit import Decision
 from incident_desk.core.scan_budget import SCAN_BUDGET_BYTES, ScanBudget, StopReason
 from incident_desk.core.timeline_chunks import Skipped, counted_chunks
 from incident_desk.core.timeline_counts import MinuteCounts
+from incident_desk.core.timeline_scan import LINES_PER_PASS
 
 if TYPE_CHECKING:
     from incident_desk.core.linear import LinearPattern
@@ -191,12 +192,15 @@ def scan_levels(
     chunk_bytes: int = CHUNK_BYTES,
     max_carry_bytes: int = MAX_CARRY_BYTES,
     pause_seconds: float = PAUSE_SECONDS,
+    workers: int | None = None,
+    lines_per_pass: int = LINES_PER_PASS,
 ) -> LevelScan:
     """Count the log's lines per minute and level from its start, until its end or a budget; find the first error.
 
     ``anchor`` is the day a bare ``HH:MM:SS`` belongs to. Only the first error's text is decoded (and redacted).
     ``resume``: a previous pass's ``resume`` over this log; used if the log still holds the bytes it counted.
     ``chunk_bytes``: read and counted at a time; a line longer than ``max_carry_bytes`` counts as unparsed.
+    ``workers`` (threads counting chunks) and ``lines_per_pass`` (lines decided at once) are the kernel's sizes.
     """
     budget = ScanBudget.starting_now(time_budget=time_budget, byte_budget=byte_budget, cancelled=cancelled)
     line_pattern, first_error_pattern = _patterns()
@@ -222,6 +226,8 @@ def scan_levels(
         chunk=chunk_bytes,
         max_carry=max_carry_bytes,
         want_errors=lambda: first_error_place is None,
+        workers=workers,
+        lines_per_pass=lines_per_pass,
     )
     try:
         while True:

@@ -15,7 +15,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, BinaryIO
 
-from incident_desk.core.timeline_scan import ChunkLevels, Frame, levels_in
+from incident_desk.core.timeline_scan import LINES_PER_PASS, ChunkLevels, Frame, levels_in
 
 if TYPE_CHECKING:
     from incident_desk.core.linear import LinearPattern
@@ -60,10 +60,12 @@ def counted_chunks(
     max_carry: int,
     want_errors: Callable[[], bool],
     workers: int | None = None,
+    lines_per_pass: int = LINES_PER_PASS,
 ) -> Generator[Skipped | Counted, None, None]:
     """The log from the handle's position on, chunk by chunk in order. Stop asking at any point: the work still
     under way (at most one chunk per worker) is waited for and dropped, so the next pass never runs beside it
-    and memory stays that of one pass. ``workers``: threads counting at once (default ``WORKERS``)."""
+    and memory stays that of one pass. ``workers``: threads counting at once (default ``WORKERS``); ``lines_per_pass``:
+    lines the kernel decides at once."""
     workers = workers or WORKERS
     frames = deque(Frame(max_carry + chunk) for _ in range(workers + 1))
     pool = ThreadPoolExecutor(workers, thread_name_prefix="timeline") if workers > 1 else None
@@ -106,9 +108,9 @@ def counted_chunks(
                     break
                 errors = want_errors()
                 work: Future[ChunkLevels] | ChunkLevels = (
-                    pool.submit(levels_in, frame, size, line, want_errors=errors)
+                    pool.submit(levels_in, frame, size, line, want_errors=errors, lines_per_pass=lines_per_pass)
                     if pool is not None
-                    else levels_in(frame, size, line, want_errors=errors)
+                    else levels_in(frame, size, line, want_errors=errors, lines_per_pass=lines_per_pass)
                 )
                 pending.append((frame, size, bool(got), work))
                 following = frames.popleft()

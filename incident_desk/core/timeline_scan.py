@@ -37,7 +37,7 @@ _WARN = 4
 _HASH = 69  # ((first four bytes * _HASH) mod 2**32) >> 29 tells the seven four-byte prefixes apart
 _MINUTES = 10_000  # HH:MM as HH * 100 + MM, two digits each as the pattern reads them
 SLICE_BYTES = 896 * 1024  # bytes whose lines are found at once (some 14K lines of a service log)
-_LINES_PER_PASS = 15 * 1024  # lines decided at once: per-line arrays under 128 KiB (glibc maps larger ones anew)
+LINES_PER_PASS = 15 * 1024  # lines decided at once: per-line arrays under 128 KiB (glibc maps larger ones anew)
 
 
 def _np() -> Any:
@@ -415,11 +415,17 @@ def _parse(kernel: _Kernel, starts: Any, want_errors: bool) -> tuple[Any, Any, A
 
 
 def levels_in(
-    frame: Frame, size: int, line: LinearPattern, *, want_errors: bool, slice_bytes: int = SLICE_BYTES
+    frame: Frame,
+    size: int,
+    line: LinearPattern,
+    *,
+    want_errors: bool,
+    slice_bytes: int = SLICE_BYTES,
+    lines_per_pass: int = LINES_PER_PASS,
 ) -> ChunkLevels:
     """The counts of the lines of ``frame.buffer[:size]`` (a newline, then whole lines), as ``line.finditer``
     would find them line by line; with ``want_errors``, the starts of the lines that may hold an error. The lines
-    are taken ``slice_bytes`` at a time (then ``_LINES_PER_PASS`` at a time), which bounds every per-line array."""
+    are taken ``slice_bytes`` at a time (then ``lines_per_pass`` at a time), which bounds every per-line array."""
     np = _np()
     kernel = _Kernel(frame)
     found: Counter[Key] = Counter()
@@ -428,8 +434,8 @@ def levels_in(
     error_starts: list[Any] = []
     error_lines: list[Any] = []
     for starts in line_slices(frame, size, slice_bytes):
-        for begin in range(0, len(starts), _LINES_PER_PASS):
-            part = starts[begin : begin + _LINES_PER_PASS]
+        for begin in range(0, len(starts), lines_per_pass):
+            part = starts[begin : begin + lines_per_pass]
             level, minute, day, undecided, could_err = _parse(kernel, part, want_errors)
             _tally(level, minute, day, found, tallies)
             parsed += int(np.count_nonzero(level >= 0))
