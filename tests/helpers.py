@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import socket
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+import anyio
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
 
@@ -63,3 +66,26 @@ def synthetic_incidents(root: Path, count: int) -> Path:
         )
         (entry / "log.txt").write_text("line\n")
     return root
+
+
+@asynccontextmanager
+async def pinging(client: Client) -> AsyncIterator[list[float]]:
+    """Ping every 20 ms while the body runs; yields each ping's latency. The test process's own garbage
+    collection is held off meanwhile: its pauses are not the desk's."""
+    latencies: list[float] = []
+
+    async def probe() -> None:
+        while True:
+            began = time.perf_counter()
+            await client.send_ping()
+            latencies.append(time.perf_counter() - began)
+            await anyio.sleep(0.02)
+
+    gc.disable()
+    try:
+        async with anyio.create_task_group() as group:
+            group.start_soon(probe)
+            yield latencies
+            group.cancel_scope.cancel()
+    finally:
+        gc.enable()

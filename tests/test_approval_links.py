@@ -9,14 +9,17 @@ import pytest
 from starlette.types import Message, Receive, Scope, Send
 
 from incident_desk.auth import PRINCIPAL_KEY_HEADER, BearerAuth
-from incident_desk.core.approval_links import ApprovalBook, LinkRefused, person_key, strictest
+from incident_desk.core.approval_links import ApprovalBook, LinkRefused, Pending, person_key, strictest
 
 ISSUER = "http://127.0.0.1:9/"
 ALICE = f"alice@example.test (sub alice @ {ISSUER})"
 BOB = f"Bob (sub bob @ {ISSUER})"
 
 
-def _book(mode: str = "second-person", requester: str = ALICE, timeout: float = 30) -> tuple[ApprovalBook, str, str]:
+def _requested(
+    mode: str = "second-person", requester: str = ALICE, timeout: float = 30, requester_key: str | None = None
+) -> tuple[ApprovalBook, Pending, str]:
+    """A book holding one pending restart of payments-api: the book, the pending approval and its link."""
     book = ApprovalBook()
     pending, link = book.request(
         act="restart",
@@ -27,7 +30,13 @@ def _book(mode: str = "second-person", requester: str = ALICE, timeout: float = 
         reason="r",
         mode=mode,  # type: ignore[arg-type]
         timeout=timeout,
+        requester_key=requester_key,
     )
+    return book, pending, link
+
+
+def _book(mode: str = "second-person", requester: str = ALICE, timeout: float = 30) -> tuple[ApprovalBook, str, str]:
+    book, pending, link = _requested(mode, requester, timeout)
     return book, link, pending.csrf
 
 
@@ -83,18 +92,7 @@ def test_second_person_says_a_requester_who_is_not_a_subject_cannot_be_told_apar
 def test_second_person_compares_issuer_and_subject_when_the_desk_has_them() -> None:
     """The sign-in and the OAuth principal carry issuer and subject: those decide, whatever the labels say (a
     display name can read like anyone's label)."""
-    book = ApprovalBook()
-    pending, link = book.request(
-        act="restart",
-        target="payments-api",
-        question="Restart payments-api?",
-        binding={"tool": "restart_service", "service": "payments-api"},
-        requester=ALICE,
-        reason="r",
-        mode="second-person",
-        timeout=30,
-        requester_key=f"oauth:{ISSUER} alice",
-    )
+    book, pending, link = _requested(requester_key=f"oauth:{ISSUER} alice")
     assert pending.requester_is_subject
     with pytest.raises(LinkRefused, match="must approve it"):
         book.decide(link, pending.csrf, approve=True, approver=BOB, approver_key=f"oauth:{ISSUER} alice", ticket="C")

@@ -6,13 +6,15 @@ from __future__ import annotations
 import getpass
 import logging
 import socket
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
 import httpx2
 import pytest
 from mcp.client.session import ClientSession
+from mcp.server.mcpserver import MCPServer
 from mcp_types import ClientCapabilities, ElicitationCapability, FormElicitationCapability
 
 from incident_desk.log import WithholdQueryStrings
@@ -43,14 +45,10 @@ async def _until_link(person: LinkFollower) -> str:
     return person.urls[0]
 
 
-async def _get(url: str) -> httpx2.Response:
-    return await anyio.to_thread.run_sync(lambda: httpx2.get(url, timeout=10))
-
-
-async def test_forged_link_post_without_csrf_and_replay_are_refused(
-    make_app: AppFactory, restarts: Restarts, era: str
-) -> None:
-    app, server = desk(make_app, **_settings(restarts))
+@asynccontextmanager
+async def _restart_awaiting_its_page(server: MCPServer, era: str) -> AsyncIterator[tuple[str, list[str], LinkFollower]]:
+    """A restart_service call left waiting on its approval page while the body acts on the link: yields the link,
+    the call's answer text (there once the body is done and the call has ended) and the person following links."""
     person = LinkFollower(decision=None)
     texts: list[str] = []
     async with connect(server, era, elicitation_callback=person) as client, anyio.create_task_group() as group:
@@ -59,7 +57,18 @@ async def test_forged_link_post_without_csrf_and_replay_are_refused(
             texts.append(text_of(await client.call_tool("restart_service", {"service": SERVICE})))
 
         group.start_soon(call)
-        url = await _until_link(person)
+        yield await _until_link(person), texts, person
+
+
+async def _get(url: str) -> httpx2.Response:
+    return await anyio.to_thread.run_sync(lambda: httpx2.get(url, timeout=10))
+
+
+async def test_forged_link_post_without_csrf_and_replay_are_refused(
+    make_app: AppFactory, restarts: Restarts, era: str
+) -> None:
+    app, server = desk(make_app, **_settings(restarts))
+    async with _restart_awaiting_its_page(server, era) as (url, texts, _):
         base, link = url.rsplit("/", 1)
         forged = await _get(f"{base}/{link[:-4]}AAAA")
         assert forged.status_code == 404 and "not valid" in forged.text
@@ -107,15 +116,7 @@ async def test_the_loopback_page_answers_only_to_its_own_address(
     """DNS rebinding: a web page whose name now resolves to 127.0.0.1 reaches the port under its own Host name;
     the loopback page refuses it (421, or 400 without a Host) and the link stays usable."""
     app, server = desk(make_app, **_settings(restarts))
-    person = LinkFollower(decision=None)
-    texts: list[str] = []
-    async with connect(server, era, elicitation_callback=person) as client, anyio.create_task_group() as group:
-
-        async def call() -> None:
-            texts.append(text_of(await client.call_tool("restart_service", {"service": SERVICE})))
-
-        group.start_soon(call)
-        url = await _until_link(person)
+    async with _restart_awaiting_its_page(server, era) as (url, texts, _):
         port = url.split("//", 1)[1].split("/", 1)[0].split(":")[1]
         for host, status in [
             (f"attacker.example:{port}", b"421"),
@@ -138,15 +139,7 @@ async def test_a_bad_ticket_is_refused_on_the_page_without_using_the_link(
     make_app: AppFactory, restarts: Restarts, era: str
 ) -> None:
     _, server = desk(make_app, **_settings(restarts))
-    person = LinkFollower(decision=None)
-    texts: list[str] = []
-    async with connect(server, era, elicitation_callback=person) as client, anyio.create_task_group() as group:
-
-        async def call() -> None:
-            texts.append(text_of(await client.call_tool("restart_service", {"service": SERVICE})))
-
-        group.start_soon(call)
-        url = await _until_link(person)
+    async with _restart_awaiting_its_page(server, era) as (url, texts, person):
 
         def visit_with(ticket: str) -> PageVisit:
             return visit(url, ticket=ticket)

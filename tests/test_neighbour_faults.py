@@ -6,7 +6,6 @@ waits on the source, the calls end by the source's deadline, and the listing nam
 
 from __future__ import annotations
 
-import gc
 import json
 import subprocess
 import sys
@@ -25,7 +24,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types import PromptReference, ResourceTemplateReference
 
 from tests.faulty_neighbour import FaultyNeighbour, faulty_neighbour
-from tests.helpers import ROOT, child_env, text_of
+from tests.helpers import ROOT, child_env, pinging, text_of
 from tests.http_desk import run_desk
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
@@ -150,28 +149,6 @@ async def fire_everything(client: Client, resources: list[str]) -> dict[str, lis
                 # cost of parsing two dozen requests that arrive in the same millisecond.
                 await anyio.sleep(STAGGER)
     return answers
-
-
-@asynccontextmanager
-async def pinging(client: Client) -> AsyncIterator[list[float]]:
-    """Ping every 20 ms while the body runs; yields each ping's latency."""
-    latencies: list[float] = []
-
-    async def probe() -> None:
-        while True:
-            began = time.perf_counter()
-            await client.send_ping()
-            latencies.append(time.perf_counter() - began)
-            await anyio.sleep(0.02)
-
-    gc.disable()  # the test process's own collections are not the desk's pauses
-    try:
-        async with anyio.create_task_group() as group:
-            group.start_soon(probe)
-            yield latencies
-            group.cancel_scope.cancel()
-    finally:
-        gc.enable()
 
 
 async def exercise(client: Client, neighbour: FaultyNeighbour) -> tuple[dict[str, list[Any]], list[float], float]:

@@ -12,7 +12,7 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from incident_desk.core import timeline, timeline_counts, timeline_layout, timeline_scan
+from incident_desk.core import timeline, timeline_counts, timeline_scan
 
 DAY = date(2026, 11, 29)
 # The desk's pattern as RE2 reads it (bytes, ASCII classes; RE2's \s is [\t\n\f\r ], without \v).
@@ -279,7 +279,3 @@ def test_a_chunk_read_in_slices_counts_as_one_piece(slice_bytes: int) -> None:
         assert set(errors) <= set(found.error_lines.tolist())  # the candidates hold every error line
     assert results[0] == results[1]
     assert results[0][2] == data.count(b"\n") + 1
-
-
-def test_the_layout_shortcut_knows_the_same_level_words() -> None:
-    assert timeline_layout._LEVEL_WORDS == timeline_scan.LEVEL_WORDS  # kept apart to keep the imports acyclic

@@ -3,16 +3,13 @@ counts over the whole log equal a line-by-line count of the same generated lines
 
 from __future__ import annotations
 
-import gc
 import statistics
-import time
 from pathlib import Path
 
-import anyio
 import pytest
 
 from incident_desk.server import build_server
-from tests.helpers import AppFactory, connect
+from tests.helpers import AppFactory, connect, pinging
 
 pytestmark = pytest.mark.anyio
 
@@ -42,23 +39,8 @@ async def test_a_64_mib_timeline_leaves_the_loop_free(make_app: AppFactory, tmp_
     )
     (entry / "log.txt").write_bytes(block * copies)
     app = make_app(data_dir=tmp_path / "desk", search_time_budget_seconds=60)
-    pings: list[float] = []
-    gc.disable()  # the test process's own collections would be measured, not the desk
-    try:
-        async with connect(build_server(app), "legacy") as client, anyio.create_task_group() as group:
-
-            async def ping() -> None:
-                while True:
-                    began = time.perf_counter()
-                    await client.send_ping()
-                    pings.append(time.perf_counter() - began)
-                    await anyio.sleep(0.02)
-
-            group.start_soon(ping)
-            shown = await client.call_tool("show_incident_timeline", {"incidentId": "INC-BIG"})
-            group.cancel_scope.cancel()
-    finally:
-        gc.enable()
+    async with connect(build_server(app), "legacy") as client, pinging(client) as pings:
+        shown = await client.call_tool("show_incident_timeline", {"incidentId": "INC-BIG"})
     assert not shown.is_error, shown
     view = shown.structured_content or {}
     assert view["stopped"] == "end of log"

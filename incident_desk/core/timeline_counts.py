@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from incident_desk.core.timeline_scan import LEVEL_WORDS, ChunkLevels, Key, minute_text
+from incident_desk.core.timeline_layout import LEVEL_WORDS
+from incident_desk.core.timeline_scan import ChunkLevels, Key, minute_text
 
 _MINUTES = 10_000  # HH * 100 + MM
 

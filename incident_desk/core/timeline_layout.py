@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 _CLASS_BYTES = 48  # the first line's bytes that decide how the general steps read its time
-_ERROR_LEVELS = 3
-_WARN, _WARNING = 4, 3  # indices in LEVEL_WORDS
-_LEVEL_WORDS = (b"ERROR", b"FATAL", b"CRITICAL", b"WARNING", b"WARN", b"INFO", b"DEBUG", b"TRACE")
+LEVEL_WORDS = (b"ERROR", b"FATAL", b"CRITICAL", b"WARNING", b"WARN", b"INFO", b"DEBUG", b"TRACE")
+ERROR_LEVELS = 3  # the first three words are errors
+WARN, WARNING = 4, 3  # indices in LEVEL_WORDS
 _WORDY = frozenset(b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
 
 
@@ -50,7 +50,7 @@ class InLayout:
 
 
 _NOT_A_LEVEL = 0x100  # above any masked first byte: never equal
-_CODE_OF_WARNING = _WARNING + 7 * 16
+_CODE_OF_WARNING = WARNING + 7 * 16
 
 
 @functools.cache
@@ -60,8 +60,8 @@ def _level_tables(np: Any) -> tuple[Any, Any, Any, Any]:
     values = np.full(256, np.uint64(_NOT_A_LEVEL), dtype=np.uint64)
     masks = np.full(256, np.uint64(0xFF), dtype=np.uint64)
     codes = np.full(256, -1, dtype=np.intp)
-    for index, word in enumerate(_LEVEL_WORDS):
-        if index == _WARNING:
+    for index, word in enumerate(LEVEL_WORDS):
+        if index == WARNING:
             continue  # shares WARN's first byte; told apart by its fifth to seventh bytes
         values[word[0]] = int.from_bytes(word, "little")
         masks[word[0]] = (1 << (8 * len(word))) - 1
@@ -146,7 +146,7 @@ def level_of(steps: Steps, words: Any, positions: Any) -> tuple[Any, Any]:
     code = codes[first]
     same = (words & masks[first]) == values[first]
     warning = (words & np.uint64((1 << 56) - 1)) == np.uint64(int.from_bytes(b"WARNING", "little"))
-    code += warning * (_CODE_OF_WARNING - _WARN - 4 * 16)  # only WARN's first bytes start WARNING
+    code += warning * (_CODE_OF_WARNING - WARN - 4 * 16)  # only WARN's first bytes start WARNING
     length = (code >> 4).astype(np.uint64)
     after = ((words >> (length << np.uint64(3))) & np.uint64(0xFF)).astype(np.intp)
     long_words = np.flatnonzero(same & (length == 8))  # CRITICAL: the byte after it is past these eight
@@ -220,7 +220,7 @@ def read_in_layout(steps: Steps, starts: Any, want_errors: bool) -> InLayout | N
     if want_errors:
         source = _word_from(np, words, first)
         direct, is_direct = level_of(steps, source, starts + first)
-        could_err = (level < _ERROR_LEVELS) | (is_direct & (direct < _ERROR_LEVELS))
+        could_err = (level < ERROR_LEVELS) | (is_direct & (direct < ERROR_LEVELS))
         could_err |= (source & np.uint64(0xFF)) == 0x5B  # a ``[`` before a level word in the first place: RE2 decides
     when = _word_from(np, words, 11 if dated else 0)
     # HH and MM as numbers: each pair's tens times ten plus its units lands in the pair's first byte.

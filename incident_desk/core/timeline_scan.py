@@ -21,19 +21,15 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from incident_desk.core.timeline_layout import read_in_layout
+from incident_desk.core.timeline_layout import ERROR_LEVELS, LEVEL_WORDS, WARN, WARNING, read_in_layout
 from incident_desk.core.timeline_lines import line_slices
 
 if TYPE_CHECKING:
     from incident_desk.core.linear import LinearPattern
 
 Key = tuple[bytes, bytes, bytes]
-LEVEL_WORDS = (b"ERROR", b"FATAL", b"CRITICAL", b"WARNING", b"WARN", b"INFO", b"DEBUG", b"TRACE")
-ERROR_LEVELS = 3  # the first three words are errors
 PAD = 512  # newlines after the data: every look past a line start stays inside the buffer and stops at a newline
 _RUN_LIMIT = 64  # bytes followed in one run of blanks or one source word before RE2 takes the line
-_WARNING = 3
-_WARN = 4
 _HASH = 69  # ((first four bytes * _HASH) mod 2**32) >> 29 tells the seven four-byte prefixes apart
 _MINUTES = 10_000  # HH:MM as HH * 100 + MM, two digits each as the pattern reads them
 SLICE_BYTES = 896 * 1024  # bytes whose lines are found at once (some 14K lines of a service log)
@@ -58,7 +54,7 @@ def _constants() -> dict[str, Any]:
     lengths = np.zeros(8, dtype=np.int64)
     indices = np.full(8, -1, dtype=np.int64)
     for index, word in enumerate(LEVEL_WORDS):
-        if index == _WARNING:
+        if index == WARNING:
             continue  # shares WARN's slot; told apart by its fifth to seventh bytes
         slot = ((int.from_bytes(word[:4], "little") * _HASH) & 0xFFFFFFFF) >> 29
         assert indices[slot] < 0, "the level hash must tell the words apart"
@@ -246,8 +242,8 @@ class _Kernel:
         slot = slot.astype(np.intp)
         same = (words & c["masks"][slot]) == c["values"][slot]
         code = c["codes"][slot]  # the word's index, and its length times 16
-        warning = (code == _WARN + 4 * 16) & ((words & c["seven"]) == c["warning"])
-        code = np.where(warning, _WARNING + 7 * 16, code)
+        warning = (code == WARN + 4 * 16) & ((words & c["seven"]) == c["warning"])
+        code = np.where(warning, WARNING + 7 * 16, code)
         after = self.byte(positions + (code >> 4))  # the byte after the word (a byte read is cheap)
         return np.where(same & ~c["wordy"][after], code & 15, -1)
 
