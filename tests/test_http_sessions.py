@@ -99,7 +99,8 @@ async def test_pinging_idle_sessions_does_not_keep_a_new_client_out(tmp_path: Pa
             thread.join()
     assert "INC-1043" in listing
     closed = [session_id for session_id in held if 404 in answers[session_id]]
-    # At most one session has a ping in flight when the new client arrives; every idle one past 15 is closed.
+    # At most one session has a ping in flight when the new client arrives (a session is idle again once its answer
+    # is sent, before its client sends the next ping); every idle one past 15 is closed.
     assert 4 <= len(closed) <= 5, answers
     assert all(answers[session_id] == {200} for session_id in held if session_id not in closed)
 
@@ -293,3 +294,50 @@ async def test_closed_sessions_leave_nothing_behind_in_the_sdk(monkeypatch: pyte
         tasks = len(asyncio.all_tasks()) - baseline_tasks
     assert in_sdk == set(held[-4:])
     assert tasks <= 4 * 3, f"{tasks} tasks left for 4 sessions"
+
+
+async def test_a_session_whose_answer_is_sent_is_idle_while_its_handler_tidies_up() -> None:
+    """The SDK may still be tidying up a request after its answer left, while the client already sends the next one:
+    that session is idle again and makes room like any other (it once counted as in use until the tidy-up ended)."""
+    now = [0.0]
+    tidying = anyio.Event()
+    closed: list[str] = []
+    opened = iter(f"s{number}" for number in range(10))
+
+    async def sdk(scope: Scope, receive: Receive, send: Send) -> None:
+        session_id = dict(scope["headers"]).get(b"mcp-session-id", b"").decode()
+        if scope["method"] == "DELETE":
+            closed.append(session_id)
+        headers = [] if session_id else [(b"mcp-session-id", next(opened).encode())]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send({"type": "http.response.body", "body": b"{}", "more_body": False})
+        if scope["method"] == "POST" and session_id == "s0":
+            await tidying.wait()
+
+    limiter = http_sessions.SessionLimiter(
+        sdk, path="/mcp", per_client=1, max_sessions=10, idle_seconds=600, clock=lambda: now[0]
+    )
+
+    async def request(session_id: str = "", method: str = "POST") -> None:
+        headers = [(b"x-incident-desk-principal", b"alice")] + (
+            [(b"mcp-session-id", session_id.encode())] if session_id else []
+        )
+        scope = {"type": "http", "path": "/mcp", "method": method, "headers": headers, "client": ("10.0.0.7", 5000)}
+
+        async def receive() -> Message:
+            return {"type": "http.request", "body": b"", "more_body": False}
+
+        async def send(message: Message) -> None:
+            return None
+
+        await limiter(scope, receive, send)
+
+    await request()
+    now[0] = HANDSHAKE_GRACE_SECONDS + 1
+    async with anyio.create_task_group() as group:
+        group.start_soon(request, "s0")  # answered at once, then the handler tidies up until told
+        await anyio.sleep(0.05)
+        await request()
+        tidying.set()
+    assert closed == ["s0"], "the answered session was idle: the client's new session took its place"
+    assert limiter.open_sessions == 1

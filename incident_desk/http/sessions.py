@@ -1,9 +1,10 @@
 """Stateful HTTP sessions, bounded so that an idle session never keeps a new one out.
 
 A client is its authenticated principal and its address (the real one behind a trusted proxy, see
-``peers``). A session is *in use* while a request of it is in flight, its client's event stream (GET)
-included, or while it is younger than ``HANDSHAKE_GRACE_SECONDS`` (between ``initialize`` and the client's next
-request it has nothing in flight, yet a client is there); otherwise it is *idle*, however recently it was pinged.
+``peers``). A session is *in use* while a request of it is in flight (until the last part of its answer is
+sent), its client's event stream (GET) included, or while it is younger than ``HANDSHAKE_GRACE_SECONDS``
+(between ``initialize`` and the client's next request it has nothing in flight, yet a client is there);
+otherwise it is *idle*, however recently it was pinged.
 
 - A client keeps at most ``per_client`` idle sessions: opening one more first closes that client's least recently
   used idle sessions down to ``per_client - 1``. Sessions in use are never closed to make room, so a team sharing
@@ -95,17 +96,26 @@ class SessionLimiter:
             return
         session.in_flight += 1
         status = 0
+        answered = False
+
+        def finish() -> None:
+            nonlocal answered
+            if not answered:
+                answered = True
+                self._done(session_id, session)
 
         async def watching(message: Message) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = int(message["status"])
             await send(message)
+            if _last_body(message):
+                finish()
 
         try:
             await self._app(scope, receive, watching)
         finally:
-            self._done(session_id, session)
+            finish()
             if status == 404 or (scope.get("method") == "DELETE" and 200 <= status < 300):
                 self._sessions.pop(session_id, None)
 
@@ -130,6 +140,13 @@ class SessionLimiter:
                 answered = True
                 self._opening -= 1
 
+        def finish() -> None:
+            while opened:
+                session_id = opened.pop()
+                session = self._sessions.get(session_id)
+                if session is not None:
+                    self._done(session_id, session)
+
         async def watching(message: Message) -> None:
             if message["type"] == "http.response.start":
                 if int(message["status"]) < 400:
@@ -140,15 +157,14 @@ class SessionLimiter:
                             opened.append(session_id)
                 stop_opening()
             await send(message)
+            if _last_body(message):
+                finish()
 
         try:
             await self._app(scope, receive, watching)
         finally:
             stop_opening()
-            for session_id in opened:
-                session = self._sessions.get(session_id)
-                if session is not None:
-                    self._done(session_id, session)
+            finish()
 
     def _done(self, session_id: str, session: _Session) -> None:
         """A request of the session ended: it is now the most recently used."""
@@ -221,6 +237,12 @@ class SessionLimiter:
         ]
         for key in expired:
             del self._sessions[key]
+
+
+def _last_body(message: Message) -> bool:
+    """The answer is complete once its last body part is sent: the request no longer keeps its session in use,
+    though the SDK's handler may still be tidying up (its client can already be sending the next request)."""
+    return message["type"] == "http.response.body" and not message.get("more_body", False)
 
 
 def _rpc_error(message: str, status: int, headers: dict[str, str] | None = None) -> JSONResponse:
