@@ -16,6 +16,8 @@ from incident_desk.settings import load_settings
 from tests.fakes import FakeProvider, MemoryKeyring, running_fake_provider, using_keyring
 from tests.helpers import ERAS, AppFactory
 
+pytest_plugins = ["tests.timing_alone"]
+
 
 @pytest.fixture
 def anyio_backend() -> str:

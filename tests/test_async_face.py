@@ -38,6 +38,7 @@ def fast_dir(tmp_path: Path) -> Iterator[Path]:
         shutil.rmtree(made, ignore_errors=True)
 
 
+@pytest.mark.timing
 async def test_the_timeline_looks_at_ten_thousand_incidents_off_the_loop(
     make_app: AppFactory, fast_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -98,6 +99,7 @@ async def test_the_timeline_looks_at_ten_thousand_incidents_off_the_loop(
     assert len(latencies) >= 5 and max(latencies) < 0.5, f"slowest ping {max(latencies):.2f}s"
 
 
+@pytest.mark.timing
 async def test_a_folder_incident_never_waits_on_a_hanging_source(make_app: AppFactory, tmp_path: Path) -> None:
     root = synthetic_incidents(tmp_path / "desk", 1)
     with faulty_neighbour("hang") as neighbour:
@@ -113,6 +115,7 @@ async def test_a_folder_incident_never_waits_on_a_hanging_source(make_app: AppFa
     assert took < 10, f"{took:.1f}s: the calls waited toward the hanging source's 30 s deadline"
 
 
+@pytest.mark.timing
 async def test_a_source_another_request_is_asking_is_named_as_still_loading(
     make_app: AppFactory, tmp_path: Path
 ) -> None:

@@ -193,6 +193,7 @@ async def test_missing_working_directory_is_named(tmp_path: Path) -> None:
     assert result.error is not None and str(missing) in result.error
 
 
+@pytest.mark.timing
 async def test_progress_reports_start_ticks_and_end(tmp_path: Path) -> None:
     script = _script(tmp_path, "import time\ntime.sleep(0.6)\n")
     calls: list[tuple[float, str]] = []

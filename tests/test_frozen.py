@@ -111,6 +111,7 @@ def test_frozen_build_bundles_package_data_and_keyring_metadata(frozen_exe: Path
     assert (internal / "anyio" / "abc" / "__init__.py").is_file()
 
 
+@pytest.mark.timing
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=lambda s: s.name)
 def test_frozen_executable_stops_on_a_signal(frozen_exe: Path, tmp_path: Path, signum: signal.Signals) -> None:

@@ -346,6 +346,7 @@ async def test_a_log_swapped_for_an_outside_link_while_read_is_never_served(
     assert seen_in_proc == []
 
 
+@pytest.mark.timing
 async def test_a_stalled_filesystem_never_blocks_the_event_loop(
     make_server: Callable[..., MCPServer], monkeypatch: pytest.MonkeyPatch
 ) -> None:

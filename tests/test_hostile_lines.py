@@ -32,6 +32,7 @@ pytestmark = pytest.mark.anyio
 KIB = 1024
 MIB = 1024 * KIB
 CPU_PER_8_KIB = 0.010
+MEASUREMENTS = 3
 PING_WITHIN = 0.5
 SEARCH_BUDGET = 2.0
 
@@ -80,16 +81,22 @@ def hostile_families(size: int) -> dict[str, str]:
 
 
 def _cpu_per_8_kib(text: str) -> float:
-    """The CPU this thread spends redacting ``text``. Redaction runs in the caller's thread; a thread's own clock
-    leaves out other threads of a test worker, and the collector is held off so that a full collection of a big
-    test process's heap (tens of milliseconds) is not charged to the line."""
-    gc.disable()
-    try:
-        began = time.thread_time()
-        redact(text)
-        return (time.thread_time() - began) / max(1.0, len(text) / (8 * KIB))
-    finally:
-        gc.enable()
+    """The CPU this thread spends redacting ``text``: the least of up to ``MEASUREMENTS``, stopping at the
+    first under the bound. Redaction runs in the caller's thread; a thread's own clock leaves out other threads of a
+    test worker, and the collector is held off so that a full collection of a big test process's heap (tens of
+    milliseconds) is not charged to the line. A busy machine still inflates a thread's CPU time (shared caches, a
+    sibling core): one line of 2,579 once measured 12 ms against its usual 5, so a line over the bound is measured
+    again, and a line that is really slow stays slow every time."""
+    costs: list[float] = []
+    while len(costs) < MEASUREMENTS and (not costs or min(costs) >= CPU_PER_8_KIB):
+        gc.disable()
+        try:
+            began = time.thread_time()
+            redact(text)
+            costs.append((time.thread_time() - began) / max(1.0, len(text) / (8 * KIB)))
+        finally:
+            gc.enable()
+    return min(costs)
 
 
 def test_the_issue_lines_cost_linear_time() -> None:
@@ -218,6 +225,7 @@ def _assert_responsive(took: dict[str, float], slowest: dict[str, float]) -> Non
 _NOT_SEARCHES = ("resource", "page", "summary", "prompt", "timeline")
 
 
+@pytest.mark.timing
 async def test_hostile_lines_never_stall_the_desk_in_process(hostile_desk: Path, make_app: AppFactory) -> None:
     from incident_desk.server import build_server
 
@@ -227,6 +235,7 @@ async def test_hostile_lines_never_stall_the_desk_in_process(hostile_desk: Path,
         _assert_responsive(*await _watched(client))
 
 
+@pytest.mark.timing
 @pytest.mark.subprocess
 async def test_hostile_lines_never_stall_the_desk_over_stdio(hostile_desk: Path, tmp_path: Path) -> None:
     env = child_env(

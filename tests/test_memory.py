@@ -279,6 +279,7 @@ async def test_an_alert_that_left_alertmanager_is_still_remembered(make_app: App
     assert found[0].incident.source != "folder" and "alertname=KafkaConsumerLag" in found[0].incident.labels
 
 
+@pytest.mark.timing
 async def test_remembering_thousands_of_incidents_never_holds_up_a_call(make_app: AppFactory, tmp_path: Path) -> None:
     app = make_app(data_dir=synthetic_incidents(tmp_path / "desk", 2000))
     async with connect(build_server(app), "legacy") as client:

@@ -198,6 +198,7 @@ async def test_an_alert_brings_its_own_expression(
     assert answer["series"][0]["points"], "the alert's expression held during the incident"
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("fault", ["hang", "drip", "down"])
 async def test_prometheus_down_or_slow_is_a_named_bounded_failure(
     fault: str, make_app: AppFactory, tmp_path: Path, era: str

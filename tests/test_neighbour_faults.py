@@ -27,7 +27,7 @@ from tests.faulty_neighbour import FaultyNeighbour, faulty_neighbour
 from tests.helpers import ROOT, child_env, pinging, text_of
 from tests.http_desk import run_desk
 
-pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
+pytestmark = [pytest.mark.anyio, pytest.mark.subprocess, pytest.mark.timing]
 
 DEADLINE = 2.0  # the source's deadline in these desks
 PING_WITHIN = 0.5

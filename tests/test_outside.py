@@ -32,6 +32,7 @@ def test_a_prompt_answer_comes_whole() -> None:
     assert (response.status_code, response.json(), response.is_success) == (200, [], True)
 
 
+@pytest.mark.timing
 @pytest.mark.parametrize("fault", ["drip", "hang"])
 def test_a_dripping_or_hanging_neighbour_ends_at_the_deadline(fault: Fault) -> None:
     with faulty_neighbour(fault) as neighbour:
@@ -44,6 +45,7 @@ def test_a_dripping_or_hanging_neighbour_ends_at_the_deadline(fault: Fault) -> N
     assert str(caught.value) == "neighbour 'n' did not answer within 1s"
 
 
+@pytest.mark.timing
 def test_a_drip_slower_than_any_read_timeout_still_ends_at_the_deadline() -> None:
     """The drip sends a byte every second, so a per-read timeout of 1 s would never fire: the deadline is total."""
     with faulty_neighbour("drip") as neighbour:
@@ -77,6 +79,7 @@ def test_an_unreachable_neighbour_is_named() -> None:
     assert str(caught.value) == "neighbour 'n' cannot be reached: connection refused"
 
 
+@pytest.mark.timing
 @pytest.mark.anyio
 async def test_the_event_loop_stays_free_while_an_exchange_waits() -> None:
     lateness: list[float] = []
@@ -144,6 +147,7 @@ def test_a_refused_body_does_not_outlive_its_exchange() -> None:
     assert grown < 3 * cap, f"resident size grew {grown / 2**20:.0f} MiB over five more refused bodies"
 
 
+@pytest.mark.timing
 @pytest.mark.anyio
 async def test_a_cancelled_caller_does_not_wait_for_the_neighbour() -> None:
     with faulty_neighbour("hang") as neighbour:

@@ -201,6 +201,7 @@ async def test_credentials_in_base_url_stay_out_of_messages(server: FakeProvider
     assert "HTTP 503" in str(caught.value)
 
 
+@pytest.mark.timing
 async def test_a_provider_dripping_its_answer_is_cut_off_at_the_whole_deadline() -> None:
     """A byte a second never trips a per-read timeout; the provider's timeout is the whole exchange's."""
     with faulty_neighbour("drip") as neighbour:

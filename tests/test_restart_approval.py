@@ -168,6 +168,7 @@ async def test_approver_comes_from_the_os_never_from_the_form(
     assert result.structured_content is not None and result.structured_content["approver"] == APPROVER
 
 
+@pytest.mark.timing
 async def test_timeout_is_a_no(make_app: AppFactory, restarts: Restarts, era: str) -> None:
     """Legacy: the server stops waiting. 2026: the retry carrying the (late) answer comes after the timeout."""
     app, server = desk(make_app, services=restarts.services(), approval_timeout_seconds=0.5)

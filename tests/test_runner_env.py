@@ -142,6 +142,7 @@ def test_the_environment_is_an_allowlist(monkeypatch: pytest.MonkeyPatch) -> Non
     }
 
 
+@pytest.mark.timing
 async def test_the_loop_stays_free_while_a_restart_command_floods_its_output(
     make_app: AppFactory, tmp_path: Path
 ) -> None:

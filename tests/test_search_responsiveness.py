@@ -26,7 +26,7 @@ from incident_desk.core.pattern import compile_pattern
 from incident_desk.core.redact import SECRETS
 from tests.helpers import ROOT, AppFactory, child_env, connect
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.timing]
 
 LOG_BYTES = 4 * 1024 * 1024
 ANSWER_WITHIN = 0.1

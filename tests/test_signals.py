@@ -14,6 +14,7 @@ from tests.signals import stop_http_desk, stop_stdio_desk
 
 pytestmark = [
     pytest.mark.subprocess,
+    pytest.mark.timing,
     pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals"),
 ]
 

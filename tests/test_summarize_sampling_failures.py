@@ -91,6 +91,7 @@ async def test_legacy_declined_or_failing_client_falls_through_to_raw(
     assert provider_reason == NO_PROVIDER
 
 
+@pytest.mark.timing
 async def test_legacy_slow_client_times_out_to_raw(make_server: Callable[..., MCPServer]) -> None:
     """Transcript 07 without the isError: the desk stops waiting after sampling_timeout_seconds."""
     model = ScriptedModel(delay=3.0)

@@ -311,6 +311,7 @@ async def test_a_refusal_always_names_the_holder_that_won_the_race(journal_url: 
 # --- ask only when able (in-process, both eras) ---------------------------------------------------------------------
 
 
+@pytest.mark.timing
 async def test_with_postgres_down_nobody_is_asked_and_the_refusal_names_the_journal(
     make_app: AppFactory, restarts: Restarts, era: str
 ) -> None:
@@ -339,6 +340,7 @@ async def test_with_postgres_down_nobody_is_asked_and_the_refusal_names_the_jour
     assert restarts.executions() == []
 
 
+@pytest.mark.timing
 async def test_get_audit_log_with_postgres_down_answers_within_two_seconds(make_app: AppFactory) -> None:
     with running_cluster() as own:
         url = own.new_database("desk")

@@ -11,7 +11,7 @@ import pytest
 from incident_desk.server import build_server
 from tests.helpers import AppFactory, connect, pinging
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.timing]
 
 _BLOCK_LINES = 4000
 
