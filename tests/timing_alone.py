@@ -5,7 +5,8 @@ start want CPU too. A ping bounded at 0.5 s then measures the machine, not the d
 1.34 s beside a frozen build, where the same test alone stays under 0.1 s. So every test holds a lock shared with
 the run's other tests, and a ``timing`` test's body holds it alone: it waits for the test each other worker is in
 to end, and they wait for it. Its set-up and tear-down (a desk started, a neighbour that drips) share the machine
-like any test's. A turnstile taken on the way in keeps a waiting ``timing`` test ahead of tests arriving after it.
+like any test's. A turnstile taken on the way in keeps a waiting ``timing`` test ahead of tests arriving after it,
+and the body starts once what earlier tests wrote is on the disk.
 
 One folder of lock files per run, made by the controller and named to its workers; a run without workers has
 nothing beside it and takes no lock.
@@ -43,6 +44,11 @@ class _MachineShare:
             fcntl.flock(self._room, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
         finally:
             fcntl.flock(self._turnstile, fcntl.LOCK_UN)
+        if alone:
+            # What earlier tests wrote (generated logs of hundreds of MiB) goes to the disk now, not in the body:
+            # the kernel's writeback under way stalls unrelated processes (a desk idle in select() once woke 0.4 s
+            # late while 8 GB was being written beside it).
+            os.sync()
         try:
             yield
         finally:
