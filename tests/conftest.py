@@ -70,10 +70,14 @@ def memory_keyring(_isolated_environment: None) -> Iterator[MemoryKeyring]:
         yield backend
 
 
-def _start_rank(item: pytest.Item) -> int:
-    """Longest first: the frozen build (minutes) starts at once, then the modules with slow tests, then the rest."""
+def _start_rank(item: pytest.Item, timed_modules: set[str]) -> int:
+    """Longest first: the frozen build (minutes) starts at once, then the modules with slow tests, then the rest,
+    and last the modules holding a timing test (each timing body waits for the test the other worker is in: at the
+    end of a run those are short, or timing tests too)."""
     if item.get_closest_marker("frozen"):
         return 0
+    if item.nodeid.partition("::")[0] in timed_modules:
+        return 3
     if item.get_closest_marker("slow"):
         return 1
     return 2
@@ -83,4 +87,5 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Parallel runs (``-n auto``) hand out whole modules (--dist loadscope: a module's shared fixture, such as the
     frozen build or a PostgreSQL cluster, is made once) in the order of their first test here, longest first
     (--no-loadscope-reorder keeps it)."""
-    items.sort(key=_start_rank)
+    timed_modules = {item.nodeid.partition("::")[0] for item in items if item.get_closest_marker("timing")}
+    items.sort(key=lambda item: _start_rank(item, timed_modules))
