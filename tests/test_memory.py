@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from mcp.shared.exceptions import MCPError
 
@@ -292,6 +293,7 @@ async def test_remembering_thousands_of_incidents_never_holds_up_a_call(make_app
             await client.send_ping()
             slowest = max(slowest, time.perf_counter() - began)
             pings_while_busy += 1
+            await anyio.sleep(0.02)  # a client pinging, not a busy loop holding the interpreter from the keeper
         assert app.memory.wait_idle(120)
     assert pings_while_busy > 0 and slowest < 0.5
     assert app.memory.memory.count() == 2000
