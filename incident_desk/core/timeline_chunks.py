@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, BinaryIO
 
 from incident_desk.core.timeline_scan import LINES_PER_PASS, ChunkLevels, Frame, levels_in
+from incident_desk.core.timeline_scratch import Scratches
 
 if TYPE_CHECKING:
     from incident_desk.core.linear import LinearPattern
@@ -69,6 +70,7 @@ def counted_chunks(
     workers = workers or WORKERS
     frames = deque(Frame(max_carry + chunk) for _ in range(workers + 1))
     pool = ThreadPoolExecutor(workers, thread_name_prefix="timeline") if workers > 1 else None
+    scratches = Scratches()  # each worker's own arrays, written into pass after pass, dropped with this scan
     # In log order: a skipped stretch, or a chunk's frame, size, wholeness and its counts (or their future).
     pending: deque[Skipped | tuple[Frame, int, bool, Future[ChunkLevels] | ChunkLevels]] = deque()
     frame = frames.popleft()
@@ -108,9 +110,19 @@ def counted_chunks(
                     break
                 errors = want_errors()
                 work: Future[ChunkLevels] | ChunkLevels = (
-                    pool.submit(levels_in, frame, size, line, want_errors=errors, lines_per_pass=lines_per_pass)
+                    pool.submit(
+                        levels_in,
+                        frame,
+                        size,
+                        line,
+                        want_errors=errors,
+                        lines_per_pass=lines_per_pass,
+                        scratches=scratches,
+                    )
                     if pool is not None
-                    else levels_in(frame, size, line, want_errors=errors, lines_per_pass=lines_per_pass)
+                    else levels_in(
+                        frame, size, line, want_errors=errors, lines_per_pass=lines_per_pass, scratches=scratches
+                    )
                 )
                 pending.append((frame, size, bool(got), work))
                 following = frames.popleft()
