@@ -241,7 +241,7 @@ def read_in_layout(steps: Steps, starts: Any, want_errors: bool) -> InLayout | N
     width, dated = layout
     first = width + 1  # the source word's first byte
     words = words_at(steps, starts, a.words[: first // 8 + (3 if first % 8 > 1 else 2)])
-    bad, xor, wrong = a.bad, a.t0, a.t1
+    bad, xor, wrong = a.t4, a.t0, a.t1
     for number, (index, must, expected, add, carry) in enumerate(_template_words(np, classes[:first])):
         np.bitwise_xor(words[index], expected, out=xor)  # the time and its blank
         into = bad if number == 0 else wrong
@@ -272,18 +272,18 @@ def read_in_layout(steps: Steps, starts: Any, want_errors: bool) -> InLayout | N
         could_err |= is_direct
         # A ``[`` before a level word in the first place: RE2 decides.
         could_err |= np.equal(np.bitwise_and(source, np.uint64(0xFF), out=a.t0), 0x5B, out=a.f1)
-    when = _word_from(steps, words, 11 if dated else 0, a.when)
+    when = _word_from(steps, words, 11 if dated else 0, a.t2)
     # HH and MM as numbers: each pair's tens times ten plus its units lands in the pair's first byte.
     digits = np.bitwise_and(when, np.uint64(0x0000000F0F000F0F), out=a.t0)
     pairs = np.multiply(digits, np.uint64(10), out=a.t1)
     digits >>= np.uint64(8)
     pairs += digits
-    minute = np.bitwise_and(pairs, np.uint64(0xFF), out=a.minute)
+    minute = np.bitwise_and(pairs, np.uint64(0xFF), out=a.t4)
     minute *= np.uint64(100)
     pairs >>= np.uint64(24)
     pairs &= np.uint64(0xFF)
     minute += pairs
-    day = a.day
+    day = a.t5  # after the last use of ``_word_from`` (its temporary)
     if dated:
         w0, w1 = words[0], words[1]
         np.bitwise_and(w0, np.uint64(0x000F0F000F0F0F0F), out=day)
@@ -296,4 +296,4 @@ def read_in_layout(steps: Steps, starts: Any, want_errors: bool) -> InLayout | N
         day |= np.uint64(1 << 63)
     else:
         day.fill(0)
-    return InLayout(taken, level, a.minutei, day, could_err)
+    return InLayout(taken, level, a.t4i, day, could_err)

@@ -1,6 +1,6 @@
 """Where a chunk's lines start, a slice of it at a time, by array operations.
 
-The newlines are marked by one compare of the bytes into the frame's mark bytes; read eight at a time, only the
+The newlines are marked by one compare of the bytes into the thread's mark bytes; read eight at a time, only the
 words holding a newline are taken, and each one's first newline is found by a multiplication. A word holding more
 (lines under eight bytes) is read again until none is left. The per-word arrays are the thread's scratch arrays
 (``timeline_scratch``), so a slice allocates only the index of the words holding a newline.
@@ -33,7 +33,7 @@ def line_starts(frame: Any, begin: int, end: int, scratch: Scratch) -> Any:
     """The starts of the lines in ``frame.buffer[begin:end]`` (``begin`` follows a newline), in ``scratch``."""
     np = _np()
     low, high = (begin - 1) & ~7, (end + 6) & ~7  # the newlines before each start: at begin - 1 .. end - 2
-    marks = frame.marks[: high - low] if high - low <= len(frame.marks) else np.empty(high - low, dtype=np.bool_)
+    marks = scratch.flags("line_marks", high - low)
     np.equal(frame.bytes[low:high], 0x0A, out=marks)
     marks[: begin - 1 - low] = False
     marks[end - 1 - low :] = False

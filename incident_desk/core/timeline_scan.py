@@ -115,8 +115,6 @@ class Frame:
         self.bytes: Any = np.frombuffer(self.buffer, dtype=np.uint8)
         self.words: Any = np.ndarray((len(self.buffer) - 7,), dtype="<u8", buffer=self.buffer, strides=(1,))
         self.aligned: Any = np.frombuffer(self.buffer, dtype="<u8", count=len(self.buffer) // 8)
-        # Where a slice's newlines are (a longer slice, from a longer line, gets its own).
-        self.marks: Any = np.frombuffer(mmap.mmap(-1, min(len(self.buffer), SLICE_BYTES) + 4096), dtype=np.bool_)
 
     def end_data(self, end: int) -> None:
         """Mark ``end`` as where the data stops: the bytes after it read as newlines."""

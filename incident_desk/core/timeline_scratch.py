@@ -7,8 +7,8 @@ for page faults. An array grows to the largest size asked and stays so until the
 
 A pass's arrays are attributes of one ``PassArrays`` (views of the pass's length, made once per pass: a lookup
 per array and step would cost more than the step on small passes). ``t0``..``t5`` are temporaries of one step
-(``t0i`` is ``t0``'s memory as ``intp``); every other name holds one value while the pass needs it. The
-temporaries are few so that a pass's arrays stay in the core's cache.
+(``t0i`` is ``t0``'s memory as ``intp``), except that a pass's minutes and days end in ``t4`` and ``t5``; every
+other name holds one value while the pass needs it. The arrays are few, for memory and the core's cache.
 """
 
 from __future__ import annotations
@@ -28,15 +28,11 @@ _U64 = (
     *(f"t{index}" for index in range(_TEMPORARIES)),
     *(f"word{index}" for index in range(8)),
     "level_word",
-    "bad",
     "source",
-    "when",
-    "minute",
-    "day",
     "tally_day",
 )
 _INTP = ("ends", "level", "direct", "tally_level", "tally_minute")
-_TWINS = (*(f"t{index}" for index in range(_TEMPORARIES)), "minute")  # also seen as intp, as ``<name>i``
+_TWINS = tuple(f"t{index}" for index in range(_TEMPORARIES))  # also seen as intp, as ``<name>i``
 _FLAGS = (
     "taken",
     "f1",
@@ -90,15 +86,15 @@ class Scratch:
         if size > self._capacity or not self._bases:
             np = self.np
             kinds = ((_U64, np.uint64), (_INTP, np.intp), (_FLAGS, np.bool_), (_U8, np.uint8))
-            self._bases = {name: np.empty(size, dtype=dtype) for names, dtype in kinds for name in names}
-            self._capacity = size
+            self._capacity = size + size // 8  # the next passes may be a little longer
+            self._bases = {name: np.empty(self._capacity, dtype=dtype) for names, dtype in kinds for name in names}
         self._current, self._size = PassArrays(self._bases, size), size
         return self._current
 
     def _take(self, name: str, size: int, dtype: Any) -> Any:
         array = self._slice.get(name)
         if array is None or len(array) < size:
-            array = self.np.empty(size, dtype=dtype)
+            array = self.np.empty(size + size // 8, dtype=dtype)  # the next slices may be a little longer
             self._slice[name] = array
         return array[:size]
 
