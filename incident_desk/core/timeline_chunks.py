@@ -1,14 +1,12 @@
-"""The timeline's reading: a log cut into chunks of whole lines, counted by ``timeline_scan`` on up to two cores.
+"""The timeline's reading: a log cut into chunks of whole lines, counted by ``timeline_scan`` in a worker thread.
 
-Chunks are read into a few reused buffers (no new bytes object per chunk) and counted in worker threads: the
-kernel's array operations leave the interpreter lock, so two chunks are counted at once while the next is read.
-Results come back in log order. A line longer than ``max_carry`` is skipped whole (reported as one unparsed
-line), never held.
+Chunks are read into a few reused buffers (no new bytes object per chunk) and counted in worker threads while the
+caller's thread reads the next chunk (the kernel's array operations leave the interpreter lock). Results come
+back in log order. A line longer than ``max_carry`` is skipped whole (reported as one unparsed line), never held.
 """
 
 from __future__ import annotations
 
-import os
 from collections import deque
 from collections.abc import Callable, Generator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -16,11 +14,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, BinaryIO
 
 from incident_desk.core.timeline_scan import LINES_PER_PASS, ChunkLevels, Frame, levels_in
+from incident_desk.core.timeline_scratch import Scratches
 
 if TYPE_CHECKING:
     from incident_desk.core.linear import LinearPattern
 
-WORKERS = min(2, os.cpu_count() or 1)
+# Threads counting chunks. One, with the caller's thread reading ahead, measured faster than two on a 2-core VM
+# (a whole GiB in 1.30 s and 1.69 CPU s against 1.53 s and 2.14 CPU s, medians of six): two threads of short
+# numpy calls hand the interpreter lock to each other thousands of times a second, which cost more than the
+# second core gave. (The search found the same: ``log_parallel.free_workers``.)
+WORKERS = 1
 
 
 @dataclass
@@ -63,21 +66,23 @@ def counted_chunks(
     lines_per_pass: int = LINES_PER_PASS,
 ) -> Generator[Skipped | Counted, None, None]:
     """The log from the handle's position on, chunk by chunk in order. Stop asking at any point: the work still
-    under way (at most one chunk per worker) is waited for and dropped, so the next pass never runs beside it
-    and memory stays that of one pass. ``workers``: threads counting at once (default ``WORKERS``); ``lines_per_pass``:
-    lines the kernel decides at once."""
+    under way (at most one chunk per worker, and one read ahead) is waited for and dropped, so the next pass never
+    runs beside it and memory stays that of one pass. ``workers``: threads counting at once (default
+    ``WORKERS``); ``lines_per_pass``: lines the kernel decides at once."""
     workers = workers or WORKERS
-    frames = deque(Frame(max_carry + chunk) for _ in range(workers + 1))
-    pool = ThreadPoolExecutor(workers, thread_name_prefix="timeline") if workers > 1 else None
+    in_flight = workers + 1  # one chunk more than the workers count: read while they count
+    frames = deque(Frame(max_carry + chunk) for _ in range(in_flight + 1))
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="timeline")
+    scratches = Scratches()  # each worker's own arrays, written into pass after pass, dropped with this scan
     # In log order: a skipped stretch, or a chunk's frame, size, wholeness and its counts (or their future).
-    pending: deque[Skipped | tuple[Frame, int, bool, Future[ChunkLevels] | ChunkLevels]] = deque()
+    pending: deque[Skipped | tuple[Frame, int, bool, Future[ChunkLevels]]] = deque()
     frame = frames.popleft()
     held = 0  # bytes of an unfinished line at frame.buffer[1 : 1 + held]
     in_long_line = False
     ended = False
     try:
         while True:
-            while not ended and len(pending) < workers:
+            while not ended and len(pending) < in_flight:
                 buffer = frame.buffer
                 got = _read_into(handle, memoryview(buffer)[1 + held : 1 + held + chunk])
                 if in_long_line:
@@ -107,10 +112,14 @@ def counted_chunks(
                     ended = True
                     break
                 errors = want_errors()
-                work: Future[ChunkLevels] | ChunkLevels = (
-                    pool.submit(levels_in, frame, size, line, want_errors=errors, lines_per_pass=lines_per_pass)
-                    if pool is not None
-                    else levels_in(frame, size, line, want_errors=errors, lines_per_pass=lines_per_pass)
+                work = pool.submit(
+                    levels_in,
+                    frame,
+                    size,
+                    line,
+                    want_errors=errors,
+                    lines_per_pass=lines_per_pass,
+                    scratches=scratches,
                 )
                 pending.append((frame, size, bool(got), work))
                 following = frames.popleft()
@@ -125,8 +134,7 @@ def counted_chunks(
                 yield first
                 continue
             done_frame, done_size, whole, done = first
-            yield Counted(done_frame, done_size, whole, done.result() if isinstance(done, Future) else done)
+            yield Counted(done_frame, done_size, whole, done.result())
             frames.append(done_frame)
     finally:
-        if pool is not None:
-            pool.shutdown(wait=True, cancel_futures=True)
+        pool.shutdown(wait=True, cancel_futures=True)

@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from incident_desk.core.timeline_scratch import PassArrays
 
 _CLASS_BYTES = 48  # the first line's bytes that decide how the general steps read its time
 LEVEL_WORDS = (b"ERROR", b"FATAL", b"CRITICAL", b"WARNING", b"WARN", b"INFO", b"DEBUG", b"TRACE")
@@ -31,10 +34,13 @@ class Steps(Protocol):
 
     np: Any
     frame: Any
+    arrays: PassArrays
 
     def stamps(self, starts: Any) -> tuple[Any, Any, Any, Any, Any, Any, Any]: ...
 
     def controls(self, words: Any) -> Any: ...
+
+    def controls_into(self, words: Any, out: Any) -> Any: ...
 
 
 @dataclass
@@ -95,10 +101,10 @@ def _layout(steps: Steps, starts: Any) -> tuple[bytes, tuple[int, bool] | None]:
 
 
 @functools.cache
-def _template_words(template: bytes) -> tuple[tuple[int, int, int, int, int], ...]:
+def _template_words(np: Any, template: bytes) -> tuple[tuple[int, Any, Any, Any, Any], ...]:
     """Per eight bytes of the layout (``d`` a digit, other bytes themselves): the word's index, the bits that must
     be zero after XOR with the expected bytes (literals whole, digits' high nibbles), the expected bytes, and the
-    add and mask that catch a digit's low nibble above 9 by its carry."""
+    add and mask that catch a digit's low nibble above 9 by its carry (0: no digit)."""
     words = []
     for index in range(0, len(template), 8):
         must = expected = add = carry = 0
@@ -109,25 +115,28 @@ def _template_words(template: bytes) -> tuple[tuple[int, int, int, int, int], ..
                 add, carry = add | 0x06 << shift, carry | 0x10 << shift
             else:
                 must, expected = must | 0xFF << shift, expected | char << shift
-        words.append((index // 8, must, expected, add, carry))
+        words.append((index // 8, np.uint64(must), np.uint64(expected), np.uint64(add), np.uint64(carry)))
     return tuple(words)
 
 
-def words_at(steps: Steps, starts: Any, count: int) -> list[Any]:
-    """The ``count`` 64-bit words at ``starts``, ``starts + 8``, ...: aligned reads (the same indices into views
-    starting one word further each time), each joined with the next by shifts."""
-    np = steps.np
+def words_at(steps: Steps, starts: Any, outs: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The 64-bit words at ``starts``, ``starts + 8``, ..., into each of ``outs``: aligned reads (the same indices
+    into views starting one word further each time), each joined with the next by shifts."""
+    np, a = steps.np, steps.arrays
     aligned = steps.frame.aligned
-    index = starts >> 3
-    shift = ((starts & 7) << 3).astype(np.uint64)
-    back = np.uint64(64) - shift  # a shift by 64 gives 0 in numpy: an aligned start takes the low word whole
-    low = aligned[index]
-    words = []
-    for step in range(1, count + 1):
-        high = aligned[step:][index]
-        words.append((low >> shift) | (high << back))
-        low = high
-    return words
+    index = np.right_shift(starts, 3, out=a.t0i)
+    shift = np.bitwise_and(starts.view(np.uint64), np.uint64(7), out=a.t1)
+    shift <<= np.uint64(3)
+    # A shift by 64 gives 0 in numpy: an aligned start takes the low word whole.
+    back = np.subtract(np.uint64(64), shift, out=a.t2)
+    low = np.take(aligned, index, out=a.t3, mode="clip")
+    high, joined = a.t4, a.t5
+    for step, word in enumerate(outs, 1):
+        np.take(aligned[step:], index, out=high, mode="clip")
+        np.right_shift(low, shift, out=word)
+        word |= np.left_shift(high, back, out=joined)
+        low, high = high, low
+    return outs
 
 
 def _first_set_byte(np: Any, marks: Any) -> Any:
@@ -137,30 +146,48 @@ def _first_set_byte(np: Any, marks: Any) -> Any:
     return ((lowest >> np.uint64(7)) * np.uint64(0x0001020304050607)) >> np.uint64(56)
 
 
-def level_of(steps: Steps, words: Any, positions: Any) -> tuple[Any, Any]:
+_WARNING_WORD = int.from_bytes(b"WARNING", "little")
+
+
+def level_of(steps: Steps, words: Any, positions: Any, into: tuple[Any, Any]) -> tuple[Any, Any]:
     """Which level word (its index in LEVEL_WORDS) the eight bytes at each position start, and whether one does,
-    with a word boundary after it (a ``[`` is not followed here: no level)."""
-    np = steps.np
+    with a word boundary after it (a ``[`` is not followed here: no level); into the arrays ``into``."""
+    np, a = steps.np, steps.arrays
     values, masks, codes, wordy = _level_tables(np)
-    first = (words & np.uint64(0xFF)).astype(np.intp)
-    code = codes[first]
-    same = (words & masks[first]) == values[first]
-    warning = (words & np.uint64((1 << 56) - 1)) == np.uint64(int.from_bytes(b"WARNING", "little"))
-    code += warning * (_CODE_OF_WARNING - WARN - 4 * 16)  # only WARN's first bytes start WARNING
-    length = (code >> 4).astype(np.uint64)
-    after = ((words >> (length << np.uint64(3))) & np.uint64(0xFF)).astype(np.intp)
-    long_words = np.flatnonzero(same & (length == 8))  # CRITICAL: the byte after it is past these eight
-    if len(long_words):
-        after[long_words] = steps.frame.bytes[positions[long_words] + 8]
-    return code & 15, same & ~wordy[after]
+    code, same = into
+    first = np.bitwise_and(words, np.uint64(0xFF), out=a.t0).view(np.intp)
+    np.take(codes, first, out=code, mode="clip")
+    masked = np.take(masks, first, out=a.t1, mode="clip")
+    masked &= words
+    np.equal(masked, np.take(values, first, out=a.t2, mode="clip"), out=same)
+    np.bitwise_and(words, np.uint64((1 << 56) - 1), out=masked)
+    warning = np.equal(masked, np.uint64(_WARNING_WORD), out=a.f3)
+    np.add(code, _CODE_OF_WARNING - WARN - 4 * 16, out=code, where=warning)  # only WARN's first bytes start WARNING
+    bits = np.right_shift(code, 4, out=a.t3i).view(np.uint64)
+    bits <<= np.uint64(3)  # the word's length in bits
+    after = np.right_shift(words, bits, out=a.t1)
+    after &= np.uint64(0xFF)
+    after = a.t1i
+    long_words = np.equal(bits, np.uint64(64), out=warning)  # CRITICAL: the byte after it is past these eight
+    long_words &= same
+    rows = np.flatnonzero(long_words)
+    if len(rows):
+        after[rows] = steps.frame.bytes[positions[rows] + 8]
+    code &= 15
+    bounded = np.take(wordy, after, out=a.f4, mode="clip")
+    same &= np.logical_not(bounded, out=bounded)
+    return code, same
 
 
-def _word_from(np: Any, words: list[Any], offset: int) -> Any:
-    """The eight bytes at a fixed ``offset`` of each line, from its consecutive words."""
+def _word_from(steps: Steps, words: tuple[Any, ...], offset: int, into: Any) -> Any:
+    """The eight bytes at a fixed ``offset`` of each line, from its consecutive words (into ``into``)."""
+    np = steps.np
     index, within = divmod(offset, 8)
     if not within:
         return words[index]
-    return (words[index] >> np.uint64(8 * within)) | (words[index + 1] << np.uint64(64 - 8 * within))
+    np.right_shift(words[index], np.uint64(8 * within), out=into)
+    into |= np.left_shift(words[index + 1], np.uint64(64 - 8 * within), out=steps.arrays.t5)
+    return into
 
 
 @functools.cache
@@ -173,26 +200,39 @@ def _lowest_bit(np: Any) -> Any:
     return table
 
 
-def _source_ends(steps: Steps, words: list[Any], first: int) -> tuple[Any, Any]:
+def _source_ends(steps: Steps, words: tuple[Any, ...], first: int) -> tuple[Any, Any]:
     """Where the source word starting at offset ``first`` of each line ends (the offset of the first byte at or
     below a space after it), and whether it starts with a byte above a space and ends within the window (15 or
     16 bytes). Each word's marks (a top bit per byte) are gathered into eight bits by one multiplication."""
-    np = steps.np
+    np, a = steps.np, steps.arrays
     index, within = divmod(first, 8)
     gather = np.uint64(0x0102040810204080)  # bit 8i + 7 of a mark word to bit 56 + i
-    marks: Any = None
+    marks, bits = a.t2, a.t3
     for step in range(3 if within > 1 else 2):
-        bits = ((steps.controls(words[index + step]) >> np.uint64(7)) * gather) >> np.uint64(56)
-        bits <<= np.uint64(8 * step)
-        marks = bits if marks is None else marks | bits
-    marks = ((marks >> np.uint64(within)) & np.uint64(0xFFFF)).astype(np.intp)
-    return _lowest_bit(np)[marks] + first, ((marks & 1) == 0) & (marks != 0)
+        into = marks if step == 0 else bits
+        steps.controls_into(words[index + step], into)
+        into >>= np.uint64(7)
+        into *= gather
+        into >>= np.uint64(56)
+        if step:
+            into <<= np.uint64(8 * step)
+            marks |= into
+    marks >>= np.uint64(within)
+    marks &= np.uint64(0xFFFF)
+    marks = a.t2i
+    ends = np.take(_lowest_bit(np), marks, out=a.ends, mode="clip")
+    ends += first
+    taken = np.not_equal(marks, 0, out=a.taken)
+    marks &= 1
+    taken &= np.equal(marks, 0, out=a.f1)
+    return ends, taken
 
 
 def read_in_layout(steps: Steps, starts: Any, want_errors: bool) -> InLayout | None:
     """The lines at ``starts`` that share the first line's layout, read by fixed offsets; None when the first
-    line has no time the arrays can read (the general steps take the whole pass)."""
-    np = steps.np
+    line has no time the arrays can read (the general steps take the whole pass). The arrays are the pass's
+    scratch arrays (``steps.arrays``): the next pass writes over them."""
+    np, a = steps.np, steps.arrays
     if not len(starts):
         return None
     classes, layout = _layout(steps, starts)
@@ -200,37 +240,60 @@ def read_in_layout(steps: Steps, starts: Any, want_errors: bool) -> InLayout | N
         return None
     width, dated = layout
     first = width + 1  # the source word's first byte
-    words = words_at(steps, starts, first // 8 + (3 if first % 8 > 1 else 2))
-    bad: Any = None
-    for index, must, expected, add, carry in _template_words(classes[:first]):  # the time and its blank
-        xor = words[index] ^ np.uint64(expected)
-        wrong = xor & np.uint64(must)
+    words = words_at(steps, starts, a.words[: first // 8 + (3 if first % 8 > 1 else 2)])
+    bad, xor, wrong = a.t4, a.t0, a.t1
+    for number, (index, must, expected, add, carry) in enumerate(_template_words(np, classes[:first])):
+        np.bitwise_xor(words[index], expected, out=xor)  # the time and its blank
+        into = bad if number == 0 else wrong
+        np.bitwise_and(xor, must, out=into)
         if add:
-            wrong |= (xor + np.uint64(add)) & np.uint64(carry)  # high nibbles already 0 where this matters
-        bad = wrong if bad is None else bad | wrong
+            xor += add
+            xor &= carry
+            into |= xor  # high nibbles already 0 where this matters
+        if number:
+            bad |= wrong
     ends, taken = _source_ends(steps, words, first)
-    taken &= bad == 0
+    taken &= np.equal(bad, 0, out=a.f1)
     ends += starts
-    after_source = steps.frame.bytes[ends]
-    taken &= (after_source == 0x20) | (after_source == 0x09)
-    at = ends + 1
-    level, is_level = level_of(steps, words_at(steps, at, 1)[0], at)
+    after_source = np.take(steps.frame.bytes, ends, out=a.after, mode="clip")
+    blank = np.equal(after_source, 0x20, out=a.f2)
+    blank |= np.equal(after_source, 0x09, out=a.f1)
+    taken &= blank
+    at = np.add(ends, 1, out=ends)
+    level, is_level = level_of(steps, words_at(steps, at, (a.level_word,))[0], at, (a.level, a.level_same))
     taken &= is_level
     could_err = None
     if want_errors:
-        source = _word_from(np, words, first)
-        direct, is_direct = level_of(steps, source, starts + first)
-        could_err = (level < ERROR_LEVELS) | (is_direct & (direct < ERROR_LEVELS))
-        could_err |= (source & np.uint64(0xFF)) == 0x5B  # a ``[`` before a level word in the first place: RE2 decides
-    when = _word_from(np, words, 11 if dated else 0)
+        source = _word_from(steps, words, first, a.source)
+        at = np.add(starts, first, out=at)
+        direct, is_direct = level_of(steps, source, at, (a.direct, a.direct_same))
+        could_err = np.less(level, ERROR_LEVELS, out=a.could_err)
+        is_direct &= np.less(direct, ERROR_LEVELS, out=a.f1)
+        could_err |= is_direct
+        # A ``[`` before a level word in the first place: RE2 decides.
+        could_err |= np.equal(np.bitwise_and(source, np.uint64(0xFF), out=a.t0), 0x5B, out=a.f1)
+    when = _word_from(steps, words, 11 if dated else 0, a.t2)
     # HH and MM as numbers: each pair's tens times ten plus its units lands in the pair's first byte.
-    digits = when & np.uint64(0x0000000F0F000F0F)
-    pairs = digits * np.uint64(10) + (digits >> np.uint64(8))
-    minute = ((pairs & np.uint64(0xFF)) * np.uint64(100) + ((pairs >> np.uint64(24)) & np.uint64(0xFF))).astype(np.intp)
+    digits = np.bitwise_and(when, np.uint64(0x0000000F0F000F0F), out=a.t0)
+    pairs = np.multiply(digits, np.uint64(10), out=a.t1)
+    digits >>= np.uint64(8)
+    pairs += digits
+    minute = np.bitwise_and(pairs, np.uint64(0xFF), out=a.t4)
+    minute *= np.uint64(100)
+    pairs >>= np.uint64(24)
+    pairs &= np.uint64(0xFF)
+    minute += pairs
+    day = a.t5  # after the last use of ``_word_from`` (its temporary)
     if dated:
         w0, w1 = words[0], words[1]
-        day = (w0 & np.uint64(0x000F0F000F0F0F0F)) | ((w1 & np.uint64(0x0F)) << np.uint64(32))
-        day |= ((w1 & np.uint64(0x0F00)) << np.uint64(48)) | np.uint64(1 << 63)
+        np.bitwise_and(w0, np.uint64(0x000F0F000F0F0F0F), out=day)
+        part = np.bitwise_and(w1, np.uint64(0x0F), out=a.t0)
+        part <<= np.uint64(32)
+        day |= part
+        np.bitwise_and(w1, np.uint64(0x0F00), out=part)
+        part <<= np.uint64(48)
+        day |= part
+        day |= np.uint64(1 << 63)
     else:
-        day = np.zeros(len(starts), dtype=np.uint64)
-    return InLayout(taken, level, minute, day, could_err)
+        day.fill(0)
+    return InLayout(taken, level, a.t4i, day, could_err)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from incident_desk.core.timeline_layout import ERROR_LEVELS, LEVEL_WORDS, WARN, WARNING, read_in_layout
 from incident_desk.core.timeline_lines import line_slices
+from incident_desk.core.timeline_scratch import PassArrays, Scratch, Scratches
 
 if TYPE_CHECKING:
     from incident_desk.core.linear import LinearPattern
@@ -32,8 +33,11 @@ PAD = 512  # newlines after the data: every look past a line start stays inside 
 _RUN_LIMIT = 64  # bytes followed in one run of blanks or one source word before RE2 takes the line
 _HASH = 69  # ((first four bytes * _HASH) mod 2**32) >> 29 tells the seven four-byte prefixes apart
 _MINUTES = 10_000  # HH:MM as HH * 100 + MM, two digits each as the pattern reads them
-SLICE_BYTES = 896 * 1024  # bytes whose lines are found at once (some 14K lines of a service log)
-LINES_PER_PASS = 15 * 1024  # lines decided at once: per-line arrays under 128 KiB (glibc maps larger ones anew)
+SLICE_BYTES = 3 * 1024 * 1024  # bytes whose lines are found at once: a whole chunk (2 MiB) and the line it ends in
+# Lines decided at once: a 2 MiB chunk of a service log (some 32K lines) in one pass. Each numpy call costs about
+# a microsecond whatever its length, so longer passes cost less a line; the arrays are the thread's scratch
+# arrays (``timeline_scratch``), reused, so their size costs no page faults.
+LINES_PER_PASS = 32 * 1024
 
 
 def _np() -> Any:
@@ -111,8 +115,6 @@ class Frame:
         self.bytes: Any = np.frombuffer(self.buffer, dtype=np.uint8)
         self.words: Any = np.ndarray((len(self.buffer) - 7,), dtype="<u8", buffer=self.buffer, strides=(1,))
         self.aligned: Any = np.frombuffer(self.buffer, dtype="<u8", count=len(self.buffer) // 8)
-        # Where a slice's newlines are (a longer slice, from a longer line, gets its own).
-        self.marks: Any = np.frombuffer(mmap.mmap(-1, min(len(self.buffer), SLICE_BYTES) + 4096), dtype=np.bool_)
 
     def end_data(self, end: int) -> None:
         """Mark ``end`` as where the data stops: the bytes after it read as newlines."""
@@ -147,10 +149,12 @@ def _first_byte(marks: Any) -> Any:
 class _Kernel:
     """The array steps over one frame."""
 
-    def __init__(self, frame: Frame) -> None:
+    def __init__(self, frame: Frame, scratch: Scratch) -> None:
         self.np = _np()
         self.c = _constants()
         self.frame = frame
+        self.scratch = scratch
+        self.arrays = scratch.for_pass(0)  # the pass's arrays: set for each pass
 
     def at(self, positions: Any) -> Any:
         return self.frame.words[positions]
@@ -174,6 +178,16 @@ class _Kernel:
         """Top bit set in every byte at or below a space."""
         c = self.c
         return ~(((words & c["low7"]) + c["above_space"]) | words) & c["high"]
+
+    def controls_into(self, words: Any, out: Any) -> Any:
+        """``controls``, written into ``out``."""
+        np, c = self.np, self.c
+        np.bitwise_and(words, c["low7"], out=out)
+        out += c["above_space"]
+        out |= words
+        np.invert(out, out=out)
+        out &= c["high"]
+        return out
 
     def fits(self, words: Any, template: bytes) -> Any:
         """Whether each word starts with ``template``: ``d`` an ASCII digit, any other byte itself."""
@@ -362,26 +376,33 @@ def _day_text(key: int) -> bytes:
     return f"{year}-{nibbles[5]}{nibbles[6]}-{nibbles[4]}{nibbles[7]}".encode()
 
 
-def _tally(level: Any, minute: Any, day: Any, found: Counter[Key], tallies: list[Tally]) -> None:
+def _tally(level: Any, minute: Any, day: Any, found: Counter[Key], tallies: list[Tally], arrays: PassArrays) -> int:
     """Counts per (day, minute, level) of the lines with a level: one array of counts per slot where the pass
-    holds one day (the common case, no Python per minute), else into ``found`` by key."""
-    np = _np()
-    rows = np.flatnonzero(level >= 0)
-    if not len(rows):
-        return
-    if len(rows) < len(level):
-        level, minute, day = level[rows], minute[rows], day[rows]
-    slot = minute * 8 + level
+    holds one day (the common case, no Python per minute), else into ``found`` by key. Returns those lines."""
+    np, a = _np(), arrays
+    with_level = np.greater_equal(level, 0, out=a.with_level)
+    count = int(np.count_nonzero(with_level))
+    if not count:
+        return 0
+    if count < len(level):
+        rows = np.flatnonzero(with_level)
+        level = np.take(level, rows, out=a.tally_level[:count], mode="clip")
+        minute = np.take(minute, rows, out=a.tally_minute[:count], mode="clip")
+        day = np.take(day, rows, out=a.tally_day[:count], mode="clip")
+    slot = np.multiply(minute, 8, out=a.t0i[:count])
+    slot += level
     if day.min() == day.max():
         lowest = int(slot.min())
-        tallies.append((_day_text(int(day[0])), lowest, np.bincount(slot - lowest)))  # bins: the pass's span
-        return
+        slot -= lowest
+        tallies.append((_day_text(int(day[0])), lowest, np.bincount(slot)))  # bins: the pass's span
+        return count
     unique_days, which = np.unique(day, return_inverse=True)
     keys, counts = np.unique(which.reshape(-1) * (_MINUTES * 8) + slot, return_counts=True)
     day_texts = [_day_text(int(key)) for key in unique_days.tolist()]
     for key, count in zip(keys.tolist(), counts.tolist(), strict=True):
         day_index, rest = divmod(key, _MINUTES * 8)
         found[(day_texts[day_index], minute_text(rest >> 3), LEVEL_WORDS[rest & 7])] += count
+    return len(level)
 
 
 def _read_alone(frame: Frame, start: int, line: LinearPattern, found: Counter[Key]) -> int:
@@ -399,9 +420,10 @@ def _parse(kernel: _Kernel, starts: Any, want_errors: bool) -> tuple[Any, Any, A
     laid = read_in_layout(kernel, starts, want_errors)
     if laid is None:
         return kernel.parse(starts, want_errors)
-    undecided = np.zeros(len(starts), dtype=np.bool_)
+    undecided = kernel.arrays.undecided
+    undecided.fill(False)
     could_err = laid.could_err if want_errors else np.zeros(0, dtype=np.bool_)
-    rest = np.flatnonzero(~laid.taken)
+    rest = np.flatnonzero(np.logical_not(laid.taken, out=kernel.arrays.not_taken))
     if len(rest):
         level, minute, day, undecided[rest], odd_err = kernel.parse(starts[rest], want_errors)
         laid.level[rest], laid.minute[rest], laid.day[rest] = level, minute, day
@@ -418,27 +440,30 @@ def levels_in(
     want_errors: bool,
     slice_bytes: int = SLICE_BYTES,
     lines_per_pass: int = LINES_PER_PASS,
+    scratches: Scratches | None = None,
 ) -> ChunkLevels:
     """The counts of the lines of ``frame.buffer[:size]`` (a newline, then whole lines), as ``line.finditer``
     would find them line by line; with ``want_errors``, the starts of the lines that may hold an error. The lines
-    are taken ``slice_bytes`` at a time (then ``lines_per_pass`` at a time), which bounds every per-line array."""
+    are taken ``slice_bytes`` at a time (then ``lines_per_pass`` at a time), which bounds every per-line array.
+    ``scratches``: the scan's scratch arrays (this thread takes its own set; default: a set for this chunk)."""
     np = _np()
-    kernel = _Kernel(frame)
+    scratch = (scratches or Scratches()).mine()
+    kernel = _Kernel(frame, scratch)
     found: Counter[Key] = Counter()
     tallies: list[Tally] = []
     parsed = lines = 0
     error_starts: list[Any] = []
     error_lines: list[Any] = []
-    for starts in line_slices(frame, size, slice_bytes):
+    for starts in line_slices(frame, size, slice_bytes, scratch):
         for begin in range(0, len(starts), lines_per_pass):
             part = starts[begin : begin + lines_per_pass]
+            kernel.arrays = scratch.for_pass(len(part))
             level, minute, day, undecided, could_err = _parse(kernel, part, want_errors)
-            _tally(level, minute, day, found, tallies)
-            parsed += int(np.count_nonzero(level >= 0))
+            parsed += _tally(level, minute, day, found, tallies, kernel.arrays)
             for row in np.flatnonzero(undecided).tolist():
                 parsed += _read_alone(frame, int(part[row]), line, found)
             if want_errors:
-                candidates = np.flatnonzero(could_err | undecided)
+                candidates = np.flatnonzero(np.logical_or(could_err, undecided, out=kernel.arrays.candidates))
                 error_starts.append(part[candidates])
                 error_lines.append(candidates + (lines + begin))
         lines += len(starts)
