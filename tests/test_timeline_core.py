@@ -72,11 +72,17 @@ def test_a_line_longer_than_the_carry_is_skipped_whole_not_parsed_from_its_middl
     assert scan.scanned_bytes == len(data)
 
 
-def test_stops_at_the_time_budget_and_says_how_far_it_read() -> None:
+def test_stops_at_the_time_budget_after_its_first_chunk_and_says_how_far_it_read() -> None:
+    """A budget spent before the first chunk (the first pass of a loaded desk loads numpy, its patterns and a
+    thread) still counts that chunk: an answer of nothing would be the same when asked again."""
     data = b"10:00:00 a INFO x\n" * 200_000
     scan = timeline.scan_levels(io.BytesIO(data), anchor=DAY, time_budget=0.0)
     assert scan.stopped == "time budget"
-    assert scan.scanned_bytes == 0 and scan.minutes == []
+    line = len(b"10:00:00 a INFO x\n")
+    assert scan.scanned_bytes == timeline.CHUNK_BYTES // line * line, "the chunk's whole lines"
+    assert [(m.info, m.error) for m in scan.minutes] == [(scan.scanned_lines, 0)]
+    resumed = timeline.scan_levels(io.BytesIO(data), anchor=DAY, time_budget=0.0, resume=scan.resume)
+    assert resumed.scanned_bytes == len(data), "asked again, it moves on: the rest is one more chunk"
 
 
 def test_stops_at_the_minute_limit_before_holding_more_minutes() -> None:

@@ -41,14 +41,17 @@ class ScanBudget:
         deadline = math.inf if time_budget is None else time.monotonic() + time_budget
         return cls(deadline=deadline, max_bytes=byte_budget, cancelled=cancelled)
 
-    def stop_reason(self, scanned_bytes: int, *, out_of_bytes: bool = False) -> StopReason | None:
+    def stop_reason(self, scanned_bytes: int, *, out_of_bytes: bool = False, moved: bool = True) -> StopReason | None:
         """Why the scan must stop now, having read ``scanned_bytes``, or None to go on.
 
         Cancellation first (the caller has gone), then the deadline, then bytes. ``out_of_bytes``: the scan's next
-        step would take it past its byte budget, though it has not reached it yet.
+        step would take it past its byte budget, though it has not reached it yet. A scan that has not ``moved``
+        yet stops only when cancelled.
         """
         if self.cancelled is not None and self.cancelled.is_set():
             return "cancelled"
+        if not moved:
+            return None
         if time.monotonic() >= self.deadline:
             return "time budget"
         if out_of_bytes or scanned_bytes >= self.max_bytes:

@@ -229,9 +229,13 @@ def scan_levels(
         workers=workers,
         lines_per_pass=lines_per_pass,
     )
+    started_at = scanned_bytes
     try:
         while True:
-            out_of_budget = budget.stop_reason(scanned_bytes)
+            # Only once the pass has moved, as a search does: the first pass of a desk loads numpy, the patterns
+            # and a thread, which on a loaded machine can take the whole budget, and a pass that counted nothing
+            # would answer the same when asked again.
+            out_of_budget = budget.stop_reason(scanned_bytes, moved=scanned_bytes > started_at)
             if out_of_budget is not None:
                 stopped = out_of_budget
                 break
