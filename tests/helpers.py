@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import gc
+import itertools
 import os
 import socket
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -69,17 +70,20 @@ def synthetic_incidents(root: Path, count: int) -> Path:
 
 
 @asynccontextmanager
-async def pinging(client: Client) -> AsyncIterator[list[float]]:
-    """Ping every 20 ms while the body runs; yields each ping's latency. The test process's own garbage
-    collection is held off meanwhile: its pauses are not the desk's."""
+async def pinging(
+    client: Client, *, asks: Sequence[Callable[[], Awaitable[object]]] = (), every: float = 0.02
+) -> AsyncIterator[list[float]]:
+    """Ping every ``every`` seconds while the body runs (or make the ``asks`` in turn); yields each answer's
+    latency. The test process's own garbage collection is held off meanwhile: its pauses are not the desk's."""
     latencies: list[float] = []
+    turns = itertools.cycle(asks or (client.send_ping,))
 
     async def probe() -> None:
-        while True:
+        for ask in turns:
             began = time.perf_counter()
-            await client.send_ping()
+            await ask()
             latencies.append(time.perf_counter() - began)
-            await anyio.sleep(0.02)
+            await anyio.sleep(every)
 
     gc.disable()
     try:

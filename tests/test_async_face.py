@@ -16,7 +16,7 @@ import pytest
 from incident_desk.core.incidents import DataFolder, Listing
 from incident_desk.server import build_server
 from tests.faulty_neighbour import faulty_neighbour
-from tests.helpers import ROOT, AppFactory, connect, synthetic_incidents, text_of
+from tests.helpers import ROOT, AppFactory, connect, pinging, synthetic_incidents, text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -68,30 +68,19 @@ async def test_the_timeline_looks_at_ten_thousand_incidents_off_the_loop(
             number += 1
             time.sleep(0.01)
 
-    latencies: list[float] = []
     async with connect(build_server(app), "legacy") as client:
         await client.call_tool("show_incident_timeline", {"incidentId": "INC-1"})  # features and readers loaded
         looked_from.clear()
         thread = threading.Thread(target=writer, daemon=True)
         thread.start()
         try:
-            async with anyio.create_task_group() as group:
-
-                async def ping() -> None:
-                    while True:
-                        began = time.perf_counter()
-                        await client.send_ping()
-                        latencies.append(time.perf_counter() - began)
-                        await anyio.sleep(0.02)
-
-                group.start_soon(ping)
+            async with pinging(client) as latencies:
                 ends = time.perf_counter() + 3  # three seconds of timelines: a few fresh looks at the directory
                 number = 0
                 while time.perf_counter() < ends:
                     shown = await client.call_tool("show_incident_timeline", {"incidentId": f"INC-{number}"})
                     assert not shown.is_error, text_of(shown)
                     number += 1
-                group.cancel_scope.cancel()
         finally:
             writing.set()
             thread.join()

@@ -5,21 +5,20 @@ down, hangs or drips gives a named failure within its deadline while the desk ke
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-import anyio
 import pytest
 from mcp import Client
 
 from incident_desk.server import build_server
 from tests.alertmanager import alert, needs_alertmanager, running_alertmanager
 from tests.faulty_neighbour import Fault, faulty_neighbour
-from tests.helpers import AppFactory, connect, free_port, text_of
+from tests.helpers import AppFactory, connect, free_port, pinging, text_of
 from tests.prometheus import Prometheus, Sample, needs_prometheus, openmetrics, running_prometheus
 
 pytestmark = pytest.mark.anyio
@@ -205,38 +204,19 @@ async def test_prometheus_down_or_slow_is_a_named_bounded_failure(
 ) -> None:
     with _neighbour(fault) as url:
         app = make_app(data_dir=incident_desk(tmp_path / "desk"), services=metrics_config(url, timeout_seconds=1.5))
-        async with connect(build_server(app), era) as client, pinging(client, era) as latencies:
-            began = time.monotonic()
-            result = await client.call_tool("query_incident_metrics", {"incidentId": "INC-7001"})
-            took = time.monotonic() - began
+        async with connect(build_server(app), era) as client:
+            # Something trivial: a ping where the era has one, else the tool list.
+            ask = client.send_ping if era == "legacy" else client.list_tools
+            async with pinging(client, asks=(ask,)) as latencies:
+                began = time.monotonic()
+                result = await client.call_tool("query_incident_metrics", {"incidentId": "INC-7001"})
+                took = time.monotonic() - began
     assert result.is_error
     reason = "cannot be reached: connection refused" if fault == "down" else "did not answer within 1.5s"
     assert text_of(result) == f"prometheus for {SERVICE} at {url} {reason}"
     assert took < 5, f"{fault}: the call took {took:.1f}s"
     assert latencies, "the pings did not run"
     assert max(latencies) < PING_WITHIN, f"{fault}: slowest ping {max(latencies):.2f}s"
-
-
-@asynccontextmanager
-async def pinging(client: Client, era: str) -> AsyncIterator[list[float]]:
-    """Ask something trivial every 20 ms while the body runs (a ping where the era has one, else the tool list);
-    yields each answer's latency."""
-    latencies: list[float] = []
-
-    async def probe() -> None:
-        while True:
-            began = time.perf_counter()
-            if era == "legacy":
-                await client.send_ping()
-            else:
-                await client.list_tools()
-            latencies.append(time.perf_counter() - began)
-            await anyio.sleep(0.02)
-
-    async with anyio.create_task_group() as group:
-        group.start_soon(probe)
-        yield latencies
-        group.cancel_scope.cancel()
 
 
 def _neighbour(fault: str) -> Any:

@@ -153,13 +153,15 @@ def _search_all(
     return found
 
 
-@pytest.fixture(params=["large reads", "small reads"])
+@pytest.fixture(params=["large reads", "small reads by the scan", "small reads by two workers"])
 def read_size(request: pytest.FixtureRequest) -> SearchSizes:
-    """Small reads, windows and index pieces put their boundaries, and huge lines, all through the corpus."""
-    if request.param == "small reads":
-        # Runs indexed in several pieces each.
-        return SearchSizes(read_bytes=16 * 1024, first_window=1024, min_window=512, index_piece=2 * ROW)
-    return SearchSizes()
+    """Small reads, windows and index pieces put their boundaries, and huge lines, all through the corpus; small
+    stretches are read by the scan itself or by the parallel reader's two workers."""
+    if request.param == "large reads":
+        return SearchSizes()
+    workers = 2 if request.param.endswith("two workers") else 0
+    # Runs indexed in several pieces each.
+    return SearchSizes(read_bytes=16 * 1024, first_window=1024, min_window=512, index_piece=2 * ROW, workers=workers)
 
 
 def test_the_corpus_has_at_least_30_patterns_of_each_kind() -> None:

@@ -2,8 +2,9 @@
 
 A log is cut into fixed stretches, each run starting at the first line that starts in its stretch; where that
 fails (a line longer than a buffer's slack, a stretch no line starts in) the bytes between are read line by line.
-Every corpus pattern, both reading modes, and logs built to put long lines across every stretch boundary must give
-what the reference does: same lines, numbers and cursors.
+Every corpus pattern in both reading modes is checked in test_search_corpus (its ``read_size`` fixture); here, logs
+built to put long lines across every stretch boundary must give what the reference does: same lines, numbers and
+cursors.
 """
 
 from __future__ import annotations
@@ -15,26 +16,11 @@ from pathlib import Path
 import pytest
 
 from incident_desk.core import log_parallel, log_runs, log_search
-from incident_desk.core.log_runs import ROW, Run
+from incident_desk.core.log_runs import Run
 from incident_desk.core.log_search import SearchSizes, search
 from incident_desk.core.pattern import compile_pattern
 from incident_desk.core.redact import SECRETS
-from tests.test_search_corpus import PATTERNS, _corpus, _reference, _search_all
-
-SMALL = {"read_bytes": 16 * 1024, "first_window": 1024, "min_window": 512, "index_piece": 2 * ROW}
-
-
-@pytest.mark.parametrize("workers", [0, 2], ids=["by the scan", "by two workers"])
-@pytest.mark.parametrize("redacting", [True, False], ids=["redacted", "raw"])
-@pytest.mark.parametrize(("pattern", "ignore_case"), PATTERNS, ids=[p for p, _ in PATTERNS])
-def test_each_reading_mode_returns_what_the_reference_does(
-    tmp_path: Path, pattern: str, ignore_case: bool, redacting: bool, workers: int
-) -> None:
-    log = _corpus(tmp_path / "log.txt")
-    expected = _reference(log, pattern, ignore_case, redacting)
-    sizes = SearchSizes(**SMALL, workers=workers)
-    assert _search_all(log, pattern, ignore_case, redacting, limit=1000, sizes=sizes) == expected
-    assert _search_all(log, pattern, ignore_case, redacting, limit=7, sizes=sizes) == expected
+from tests.test_search_corpus import _reference, _search_all
 
 
 def _stretchy_log(path: Path, read_bytes: int) -> Path:

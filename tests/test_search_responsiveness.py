@@ -8,12 +8,9 @@ runs to its time budget the same way. A cancelled search stops scanning within 1
 
 from __future__ import annotations
 
-import gc
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +21,7 @@ from mcp import Client, StdioServerParameters
 from incident_desk.core import log_search, logfile
 from incident_desk.core.pattern import compile_pattern
 from incident_desk.core.redact import SECRETS
-from tests.helpers import ROOT, AppFactory, child_env, connect
+from tests.helpers import ROOT, AppFactory, child_env, connect, pinging
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timing]
 
@@ -69,34 +66,10 @@ def crafted_desk(tmp_path: Path) -> Path:
     return make_desk(tmp_path / "desk", {incident: line for incident, (_pattern, line) in cases().items()})
 
 
-@asynccontextmanager
-async def watching(client: Client) -> AsyncIterator[list[float]]:
-    """Ping and call list_incidents every 10 ms while the body runs; yields each answer's latency."""
-    latencies: list[float] = []
-
-    async def probe() -> None:
-        calls: list[Callable[[], Awaitable[Any]]] = [client.send_ping, lambda: client.call_tool("list_incidents", {})]
-        turn = 0
-        while True:
-            began = time.perf_counter()
-            await calls[turn % 2]()
-            latencies.append(time.perf_counter() - began)
-            turn += 1
-            await anyio.sleep(0.01)
-
-    # The client's own garbage collection (a big pytest process) can pause it longer than the desk ever does.
-    gc.disable()
-    try:
-        async with anyio.create_task_group() as group:
-            group.start_soon(probe)
-            yield latencies
-            group.cancel_scope.cancel()
-    finally:
-        gc.enable()
-
-
 async def search_while_watched(client: Client, incident_id: str, pattern: str) -> tuple[Any, float, list[float]]:
-    async with watching(client) as latencies:
+    # A ping and a list_incidents call in turn, every 10 ms.
+    asks = (client.send_ping, lambda: client.call_tool("list_incidents", {}))
+    async with pinging(client, asks=asks, every=0.01) as latencies:
         await anyio.sleep(0.1)  # the probe is running before the search starts
         began = time.perf_counter()
         result = await client.call_tool("search_incident_log", {"incidentId": incident_id, "pattern": pattern})

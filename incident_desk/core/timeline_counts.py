@@ -12,9 +12,7 @@ from collections import Counter
 from typing import Any
 
 from incident_desk.core.timeline_layout import LEVEL_WORDS
-from incident_desk.core.timeline_scan import ChunkLevels, Key, minute_text
-
-_MINUTES = 10_000  # HH * 100 + MM
+from incident_desk.core.timeline_scan import MINUTE_CODES, ChunkLevels, Key, minute_text
 
 
 def _np() -> Any:
@@ -54,7 +52,7 @@ class MinuteCounts:
         self.by_key.update(found.counts)
         for day, lowest, counts in found.tallies:
             if day not in self.seen:
-                self.seen[day] = np.zeros(_MINUTES, dtype=np.bool_)
+                self.seen[day] = np.zeros(MINUTE_CODES, dtype=np.bool_)
             self.seen[day][(np.flatnonzero(counts) + lowest) >> 3] = True
             start, window = self.windows.get(day, (lowest, None))
             if window is None:

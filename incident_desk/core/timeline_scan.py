@@ -32,7 +32,7 @@ Key = tuple[bytes, bytes, bytes]
 PAD = 512  # newlines after the data: every look past a line start stays inside the buffer and stops at a newline
 _RUN_LIMIT = 64  # bytes followed in one run of blanks or one source word before RE2 takes the line
 _HASH = 69  # ((first four bytes * _HASH) mod 2**32) >> 29 tells the seven four-byte prefixes apart
-_MINUTES = 10_000  # HH:MM as HH * 100 + MM, two digits each as the pattern reads them
+MINUTE_CODES = 10_000  # HH:MM as HH * 100 + MM, two digits each as the pattern reads them
 SLICE_BYTES = 3 * 1024 * 1024  # bytes whose lines are found at once: a whole chunk (2 MiB) and the line it ends in
 # Lines decided at once: a 2 MiB chunk of a service log (some 32K lines) in one pass. Each numpy call costs about
 # a microsecond whatever its length, so longer passes cost less a line; the arrays are the thread's scratch
@@ -397,10 +397,10 @@ def _tally(level: Any, minute: Any, day: Any, found: Counter[Key], tallies: list
         tallies.append((_day_text(int(day[0])), lowest, np.bincount(slot)))  # bins: the pass's span
         return count
     unique_days, which = np.unique(day, return_inverse=True)
-    keys, counts = np.unique(which.reshape(-1) * (_MINUTES * 8) + slot, return_counts=True)
+    keys, counts = np.unique(which.reshape(-1) * (MINUTE_CODES * 8) + slot, return_counts=True)
     day_texts = [_day_text(int(key)) for key in unique_days.tolist()]
     for key, count in zip(keys.tolist(), counts.tolist(), strict=True):
-        day_index, rest = divmod(key, _MINUTES * 8)
+        day_index, rest = divmod(key, MINUTE_CODES * 8)
         found[(day_texts[day_index], minute_text(rest >> 3), LEVEL_WORDS[rest & 7])] += count
     return len(level)
 
