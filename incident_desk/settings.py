@@ -88,6 +88,13 @@ class Settings(BaseSettings):
     search_time_budget_seconds: float = Field(
         default=2.0, gt=0, le=60, description="Wall-clock time one search_incident_log call may scan before it pages."
     )
+    timeline_processes: int | None = Field(
+        default=None,
+        ge=0,
+        le=8,
+        description="Helper processes that count a log of 64 MiB or more for show_incident_timeline, a stretch each; "
+        "0 counts in the desk's own process; unset: one per core, at most two (none on Windows).",
+    )
     log_level: Literal["debug", "info", "warning", "error"] = Field(
         default="info", description="Threshold of the desk's own log on stderr."
     )

@@ -4,7 +4,11 @@ An absolute import, because PyInstaller runs this file as ``__main__`` outside a
 printed here: in stdio mode stdout carries only protocol messages.
 """
 
+import multiprocessing
+
 from incident_desk.cli import main
 
 if __name__ == "__main__":
+    # The timeline's helper processes are this executable started again: this line makes them helpers.
+    multiprocessing.freeze_support()
     raise SystemExit(main())

@@ -20,17 +20,18 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
-from functools import cache
 from typing import TYPE_CHECKING, Any, BinaryIO, Literal
 
 from incident_desk.core.audit import Decision
 from incident_desk.core.scan_budget import SCAN_BUDGET_BYTES, ScanBudget, StopReason
-from incident_desk.core.timeline_chunks import Skipped, counted_chunks
+from incident_desk.core.timeline_chunks import Skipped, counted_chunks, first_error_line
 from incident_desk.core.timeline_counts import MinuteCounts
+from incident_desk.core.timeline_patterns import patterns as _patterns
+from incident_desk.core.timeline_processes import STRETCH_BYTES, default_processes, stretch_counts
 from incident_desk.core.timeline_scan import LINES_PER_PASS
 
 if TYPE_CHECKING:
-    from incident_desk.core.linear import LinearPattern
+    pass
 
 LEVELS = ("error", "warn", "info", "debug")
 Level = Literal["error", "warn", "info", "debug"]
@@ -53,26 +54,6 @@ _LEVEL_OF = {
     b"DEBUG": "debug",
     b"TRACE": "debug",
 }
-# Each pattern starts with a literal newline (the scan puts one before each chunk), so a match starts only at a
-# line's start. Log content may be hostile: the patterns run on RE2 (linear time), compiled on the first scan so
-# that starting the desk does not load it.
-_LINE_SOURCE = (
-    rb"\n(?:(\d{4}-\d\d-\d\d)[T ])?(\d\d:\d\d):\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?[ \t]+(?:\S+[ \t]+)?"
-    rb"\[?(ERROR|FATAL|CRITICAL|WARNING|WARN|INFO|DEBUG|TRACE)\b"
-)
-_FIRST_ERROR_SOURCE = (
-    rb"\n(?:(\d{4}-\d\d-\d\d)[T ])?(\d\d:\d\d):(\d\d)(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?[ \t]+(?:\S+[ \t]+)?"
-    rb"\[?(?:ERROR|FATAL|CRITICAL)\b[^\n]*"
-)
-
-
-@cache
-def _patterns() -> tuple[LinearPattern, LinearPattern]:
-    from incident_desk.core.linear import LinearPattern
-
-    return LinearPattern(_LINE_SOURCE), LinearPattern(_FIRST_ERROR_SOURCE)
-
-
 Redactor = Callable[[str], str]
 
 
@@ -168,6 +149,28 @@ def _minute_start(day: bytes, hour_minute: bytes, anchor: date) -> datetime | No
         return None
 
 
+def _on_disk(handle: BinaryIO) -> bool:
+    """Whether the handle is an open file helpers can be given (a test's BytesIO is not)."""
+    try:
+        handle.fileno()
+    except (OSError, ValueError, AttributeError):
+        return False
+    return True
+
+
+def _last_line_end(handle: BinaryIO, total: int) -> int:
+    """Where the log's last newline ends (a line start); 0 when none is within the last line a scan would hold."""
+    end = total
+    while end > max(0, total - MAX_CARRY_BYTES):
+        start = max(0, end - 64 * 1024)
+        handle.seek(start)
+        newline = handle.read(end - start).rfind(b"\n")
+        if newline >= 0:
+            return start + newline + 1
+        end = start
+    return 0
+
+
 def _resume(
     handle: BinaryIO,
     offset: int,
@@ -194,6 +197,8 @@ def scan_levels(
     pause_seconds: float = PAUSE_SECONDS,
     workers: int | None = None,
     lines_per_pass: int = LINES_PER_PASS,
+    processes: int | None = None,
+    stretch_bytes: int = STRETCH_BYTES,
 ) -> LevelScan:
     """Count the log's lines per minute and level from its start, until its end or a budget; find the first error.
 
@@ -201,6 +206,8 @@ def scan_levels(
     ``resume``: a previous pass's ``resume`` over this log; used if the log still holds the bytes it counted.
     ``chunk_bytes``: read and counted at a time; a line longer than ``max_carry_bytes`` counts as unparsed.
     ``workers`` (threads counting chunks) and ``lines_per_pass`` (lines decided at once) are the kernel's sizes.
+    ``processes``: helper processes that count a log of two ``stretch_bytes`` or more, a stretch each (default
+    ``timeline_processes.default_processes()``; 0: this process counts alone).
     """
     budget = ScanBudget.starting_now(time_budget=time_budget, byte_budget=byte_budget, cancelled=cancelled)
     line_pattern, first_error_pattern = _patterns()
@@ -218,6 +225,48 @@ def scan_levels(
     # The last point at which every line read so far was whole and counted, and its counts (None: as they are now).
     latest = (resume.offset, resume.lines, resume.parsed, resume.first_error) if resume else None
     latest_counts: dict[tuple[bytes, bytes, bytes], int] | None = None
+    started_at = scanned_bytes
+
+    def moved_and_out_of_budget() -> StopReason | None:
+        # Only once the pass has moved, as a search does: the first pass of a desk loads numpy, the patterns
+        # and a thread (or starts its helpers), which on a loaded machine can take the whole budget, and a pass
+        # that counted nothing would answer the same when asked again.
+        return budget.stop_reason(scanned_bytes, moved=scanned_bytes > started_at)
+
+    processes = default_processes() if processes is None else processes
+    big = processes and total - scanned_bytes >= 2 * stretch_bytes and _on_disk(handle)
+    helped_until = _last_line_end(handle, total) if big else 0
+    if helped_until > scanned_bytes and moved_and_out_of_budget() is None:
+        stretches = stretch_counts(
+            handle,
+            scanned_bytes,
+            helped_until,
+            processes=processes,
+            want_errors=lambda: first_error_place is None,
+            should_stop=lambda: moved_and_out_of_budget() is not None,
+            chunk=chunk_bytes,
+            max_carry=max_carry_bytes,
+            stretch_bytes=stretch_bytes,
+        )
+        try:
+            for stretch in stretches:
+                if moved_and_out_of_budget() is not None:
+                    break
+                fresh = {(day, hour_minute) for day, hour_minute, _ in stretch.counts} - minutes_seen
+                if not stretch.whole or stretch.begin != scanned_bytes or len(minutes_seen | fresh) > max_minutes:
+                    break  # the log changed under the helpers, or the minute limit falls inside: counted here
+                minutes_seen |= fresh
+                counts.add_counts(stretch.counts)
+                if first_error_place is None and stretch.first_error is not None:
+                    index, offset = stretch.first_error
+                    first_error_place = (scanned_lines + index + 1, offset)
+                    first_error = _first_error_at(handle, *first_error_place, anchor, redactor)
+                scanned_lines += stretch.lines
+                parsed_lines += stretch.parsed
+                scanned_bytes = stretch.end
+                latest, latest_counts = (scanned_bytes, scanned_lines, parsed_lines, first_error_place), None
+        finally:
+            stretches.close()
     handle.seek(scanned_bytes)
     stopped: StopReason = "end of log"
     chunks = counted_chunks(
@@ -229,13 +278,9 @@ def scan_levels(
         workers=workers,
         lines_per_pass=lines_per_pass,
     )
-    started_at = scanned_bytes
     try:
         while True:
-            # Only once the pass has moved, as a search does: the first pass of a desk loads numpy, the patterns
-            # and a thread, which on a loaded machine can take the whole budget, and a pass that counted nothing
-            # would answer the same when asked again.
-            out_of_budget = budget.stop_reason(scanned_bytes, moved=scanned_bytes > started_at)
+            out_of_budget = moved_and_out_of_budget()
             if out_of_budget is not None:
                 stopped = out_of_budget
                 break
@@ -246,7 +291,7 @@ def scan_levels(
                 scanned_bytes += event.bytes
                 scanned_lines += event.lines
                 continue
-            found, buffer = event.levels, event.frame.buffer
+            found = event.levels
             fresh = counts.fresh_minutes(found)
             seen = minutes_seen | fresh if fresh else minutes_seen
             if len(seen) > max_minutes:
@@ -256,15 +301,12 @@ def scan_levels(
             if not event.whole:
                 latest_counts = counts.as_dict()
             counts.add(found)
-            if first_error_place is None:
-                for start, index in zip(found.error_starts.tolist(), found.error_lines.tolist(), strict=True):
-                    framed_line = bytes(buffer[start - 1 : buffer.find(b"\n", start)])
-                    hit = first_error_pattern.search(framed_line)
-                    if hit is not None:
-                        line = scanned_lines + index + 1
-                        first_error_place = (line, scanned_bytes + start - 1)
-                        first_error = _first_error(framed_line, hit, line, anchor, redactor)
-                        break
+            first = first_error_line(event, first_error_pattern) if first_error_place is None else None
+            if first is not None:
+                index, offset, framed_line, hit = first
+                line = scanned_lines + index + 1
+                first_error_place = (line, scanned_bytes + offset)
+                first_error = _first_error(framed_line, hit, line, anchor, redactor)
             scanned_lines += found.lines
             parsed_lines += found.parsed
             scanned_bytes += event.size - 1

@@ -11,7 +11,8 @@ from collections import deque
 from collections.abc import Callable, Generator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, BinaryIO
+from functools import partial
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from incident_desk.core.timeline_scan import LINES_PER_PASS, ChunkLevels, Frame, levels_in
 from incident_desk.core.timeline_scratch import Scratches
@@ -45,6 +46,35 @@ class Counted:
     levels: ChunkLevels
 
 
+class ChunkBuffers:
+    """Frames and scratch arrays kept from one pass to the next by a caller that makes many (a helper process):
+    the same pages written again cost no page faults."""
+
+    def __init__(self) -> None:
+        self.scratches = Scratches()
+        self._frames: list[Frame] = []
+        self._capacity = 0
+
+    def frames(self, capacity: int, count: int) -> deque[Frame]:
+        if capacity != self._capacity:
+            self._frames, self._capacity = [], capacity
+        while len(self._frames) < count:
+            self._frames.append(Frame(capacity))
+        return deque(self._frames[:count])
+
+
+def first_error_line(event: Counted, pattern: LinearPattern) -> tuple[int, int, bytes, Any] | None:
+    """The chunk's first line that ``pattern`` (the first error's) matches: its index in the chunk, its offset in
+    the chunk (after the frame's leading newline), the line with a newline before it, and the match."""
+    buffer = event.frame.buffer
+    for start, index in zip(event.levels.error_starts.tolist(), event.levels.error_lines.tolist(), strict=True):
+        framed_line = bytes(buffer[start - 1 : buffer.find(b"\n", start)])
+        hit = pattern.search(framed_line)
+        if hit is not None:
+            return index, start - 1, framed_line, hit
+    return None
+
+
 def _read_into(handle: BinaryIO, into: memoryview) -> int:
     """Read into the scan's own buffer where the handle can."""
     readinto = getattr(handle, "readinto", None)
@@ -64,16 +94,19 @@ def counted_chunks(
     want_errors: Callable[[], bool],
     workers: int | None = None,
     lines_per_pass: int = LINES_PER_PASS,
+    buffers: ChunkBuffers | None = None,
 ) -> Generator[Skipped | Counted, None, None]:
     """The log from the handle's position on, chunk by chunk in order. Stop asking at any point: the work still
     under way (at most one chunk per worker, and one read ahead) is waited for and dropped, so the next pass never
     runs beside it and memory stays that of one pass. ``workers``: threads counting at once (default
-    ``WORKERS``); ``lines_per_pass``: lines the kernel decides at once."""
-    workers = workers or WORKERS
+    ``WORKERS``; 0: the caller's thread counts each chunk as it reads it); ``lines_per_pass``: lines the kernel
+    decides at once; ``buffers``: frames and scratch arrays to reuse (default: this pass's own)."""
+    workers = WORKERS if workers is None else workers
     in_flight = workers + 1  # one chunk more than the workers count: read while they count
-    frames = deque(Frame(max_carry + chunk) for _ in range(in_flight + 1))
-    pool = ThreadPoolExecutor(workers, thread_name_prefix="timeline")
-    scratches = Scratches()  # each worker's own arrays, written into pass after pass, dropped with this scan
+    kept = buffers or ChunkBuffers()
+    frames = kept.frames(max_carry + chunk, in_flight + 1)
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="timeline") if workers else None
+    scratches = kept.scratches  # each worker's own arrays, written into pass after pass
     # In log order: a skipped stretch, or a chunk's frame, size, wholeness and its counts (or their future).
     pending: deque[Skipped | tuple[Frame, int, bool, Future[ChunkLevels]]] = deque()
     frame = frames.popleft()
@@ -111,16 +144,20 @@ def counted_chunks(
                 else:
                     ended = True
                     break
-                errors = want_errors()
-                work = pool.submit(
+                count = partial(
                     levels_in,
                     frame,
                     size,
                     line,
-                    want_errors=errors,
+                    want_errors=want_errors(),
                     lines_per_pass=lines_per_pass,
                     scratches=scratches,
                 )
+                if pool is None:
+                    work: Future[ChunkLevels] = Future()
+                    work.set_result(count())
+                else:
+                    work = pool.submit(count)
                 pending.append((frame, size, bool(got), work))
                 following = frames.popleft()
                 held = end - size
@@ -137,4 +174,5 @@ def counted_chunks(
             yield Counted(done_frame, done_size, whole, done.result())
             frames.append(done_frame)
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)

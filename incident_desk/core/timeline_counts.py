@@ -43,6 +43,10 @@ class MinuteCounts:
             minutes.update((day, minute_text(minute)) for minute in fresh.tolist())
         return minutes
 
+    def add_counts(self, counts: dict[Key, int]) -> None:
+        """Counts already by key (a helper process's, for a stretch of the log)."""
+        self.by_key.update(counts)
+
     def minutes(self) -> set[tuple[bytes, bytes]]:
         """The (day, minute) pairs counted so far."""
         return {(day, hour_minute) for day, hour_minute, _ in self.as_dict()}

@@ -254,6 +254,7 @@ def extension(app: DeskApp) -> Apps:
             time_budget=app.settings.search_time_budget_seconds,
             redactor=app.redactor,
             cancelled=cancelled,
+            processes=app.settings.timeline_processes,
         )
         try:
             scan = await app.scan_log(incidentId, reader)

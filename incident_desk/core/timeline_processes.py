@@ -1,0 +1,328 @@
+"""A big log's timeline counted by helper processes, a stretch each, while the desk's own process merges the counts.
+
+Threads cannot share the counting: the kernel's numpy calls are short and two threads hand the interpreter lock to
+each other thousands of times a second (``timeline_chunks.WORKERS``). Processes each have their own lock and core.
+A helper gets the open log itself (its descriptor, over a pipe), never its path: a path opened again could lead to
+another file. It reads with ``pread`` (the shared offset of the caller's handle is left alone), counts the lines
+that start in its stretch with the same kernel and sends back per-minute counts, a few hundred numbers. The
+helpers start on the first big timeline (a second or so of a new interpreter loading numpy) and stay for the next;
+a helper that dies, hangs past its stretch or is busy with another scan costs only speed: the caller counts the
+rest itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import multiprocessing
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass
+from multiprocessing import reduction
+from multiprocessing.connection import Connection
+from typing import Any, BinaryIO
+
+import structlog
+
+from incident_desk.core.timeline_scan import Key
+
+STRETCH_BYTES = 32 * 1024 * 1024  # a helper's share at a time: some 50 ms of counting, so budgets stay close
+_FIND_LINE_BYTES = 64 * 1024  # read at a time while looking for a line's start
+# A stretch takes some 50 ms; a helper this much later is stopped or starved (the caller goes on without it).
+STRETCH_SECONDS = 10.0
+_WAIT_SECONDS = 0.02  # how often a caller waiting for a count looks at its budget
+_DRAIN_SECONDS = 2.0  # how long a helper may take to finish what a scan that stopped early had asked of it
+GIVE_UP_AFTER = 3
+_log = structlog.get_logger(__name__)
+
+
+def default_processes() -> int:
+    """Helpers worth starting here: one per core on two cores or more (the caller only merges). None on Windows,
+    where a descriptor cannot be passed to a spawned helper the same way."""
+    cores = os.cpu_count() or 1
+    return 0 if cores < 2 or sys.platform == "win32" else min(cores, 2)
+
+
+@dataclass(frozen=True)
+class StretchCount:
+    """What a helper counted: the lines starting in ``begin .. end`` (both line starts), their counts by key, and
+    the first error's line (its index among them) and offset; ``whole`` is False when the log ended early (it was
+    truncated or rewritten under the scan)."""
+
+    begin: int
+    end: int
+    lines: int
+    parsed: int
+    counts: dict[Key, int]
+    first_error: tuple[int, int] | None
+    whole: bool = True
+
+
+class _Span:
+    """``handle``-like reads of ``begin .. end`` of a descriptor by position."""
+
+    def __init__(self, fd: int, begin: int, end: int) -> None:
+        self.fd, self.at, self.end = fd, begin, end
+
+    def readinto(self, into: memoryview) -> int:
+        size = min(len(into), self.end - self.at)
+        if size <= 0:
+            return 0
+        if hasattr(os, "preadv"):
+            got = os.preadv(self.fd, [into[:size]], self.at)
+        else:  # macOS before 11: one copy more
+            block = os.pread(self.fd, size, self.at)
+            got = len(block)
+            into[:got] = block
+        self.at += got
+        return got
+
+
+def line_start_at(fd: int, offset: int) -> int | None:
+    """The first line start at or after ``offset``; None when the log ends first (past a last line with no
+    newline)."""
+    if offset <= 0:
+        return 0
+    at = offset - 1
+    while True:
+        block = os.pread(fd, _FIND_LINE_BYTES, at)
+        if not block:
+            return None
+        newline = block.find(b"\n")
+        if newline >= 0:
+            return at + newline + 1
+        at += len(block)
+
+
+_BUFFERS: list[Any] = []  # a helper's frames and scratch arrays, kept from stretch to stretch
+
+
+def _kept_buffers(make: Callable[[], Any]) -> Any:
+    if not _BUFFERS:
+        _BUFFERS.append(make())
+    return _BUFFERS[0]
+
+
+def count_stretch(fd: int, begin_at: int, end_at: int, want_errors: bool, chunk: int, max_carry: int) -> StretchCount:
+    """Count the lines that start in ``begin_at .. end_at`` of the open log ``fd`` (read ``chunk`` bytes at a
+    time; a line longer than ``max_carry`` is passed over as unparsed): a helper's work."""
+    from incident_desk.core.timeline_chunks import ChunkBuffers, Skipped, counted_chunks, first_error_line
+    from incident_desk.core.timeline_counts import MinuteCounts
+    from incident_desk.core.timeline_patterns import patterns
+
+    begin, end = line_start_at(fd, begin_at), line_start_at(fd, end_at)
+    if begin is None or end is None:
+        return StretchCount(begin_at, end_at, 0, 0, {}, None, whole=False)
+    end = max(begin, end)
+    line_pattern, first_error_pattern = patterns()
+    counts = MinuteCounts({})
+    lines = parsed = done = 0
+    first_error: tuple[int, int] | None = None
+    span = _Span(fd, begin, end)
+    chunks = counted_chunks(
+        span,  # type: ignore[arg-type]  # reads by position: only ``readinto`` is asked of a handle
+        line_pattern,
+        chunk=chunk,
+        max_carry=max_carry,
+        want_errors=lambda: want_errors and first_error is None,
+        workers=0,  # a helper has a core of its own: no thread to hand chunks to
+        buffers=_kept_buffers(ChunkBuffers),
+    )
+    with contextlib.closing(chunks):
+        for event in chunks:
+            if isinstance(event, Skipped):
+                lines, done = lines + event.lines, done + event.bytes
+                continue
+            counts.add(event.levels)
+            first = first_error_line(event, first_error_pattern) if want_errors and first_error is None else None
+            if first is not None:
+                first_error = (lines + first[0], begin + done + first[1])
+            lines, parsed, done = lines + event.levels.lines, parsed + event.levels.parsed, done + event.size - 1
+    return StretchCount(begin, end, lines, parsed, counts.as_dict(), first_error, whole=begin + done == end)
+
+
+def _serve(connection: Connection) -> None:
+    """A helper's life: take a log's descriptor, count the stretches asked of it, until the desk hangs up."""
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)  # the desk's stdin and stdout carry its protocol: never read or write them here
+    os.dup2(devnull, 1)
+    fd: int | None = None
+    while True:
+        try:
+            message = connection.recv()
+        except (EOFError, OSError):
+            return
+        if message[0] == "log":
+            if fd is not None:
+                os.close(fd)
+            fd = reduction.recv_handle(connection)
+        elif message[0] == "count" and fd is not None:
+            try:
+                answer: tuple[str, Any] = ("counted", count_stretch(fd, *message[1:]))
+            except Exception as exc:  # any failure is the desk's to report; the helper lives on
+                answer = ("failed", f"{type(exc).__name__}: {exc}")
+            connection.send(answer)
+        elif message[0] == "close" and fd is not None:
+            os.close(fd)
+            fd = None
+
+
+class _Helper:
+    """One helper process and the desk's end of its pipe; ``asked``: its counts under way, oldest first."""
+
+    def __init__(self) -> None:
+        context = multiprocessing.get_context("spawn")  # never fork a process that runs threads
+        self.connection, theirs = context.Pipe()
+        self.process = context.Process(target=_serve, args=(theirs,), name="incident-desk-timeline", daemon=True)
+        self.process.start()
+        theirs.close()
+        self.asked = 0
+
+    def alive(self) -> bool:
+        return self.process.is_alive() and not self.connection.closed
+
+    def end(self) -> None:
+        self.connection.close()
+        self.process.kill()
+        self.process.join(1)
+
+
+class _Helpers:
+    """The desk's helpers, lent to one scan at a time: a second scan meanwhile counts in its own process. After
+    ``GIVE_UP_AFTER`` scans in a row that lost a helper, the desk counts alone (helpers cannot run here, say)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._helpers: list[_Helper] = []
+        self.failures = 0
+
+    @contextlib.contextmanager
+    def lent(self, count: int) -> Iterator[list[_Helper]]:
+        if count <= 0 or self.failures >= GIVE_UP_AFTER or not self._lock.acquire(blocking=False):
+            yield []
+            return
+        lent: list[_Helper] = []
+        try:
+            self._helpers = [helper for helper in self._helpers if _ready(helper)]
+            try:
+                while len(self._helpers) < count:
+                    self._helpers.append(_Helper())
+            except OSError as exc:  # no processes left to the desk, say: its own process counts
+                _log.warning("timeline helpers not started", error=str(exc))
+            lent = self._helpers[:count]
+            yield lent
+        finally:
+            for helper in lent:
+                with contextlib.suppress(OSError):
+                    helper.connection.send(("close",))  # after the counts under way: read before the next scan
+            self._lock.release()
+
+    def failed(self, reason: str) -> None:
+        self.failures += 1
+        _log.warning("timeline counted without helpers", error=reason, failures_in_a_row=self.failures)
+        if self.failures == GIVE_UP_AFTER:
+            _log.warning("timeline helpers given up: the desk counts alone from now on")
+
+    def succeeded(self) -> None:
+        self.failures = 0
+
+    def pids(self) -> list[int]:
+        """The helpers' process ids (for a look from outside: tests, diagnostics)."""
+        return [helper.process.pid for helper in self._helpers if helper.alive() and helper.process.pid is not None]
+
+    def end_all(self) -> None:
+        with self._lock:
+            for helper in self._helpers:
+                helper.end()
+            self._helpers.clear()
+            self.failures = 0
+
+
+def _ready(helper: _Helper) -> bool:
+    """Whether ``helper`` is alive and idle, its answers left from an earlier scan read and dropped; one that is
+    not, within ``_DRAIN_SECONDS``, is ended."""
+    try:
+        while helper.alive() and helper.asked and helper.connection.poll(_DRAIN_SECONDS):
+            helper.connection.recv()
+            helper.asked -= 1
+    except (EOFError, OSError):
+        pass
+    if helper.alive() and not helper.asked:
+        return True
+    helper.end()
+    return False
+
+
+HELPERS = _Helpers()
+
+
+class _Failed(Exception):
+    """A helper died, failed or hung: the caller counts the rest itself."""
+
+
+def stretch_counts(
+    handle: BinaryIO,
+    begin: int,
+    end: int,
+    *,
+    processes: int,
+    want_errors: Callable[[], bool],
+    should_stop: Callable[[], bool],
+    chunk: int,
+    max_carry: int,
+    stretch_bytes: int = STRETCH_BYTES,
+) -> Generator[StretchCount, None, None]:
+    """The counts of ``begin .. end`` of the open log (``begin`` a line start), stretch by stretch in log order,
+    from helper processes (``chunk`` and ``max_carry`` as ``counted_chunks`` takes them). Yields nothing when no
+    helper is free; stops early when one fails or takes over ``STRETCH_SECONDS`` for a stretch (logged: the
+    caller goes on counting itself) and when ``should_stop`` says so while it waits. Stop asking at any point."""
+    with HELPERS.lent(processes) as helpers:
+        if not helpers:
+            return
+        asked: list[_Helper] = []  # who counts each stretch, in log order
+        try:
+            for helper in helpers:
+                helper.connection.send(("log",))
+                reduction.send_handle(helper.connection, handle.fileno(), helper.process.pid)
+            cuts = [*range(begin, end, stretch_bytes), end]
+            for stretch in itertools.pairwise(cuts):
+                # Two each, in turn: a helper always has its next stretch waiting.
+                while min(helper.asked for helper in helpers) >= 2:
+                    yield _answer(asked.pop(0), should_stop)
+                helper = min(helpers, key=lambda h: h.asked)
+                helper.connection.send(("count", *stretch, want_errors(), chunk, max_carry))
+                helper.asked += 1
+                asked.append(helper)
+            while asked:
+                yield _answer(asked.pop(0), should_stop)
+            HELPERS.succeeded()
+        except _Stopped:
+            return
+        except _Failed as exc:
+            HELPERS.failed(str(exc))
+        except (EOFError, OSError) as exc:
+            HELPERS.failed(f"a timeline helper ended: {exc or type(exc).__name__}")
+
+
+class _Stopped(Exception):
+    """The caller's budget ran out while it waited."""
+
+
+def _answer(helper: _Helper, should_stop: Callable[[], bool]) -> StretchCount:
+    """``helper``'s oldest count asked for, once it comes."""
+    given_up_at = time.monotonic() + STRETCH_SECONDS
+    while not helper.connection.poll(_WAIT_SECONDS):
+        if should_stop():
+            raise _Stopped
+        if time.monotonic() > given_up_at:
+            helper.end()
+            raise _Failed(f"a timeline helper took over {STRETCH_SECONDS} s for one stretch")
+    kind, answer = helper.connection.recv()
+    helper.asked -= 1
+    if kind != "counted":
+        raise _Failed(f"a timeline helper failed: {answer}")
+    assert isinstance(answer, StretchCount)
+    return answer

@@ -1,0 +1,309 @@
+"""The timeline's helper processes: what they count equals a line-by-line reading and the desk's own count, on
+hostile logs cut into stretches anywhere; a helper that dies, hangs or is busy costs only speed; the log changing
+under them, a budget and a cancel flag stop a pass where one process would."""
+
+from __future__ import annotations
+
+import io
+import os
+import random
+import signal
+import statistics
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from incident_desk.core import timeline, timeline_processes
+from incident_desk.core.timeline_processes import HELPERS, count_stretch
+from tests.test_timeline_kernel import DAY, _as_counts, _hostile_line, _reference
+
+CHUNK = 4096
+CARRY = 64 * 1024
+
+
+@pytest.fixture
+def stretches(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
+    """The stretches helpers counted in this test, in the order the pass took them."""
+    taken: list[Any] = []
+    real = timeline_processes.stretch_counts
+
+    def watched(*args: Any, **kwargs: Any) -> Iterator[Any]:
+        for stretch in real(*args, **kwargs):
+            taken.append(stretch)
+            yield stretch
+
+    monkeypatch.setattr(timeline, "stretch_counts", watched)
+    yield taken
+    HELPERS.end_all()
+
+
+def _log(tmp_path: Path, data: bytes) -> Path:
+    path = tmp_path / "log.txt"
+    path.write_bytes(data)
+    return path
+
+
+def _scan(path: Path, **options: Any) -> timeline.LevelScan:
+    options = {"chunk_bytes": CHUNK, "max_carry_bytes": CARRY, "stretch_bytes": 64 * 1024, **options}
+    with path.open("rb") as handle:
+        return timeline.scan_levels(handle, anchor=DAY, redactor=lambda text: text.replace("x", "*"), **options)
+
+
+def _alone(path: Path, **options: Any) -> timeline.LevelScan:
+    return _scan(path, processes=0, **options)
+
+
+def _hostile(seed: int, lines: int) -> bytes:
+    rng = random.Random(seed)
+    return b"".join(_hostile_line(rng) for _ in range(lines))
+
+
+def _same(helped: timeline.LevelScan, alone: timeline.LevelScan) -> None:
+    assert helped.minutes == alone.minutes
+    assert helped.first_error == alone.first_error
+    assert (helped.scanned_lines, helped.unparsed_lines, helped.scanned_bytes, helped.stopped) == (
+        alone.scanned_lines,
+        alone.unparsed_lines,
+        alone.scanned_bytes,
+        alone.stopped,
+    )
+    assert helped.resume is not None and alone.resume is not None
+    assert helped.resume.counts == {key: n for key, n in alone.resume.counts.items() if n}
+    assert (helped.resume.offset, helped.resume.lines, helped.resume.first_error) == (
+        alone.resume.offset,
+        alone.resume.lines,
+        alone.resume.first_error,
+    )
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("stretch", [4096, 64 * 1024])
+def test_helpers_count_as_a_line_by_line_reading(tmp_path: Path, stretches: list[Any], seed: int, stretch: int) -> None:
+    data = _hostile(seed, 3000)
+    path = _log(tmp_path, data)
+    helped = _scan(path, processes=2, stretch_bytes=stretch)
+    expected, unparsed, lines, first_error = _reference(data)
+    assert _as_counts(helped) == expected
+    assert (helped.unparsed_lines, helped.scanned_lines) == (unparsed, lines)
+    assert (helped.first_error.line if helped.first_error else None) == first_error
+    assert len(stretches) >= len(data) // stretch - 1, "the helpers counted the log, a stretch at a time"
+    assert [s.begin for s in stretches[1:]] == [s.end for s in stretches[:-1]], "stretches join up"
+    _same(helped, _alone(path))
+
+
+def test_lines_longer_than_a_stretch_and_a_last_line_without_a_newline(tmp_path: Path, stretches: list[Any]) -> None:
+    long_line = b"2026-11-29T10:03:00Z api ERROR " + b"x" * 200_000 + b"\n"  # longer than the carry: unparsed
+    wide = b"2026-11-29T10:04:00Z api WARN " + b"y" * 20_000 + b"\n"  # over several stretches, counted
+    data = _hostile(7, 1000) + long_line + _hostile(8, 500) + wide * 3 + _hostile(9, 500) + b"10:05:00 api INFO end"
+    path = _log(tmp_path, data)
+    helped = _scan(path, processes=2, stretch_bytes=8192)
+    assert stretches, "the helpers counted most of the log"
+    _same(helped, _alone(path))
+    assert helped.minutes[-1].info >= 1 and helped.scanned_bytes == len(data)
+
+
+def test_the_minute_limit_falls_where_one_process_puts_it(tmp_path: Path, stretches: list[Any]) -> None:
+    data = b"".join(b"2026-11-29T%02d:%02d:00Z api INFO served\n" % divmod(minute, 60) for minute in range(600)) * 4
+    path = _log(tmp_path, data)
+    helped = _scan(path, processes=2, stretch_bytes=2048, max_minutes=100)
+    alone = _alone(path, max_minutes=100)
+    assert helped.stopped == alone.stopped == "minute limit" and stretches
+    # Stretches and chunks end in different places, so the helped pass may stop further on; both count exactly
+    # what they read and stay within the limit.
+    assert helped.scanned_bytes >= alone.scanned_bytes and len(helped.minutes) <= 100
+    expected, unparsed, lines, _ = _reference(data[: helped.scanned_bytes])
+    assert _as_counts(helped) == expected and (helped.unparsed_lines, helped.scanned_lines) == (unparsed, lines)
+
+
+def test_a_grown_log_is_counted_from_where_the_helped_pass_ended(tmp_path: Path, stretches: list[Any]) -> None:
+    data = _hostile(11, 2000)
+    path = _log(tmp_path, data)
+    first = _scan(path, processes=2)
+    with path.open("ab") as log:
+        log.write(_hostile(12, 2000))
+    with path.open("rb") as handle:
+        again = timeline.scan_levels(
+            handle, anchor=DAY, resume=first.resume, chunk_bytes=CHUNK, max_carry_bytes=CARRY, stretch_bytes=8192
+        )
+    expected, unparsed, lines, _ = _reference(path.read_bytes())
+    assert _as_counts(again) == expected and (again.unparsed_lines, again.scanned_lines) == (unparsed, lines)
+    assert again.first_error == first.first_error
+
+
+def test_budgets_and_cancellation_stop_a_helped_pass_with_a_resume_point(tmp_path: Path, stretches: list[Any]) -> None:
+    data = _hostile(13, 4000)
+    path = _log(tmp_path, data)
+    quick = _scan(path, processes=2, stretch_bytes=8192, time_budget=0.0)
+    assert quick.stopped == "time budget"
+    assert 0 < quick.scanned_bytes < len(data), "one stretch at least, then the budget"
+    with path.open("rb") as handle:
+        rest = timeline.scan_levels(handle, anchor=DAY, resume=quick.resume, chunk_bytes=CHUNK, max_carry_bytes=CARRY)
+    expected, unparsed, lines, _ = _reference(data)
+    assert _as_counts(rest) == expected and (rest.unparsed_lines, rest.scanned_lines) == (unparsed, lines)
+    flag = threading.Event()
+    flag.set()
+    cancelled = _scan(path, processes=2, cancelled=flag)
+    assert (cancelled.stopped, cancelled.scanned_bytes) == ("cancelled", 0)
+
+
+def _stop_helpers_until_asked(kill: bool) -> threading.Thread:
+    """Stop the first helper; once the pass has asked it for a count, kill it (or leave it stopped)."""
+    pid = HELPERS.pids()[0]
+    os.kill(pid, signal.SIGSTOP)
+    helper = next(h for h in HELPERS._helpers if h.process.pid == pid)
+
+    def watch() -> None:
+        deadline = time.monotonic() + 30
+        while not helper.asked and time.monotonic() < deadline:
+            time.sleep(0.001)
+        if kill:
+            os.kill(pid, signal.SIGKILL)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    return watcher
+
+
+def test_a_helper_killed_mid_pass_costs_only_speed(tmp_path: Path, stretches: list[Any]) -> None:
+    data = _hostile(21, 6000)
+    path = _log(tmp_path, data)
+    _scan(path, processes=2)  # starts the helpers
+    stretches.clear()
+    killed = HELPERS.pids()[0]
+    watcher = _stop_helpers_until_asked(kill=True)
+    helped = _scan(path, processes=2)
+    watcher.join()
+    assert HELPERS.failures == 1
+    assert len(stretches) < len(data) // (64 * 1024), "the desk counted the rest itself"
+    _same(helped, _alone(path))
+    _same(_scan(path, processes=2), helped)
+    assert HELPERS.failures == 0 and killed not in HELPERS.pids(), "a new helper took its place"
+
+
+def test_a_hung_helper_is_left_after_its_stretch_deadline(
+    tmp_path: Path, stretches: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(timeline_processes, "STRETCH_SECONDS", 0.5)
+    data = _hostile(22, 6000)
+    path = _log(tmp_path, data)
+    _scan(path, processes=2)
+    hung = HELPERS.pids()[0]
+    watcher = _stop_helpers_until_asked(kill=False)
+    began = time.monotonic()
+    helped = _scan(path, processes=2)
+    watcher.join()
+    assert time.monotonic() - began < 5
+    _same(helped, _alone(path))
+    assert HELPERS.failures == 1 and hung not in HELPERS.pids()
+    with pytest.raises(ProcessLookupError):
+        os.kill(hung, 0)
+
+
+def test_a_second_pass_meanwhile_counts_alone(tmp_path: Path, stretches: list[Any]) -> None:
+    path = _log(tmp_path, _hostile(23, 2000))
+    with HELPERS.lent(2) as helpers:
+        assert len(helpers) == 2
+        meanwhile = _scan(path, processes=2)
+    assert not stretches
+    _same(meanwhile, _alone(path))
+
+
+def test_after_three_lost_passes_in_a_row_the_desk_counts_alone(tmp_path: Path, stretches: list[Any]) -> None:
+    path = _log(tmp_path, _hostile(24, 2000))
+    for _ in range(timeline_processes.GIVE_UP_AFTER):
+        HELPERS.failed("a test's")
+    with HELPERS.lent(2) as helpers:
+        assert helpers == []
+    _same(_scan(path, processes=2), _alone(path))
+    assert not stretches
+
+
+def test_a_log_cut_short_under_a_helper_is_not_taken_as_whole(tmp_path: Path) -> None:
+    path = _log(tmp_path, b"10:00:00 api INFO a\n" * 100)
+    with path.open("rb") as handle:
+        fd = handle.fileno()
+        whole = count_stretch(fd, 0, 2000, False, CHUNK, CARRY)
+        assert (whole.begin, whole.end, whole.lines, whole.parsed, whole.whole) == (0, 2000, 100, 100, True)
+        assert count_stretch(fd, 25, 1000, False, CHUNK, CARRY).begin == 40, "from the first line start after"
+        os.truncate(path, 1000)
+        assert not count_stretch(fd, 0, 2000, False, CHUNK, CARRY).whole
+
+
+def test_a_log_that_is_no_file_is_counted_alone(stretches: list[Any]) -> None:
+    data = _hostile(25, 3000)
+    scan = timeline.scan_levels(io.BytesIO(data), anchor=date(2026, 11, 29), processes=2, stretch_bytes=4096)
+    assert _as_counts(scan) == _reference(data)[0]
+    assert not stretches
+
+
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (Linux: from /proc)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def _command(pid: int) -> bytes:
+    return Path(f"/proc/{pid}/cmdline").read_bytes()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.anyio
+@pytest.mark.timing
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the desk's helpers in /proc")
+async def test_over_stdio_helpers_count_a_big_log_and_end_with_the_desk(tmp_path: Path) -> None:
+    from mcp import Client, StdioServerParameters
+
+    from tests.helpers import ROOT, child_env, pinging
+    from tests.test_timeline_responsive import _block
+
+    block, per_block = _block()
+    copies = (72 << 20) // len(block)
+    entry = tmp_path / "desk" / "incidents" / "INC-BIG"
+    entry.mkdir(parents=True)
+    (entry / "incident.toml").write_text(
+        'title="t"\nservice="ledger"\nseverity="SEV2"\nstatus="open"\nopened=2026-11-29T10:00:00Z\n'
+    )
+    (entry / "log.txt").write_bytes(block * copies)
+    env = child_env(
+        tmp_path / "audit.sqlite3",
+        INCIDENT_DESK_DATA_DIR=str(tmp_path / "desk"),
+        INCIDENT_DESK_SEARCH_TIME_BUDGET_SECONDS="60",
+        INCIDENT_DESK_TIMELINE_PROCESSES="2",
+    )
+    params = StdioServerParameters(command=sys.executable, args=["-m", "incident_desk"], cwd=str(ROOT), env=env)
+    async with Client(params, mode="legacy") as client, pinging(client) as pings:
+        shown = await client.call_tool("show_incident_timeline", {"incidentId": "INC-BIG"})
+        (desk,) = [
+            pid for pid in _children(os.getpid()) if b"incident_desk" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        ]
+        helpers = [pid for pid in _children(desk) if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+    view = shown.structured_content or {}
+    assert not shown.is_error and view["stopped"] == "end of log", shown
+    totals = {level: sum(minute[level] for minute in view["minutes"]) for level in ("error", "warn", "info", "debug")}
+    assert totals == {level: count * copies for level, count in per_block.items()}
+    assert len(helpers) == 2, "two helpers counted the log"
+    assert statistics.median(pings) < 0.1 and max(pings) < 0.5, pings
+    deadline = time.monotonic() + 10
+    while any(_alive(pid) for pid in [desk, *helpers]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(pid) for pid in [desk, *helpers]), "the helpers ended with the desk"
