@@ -224,6 +224,23 @@ def test_after_three_lost_passes_in_a_row_the_desk_counts_alone(tmp_path: Path, 
     assert not stretches
 
 
+def test_an_idle_helper_ends_and_the_next_pass_starts_another(
+    tmp_path: Path, stretches: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(timeline_processes, "IDLE_SECONDS", 0.5)
+    path = _log(tmp_path, _hostile(26, 2000))
+    first = _scan(path, processes=2)
+    started = HELPERS.pids()
+    assert len(started) == 2
+    deadline = time.monotonic() + 10
+    while any(_alive(pid) for pid in started) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert HELPERS.pids() == []
+    stretches.clear()
+    _same(_scan(path, processes=2), first)
+    assert stretches and HELPERS.failures == 0 and not set(HELPERS.pids()) & set(started)
+
+
 def test_a_log_cut_short_under_a_helper_is_not_taken_as_whole(tmp_path: Path) -> None:
     path = _log(tmp_path, b"10:00:00 api INFO a\n" * 100)
     with path.open("rb") as handle:
