@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -109,6 +110,33 @@ def test_frozen_build_bundles_package_data_and_keyring_metadata(frozen_exe: Path
     # anyio reads these to import its submodules lazily; without them it imports all of them at start.
     assert (internal / "anyio" / "__init__.py").is_file()
     assert (internal / "anyio" / "abc" / "__init__.py").is_file()
+
+
+@pytest.mark.anyio
+@pytest.mark.skipif(sys.platform != "linux", reason="finds the desk's helpers in /proc")
+async def test_frozen_executable_counts_a_big_timeline_with_helpers_that_are_itself(
+    frozen_exe: Path, tmp_path: Path
+) -> None:
+    from mcp import Client, StdioServerParameters
+
+    from tests.test_timeline_processes import big_timeline_desk, children, helpers_of, level_totals, wait_until_gone
+
+    data_dir, expected = big_timeline_desk(tmp_path)
+    env = child_env(
+        tmp_path / "audit.sqlite3",
+        INCIDENT_DESK_DATA_DIR=str(data_dir),
+        INCIDENT_DESK_SEARCH_TIME_BUDGET_SECONDS="60",
+        INCIDENT_DESK_TIMELINE_PROCESSES="2",
+        XDG_DATA_HOME=str(tmp_path / "xdg"),
+    )
+    params = StdioServerParameters(command=str(frozen_exe), args=[], env=env, cwd=str(tmp_path))
+    async with Client(params, mode="legacy") as client:
+        shown = await client.call_tool("show_incident_timeline", {"incidentId": "INC-BIG"})
+        (desk,) = [pid for pid in children(os.getpid()) if Path(f"/proc/{pid}/exe").resolve() == frozen_exe.resolve()]
+        helpers = helpers_of(desk)
+    assert level_totals(shown) == expected
+    assert len(helpers) == 2, "the executable started as a helper twice (multiprocessing.freeze_support)"
+    assert wait_until_gone([desk, *helpers])
 
 
 @pytest.mark.timing

@@ -259,7 +259,7 @@ def test_a_log_that_is_no_file_is_counted_alone(stretches: list[Any]) -> None:
     assert not stretches
 
 
-def _children(pid: int) -> list[int]:
+def children(pid: int) -> list[int]:
     """The processes whose parent is ``pid`` (Linux: from /proc)."""
     found = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
@@ -284,6 +284,39 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
+def big_timeline_desk(root: Path) -> tuple[Path, dict[str, int]]:
+    """A data directory whose INC-BIG has a 72 MiB log (over two stretches), and its counts per level."""
+    from tests.test_timeline_responsive import _block
+
+    block, per_block = _block()
+    copies = (72 << 20) // len(block)
+    entry = root / "desk" / "incidents" / "INC-BIG"
+    entry.mkdir(parents=True)
+    (entry / "incident.toml").write_text(
+        'title="t"\nservice="ledger"\nseverity="SEV2"\nstatus="open"\nopened=2026-11-29T10:00:00Z\n'
+    )
+    (entry / "log.txt").write_bytes(block * copies)
+    return root / "desk", {level: count * copies for level, count in per_block.items()}
+
+
+def level_totals(shown: Any) -> dict[str, int]:
+    view = shown.structured_content or {}
+    assert not shown.is_error and view["stopped"] == "end of log", shown
+    return {level: sum(minute[level] for minute in view["minutes"]) for level in ("error", "warn", "info", "debug")}
+
+
+def helpers_of(desk: int) -> list[int]:
+    """The desk's timeline helpers: spawned by multiprocessing (``--multiprocessing-fork`` when frozen)."""
+    return [pid for pid in children(desk) if b"spawn_main" in _command(pid) or b"multiprocessing-fork" in _command(pid)]
+
+
+def wait_until_gone(pids: list[int]) -> bool:
+    deadline = time.monotonic() + 10
+    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not any(_alive(pid) for pid in pids)
+
+
 @pytest.mark.anyio
 @pytest.mark.timing
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the desk's helpers in /proc")
@@ -291,36 +324,20 @@ async def test_over_stdio_helpers_count_a_big_log_and_end_with_the_desk(tmp_path
     from mcp import Client, StdioServerParameters
 
     from tests.helpers import ROOT, child_env, pinging
-    from tests.test_timeline_responsive import _block
 
-    block, per_block = _block()
-    copies = (72 << 20) // len(block)
-    entry = tmp_path / "desk" / "incidents" / "INC-BIG"
-    entry.mkdir(parents=True)
-    (entry / "incident.toml").write_text(
-        'title="t"\nservice="ledger"\nseverity="SEV2"\nstatus="open"\nopened=2026-11-29T10:00:00Z\n'
-    )
-    (entry / "log.txt").write_bytes(block * copies)
+    data_dir, expected = big_timeline_desk(tmp_path)
     env = child_env(
         tmp_path / "audit.sqlite3",
-        INCIDENT_DESK_DATA_DIR=str(tmp_path / "desk"),
+        INCIDENT_DESK_DATA_DIR=str(data_dir),
         INCIDENT_DESK_SEARCH_TIME_BUDGET_SECONDS="60",
         INCIDENT_DESK_TIMELINE_PROCESSES="2",
     )
     params = StdioServerParameters(command=sys.executable, args=["-m", "incident_desk"], cwd=str(ROOT), env=env)
     async with Client(params, mode="legacy") as client, pinging(client) as pings:
         shown = await client.call_tool("show_incident_timeline", {"incidentId": "INC-BIG"})
-        (desk,) = [
-            pid for pid in _children(os.getpid()) if b"incident_desk" in Path(f"/proc/{pid}/cmdline").read_bytes()
-        ]
-        helpers = [pid for pid in _children(desk) if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()]
-    view = shown.structured_content or {}
-    assert not shown.is_error and view["stopped"] == "end of log", shown
-    totals = {level: sum(minute[level] for minute in view["minutes"]) for level in ("error", "warn", "info", "debug")}
-    assert totals == {level: count * copies for level, count in per_block.items()}
+        (desk,) = [pid for pid in children(os.getpid()) if b"incident_desk" in _command(pid)]
+        helpers = helpers_of(desk)
+    assert level_totals(shown) == expected
     assert len(helpers) == 2, "two helpers counted the log"
     assert statistics.median(pings) < 0.1 and max(pings) < 0.5, pings
-    deadline = time.monotonic() + 10
-    while any(_alive(pid) for pid in [desk, *helpers]) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not any(_alive(pid) for pid in [desk, *helpers]), "the helpers ended with the desk"
+    assert wait_until_gone([desk, *helpers]), "the helpers ended with the desk"
