@@ -8,11 +8,15 @@ that start in its stretch with the same kernel and sends back per-minute counts,
 helpers start on the first big timeline (a second or so of a new interpreter loading numpy) and stay for the next;
 a helper that dies, hangs past its stretch or is busy with another scan costs only speed: the caller counts the
 rest itself. A helper idle for ``IDLE_SECONDS`` ends, giving its memory (some 60 MiB: numpy, RE2, its buffers) back.
+
+The same helpers serve the search (``core.search_processes``): ``helped_stretches`` asks them for any work on a
+log's stretches (``("run", function, arguments)``, the function pickled by name), in log order.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import itertools
 import multiprocessing
 import os
@@ -36,7 +40,10 @@ STRETCH_SECONDS = 10.0
 _WAIT_SECONDS = 0.02  # how often a caller waiting for a count looks at its budget
 _DRAIN_SECONDS = 2.0  # how long a helper may take to finish what a scan that stopped early had asked of it
 GIVE_UP_AFTER = 3
+_START_SECONDS = 30.0  # how long a new helper may take to load its interpreter and libraries, on a busy machine
 IDLE_SECONDS = 600.0  # a helper left idle this long ends
+# Modules a helper loads before it says it is ready: the work's modules add themselves (named, not imported here).
+PRELOADED = ["numpy", "incident_desk.core.timeline_chunks"]
 _log = structlog.get_logger(__name__)
 
 
@@ -145,11 +152,16 @@ def count_stretch(fd: int, begin_at: int, end_at: int, want_errors: bool, chunk:
     return StretchCount(begin, end, lines, parsed, counts.as_dict(), first_error, whole=begin + done == end)
 
 
-def _serve(connection: Connection, idle_seconds: float) -> None:
-    """A helper's life: take a log's descriptor, count the stretches asked of it, until the desk hangs up."""
+def _serve(connection: Connection, idle_seconds: float, preloaded: tuple[str, ...]) -> None:
+    """A helper's life: take a log's descriptor, do the work on its stretches asked of it (count them for a
+    timeline, ``run`` a function on them for a search), until the desk hangs up."""
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)  # the desk's stdin and stdout carry its protocol: never read or write them here
     os.dup2(devnull, 1)
+    for module in preloaded:  # what the work needs, loaded before the helper says it is ready
+        importlib.import_module(module)
+    with contextlib.suppress(OSError):
+        connection.send(("ready",))
     fd: int | None = None
     while True:
         try:
@@ -162,9 +174,12 @@ def _serve(connection: Connection, idle_seconds: float) -> None:
             if fd is not None:
                 os.close(fd)
             fd = reduction.recv_handle(connection)
-        elif message[0] == "count" and fd is not None:
+        elif message[0] in ("count", "run") and fd is not None:
             try:
-                answer: tuple[str, Any] = ("counted", count_stretch(fd, *message[1:]))
+                if message[0] == "count":
+                    answer: tuple[str, Any] = ("counted", count_stretch(fd, *message[1:]))
+                else:
+                    answer = ("done", message[1](fd, *message[2]))
             except Exception as exc:  # any failure is the desk's to report; the helper lives on
                 answer = ("failed", f"{type(exc).__name__}: {exc}")
             connection.send(answer)
@@ -180,11 +195,26 @@ class _Helper:
         context = multiprocessing.get_context("spawn")  # never fork a process that runs threads
         self.connection, theirs = context.Pipe()
         self.process = context.Process(
-            target=_serve, args=(theirs, IDLE_SECONDS), name="incident-desk-timeline", daemon=True
+            target=_serve, args=(theirs, IDLE_SECONDS, tuple(PRELOADED)), name="incident-desk-helper", daemon=True
         )
         self.process.start()
         theirs.close()
         self.asked = 0
+        self.ready = False  # whether it said so: its interpreter and libraries loaded
+
+    def started(self) -> bool:
+        """Whether the helper is ready for work, without waiting (its first message says so)."""
+        if not self.ready and self.connection.poll(0):
+            self.receive()
+        return self.ready
+
+    def receive(self) -> Any:
+        """The helper's next message; None for the one that says it is ready (no answer to anything asked)."""
+        message = self.connection.recv()
+        if not self.ready and message == ("ready",):
+            self.ready = True
+            return None
+        return message
 
     def alive(self) -> bool:
         return self.process.is_alive() and not self.connection.closed
@@ -205,7 +235,9 @@ class _Helpers:
         self.failures = 0
 
     @contextlib.contextmanager
-    def lent(self, count: int) -> Iterator[list[_Helper]]:
+    def lent(self, count: int, *, started_only: bool = False) -> Iterator[list[_Helper]]:
+        """Up to ``count`` helpers, started if need be; ``started_only``: only those already ready (the rest
+        start meanwhile, for the next scan), so a caller that can go on alone never waits for one to start."""
         if count <= 0 or self.failures >= GIVE_UP_AFTER or not self._lock.acquire(blocking=False):
             yield []
             return
@@ -218,6 +250,8 @@ class _Helpers:
             except OSError as exc:  # no processes left to the desk, say: its own process counts
                 _log.warning("timeline helpers not started", error=str(exc))
             lent = self._helpers[:count]
+            if started_only and not all([helper.started() for helper in lent]):
+                lent = []  # one helper alone would save little: this scan goes on without, they start meanwhile
             yield lent
         finally:
             for helper in lent:
@@ -251,8 +285,8 @@ def _ready(helper: _Helper) -> bool:
     not, within ``_DRAIN_SECONDS``, is ended."""
     try:
         while helper.alive() and helper.asked and helper.connection.poll(_DRAIN_SECONDS):
-            helper.connection.recv()
-            helper.asked -= 1
+            if helper.receive() is not None:
+                helper.asked -= 1
     except (EOFError, OSError):
         pass
     if helper.alive() and not helper.asked:
@@ -284,10 +318,37 @@ def stretch_counts(
     from helper processes (``chunk`` and ``max_carry`` as ``counted_chunks`` takes them). Yields nothing when no
     helper is free; stops early when one fails or takes over ``STRETCH_SECONDS`` for a stretch (logged: the
     caller goes on counting itself) and when ``should_stop`` says so while it waits. Stop asking at any point."""
-    with HELPERS.lent(processes) as helpers:
+    for answer in helped_stretches(
+        handle,
+        begin,
+        end,
+        processes=processes,
+        ask=lambda stretch_begin, stretch_end: ("count", stretch_begin, stretch_end, want_errors(), chunk, max_carry),
+        should_stop=should_stop,
+        stretch_bytes=stretch_bytes,
+    ):
+        assert isinstance(answer, StretchCount)
+        yield answer
+
+
+def helped_stretches(
+    handle: BinaryIO,
+    begin: int,
+    end: int,
+    *,
+    processes: int,
+    ask: Callable[[int, int], tuple[Any, ...]],
+    should_stop: Callable[[], bool],
+    stretch_bytes: int = STRETCH_BYTES,
+    started_only: bool = False,
+) -> Generator[Any, None, None]:
+    """The helpers' answers to ``ask(stretch_begin, stretch_end)`` (the message asking for a stretch's work), for
+    each stretch of ``begin .. end`` of the open log in log order. Yields nothing when no helper is free (with
+    ``started_only``, none is ready yet); stops early as ``stretch_counts`` does. Stop asking at any point."""
+    with HELPERS.lent(processes, started_only=started_only) as helpers:
         if not helpers:
             return
-        asked: list[_Helper] = []  # who counts each stretch, in log order
+        asked: list[_Helper] = []  # who works on each stretch, in log order
         try:
             for helper in helpers:
                 helper.connection.send(("log",))
@@ -298,7 +359,7 @@ def stretch_counts(
                 while min(helper.asked for helper in helpers) >= 2:
                     yield _answer(asked.pop(0), should_stop)
                 helper = min(helpers, key=lambda h: h.asked)
-                helper.connection.send(("count", *stretch, want_errors(), chunk, max_carry))
+                helper.connection.send(ask(*stretch))
                 helper.asked += 1
                 asked.append(helper)
             while asked:
@@ -309,25 +370,31 @@ def stretch_counts(
         except _Failed as exc:
             HELPERS.failed(str(exc))
         except (EOFError, OSError) as exc:
-            HELPERS.failed(f"a timeline helper ended: {exc or type(exc).__name__}")
+            HELPERS.failed(f"a helper ended: {exc or type(exc).__name__}")
 
 
 class _Stopped(Exception):
     """The caller's budget ran out while it waited."""
 
 
-def _answer(helper: _Helper, should_stop: Callable[[], bool]) -> StretchCount:
-    """``helper``'s oldest count asked for, once it comes."""
-    given_up_at = time.monotonic() + STRETCH_SECONDS
-    while not helper.connection.poll(_WAIT_SECONDS):
-        if should_stop():
-            raise _Stopped
-        if time.monotonic() > given_up_at:
-            helper.end()
-            raise _Failed(f"a timeline helper took over {STRETCH_SECONDS} s for one stretch")
-    kind, answer = helper.connection.recv()
+def _answer(helper: _Helper, should_stop: Callable[[], bool]) -> Any:
+    """``helper``'s oldest answer asked for, once it comes."""
+    # A helper still starting has its interpreter and libraries to load first: its stretch's time starts once
+    # it says it is ready.
+    given_up_at = time.monotonic() + STRETCH_SECONDS + (0 if helper.ready else _START_SECONDS)
+    message = None
+    while message is None:
+        while not helper.connection.poll(_WAIT_SECONDS):
+            if should_stop():
+                raise _Stopped
+            if time.monotonic() > given_up_at:
+                helper.end()
+                raise _Failed(f"a helper took over {STRETCH_SECONDS} s for one stretch")
+        message = helper.receive()
+        if message is None:  # it said it is ready
+            given_up_at = time.monotonic() + STRETCH_SECONDS
+    kind, answer = message
     helper.asked -= 1
-    if kind != "counted":
-        raise _Failed(f"a timeline helper failed: {answer}")
-    assert isinstance(answer, StretchCount)
+    if kind not in ("counted", "done"):
+        raise _Failed(f"a helper failed: {answer}")
     return answer
