@@ -1,0 +1,246 @@
+"""The search with helper processes: what it finds, its line numbers and its cursors equal the desk's own search
+and the line-by-line reference, on the corpus cut into many small stretches; a helper killed or stopped mid-search,
+a budget, a cancel flag and a timeline holding the helpers cost only speed; the helpers are used through MCP."""
+
+from __future__ import annotations
+
+import os
+import signal
+import statistics
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from incident_desk.core import logfile, search_processes, timeline_processes
+from incident_desk.core.log_runs import ROW
+from incident_desk.core.log_search import SearchResult, SearchSizes, search
+from incident_desk.core.logfile import Cursor
+from incident_desk.core.pattern import compile_pattern
+from incident_desk.core.redact import SECRETS
+from incident_desk.core.timeline_processes import HELPERS
+from tests.helpers import AppFactory, connect, pinging
+from tests.test_search_corpus import PATTERNS, _corpus, _reference
+from tests.test_timeline_processes import big_timeline_desk
+
+SIZES = SearchSizes(
+    read_bytes=16 * 1024, first_window=1024, min_window=512, index_piece=2 * ROW, workers=0, stretch_bytes=16 * 1024
+)
+PLAIN = [
+    b"10:01:00 payments-api ERROR pool exhausted waiters=12 latency_ms=840",
+    b"10:01:01 payments-api INFO request served status=200 latency_ms=12",
+    b"10:01:02 search-api WARN index segment merge running",
+    b"10:01:03 gateway INFO using sk-proj-A1b2C3d4E5f6G7h8I9j0K1l2 for upstream",
+]
+
+
+def _wait_for_helpers(count: int = 2) -> None:
+    """Start ``count`` helpers and wait until they are ready (a search uses them only then)."""
+    with HELPERS.lent(count):
+        pass
+    deadline = time.monotonic() + 60
+    while not all([helper.started() for helper in HELPERS._helpers]) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert len(HELPERS._helpers) == count and all(helper.ready for helper in HELPERS._helpers)
+
+
+@pytest.fixture
+def stretches(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
+    """What helpers found in each stretch in this test, in the order the search took them; ready helpers."""
+    taken: list[Any] = []
+    real = search_processes.clear_stretches
+
+    def watched(*args: Any, **kwargs: Any) -> Iterator[Any]:
+        for stretch in real(*args, **kwargs):
+            taken.append(stretch)
+            yield stretch
+
+    monkeypatch.setattr(search_processes, "clear_stretches", watched)
+    HELPERS.failures = 0
+    _wait_for_helpers()  # the helpers of the test before, when they are still there and idle
+    yield taken
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _helpers_end_with_the_module() -> Iterator[None]:
+    yield
+    HELPERS.end_all()
+
+
+def _all(path: Path, pattern: str, *, processes: int, ignore_case: bool = False, **options: Any) -> list[Any]:
+    """Every call's matches and cursor, following next_cursor from the start."""
+    compiled = compile_pattern(pattern, ignore_case=ignore_case)
+    steps: list[Any] = []
+    cursor: Cursor | None = logfile.START
+    while cursor is not None:
+        step = search(path, compiled, cursor=cursor, processes=processes, **{"limit": 1000, "sizes": SIZES, **options})
+        steps.append(([(line.number, line.text) for line in step.matches], step.next_cursor, step.stopped))
+        assert step.next_cursor != cursor, "no progress"
+        cursor = step.next_cursor
+    return steps
+
+
+def _found(steps: list[Any]) -> list[tuple[int, str]]:
+    return [match for matches, _cursor, _stopped in steps for match in matches]
+
+
+def _log(tmp_path: Path, copies: int, needles: dict[int, bytes]) -> Path:
+    """Plain lines with ``needles`` at the given line indexes, and a last line without a newline."""
+    lines = [PLAIN[index % len(PLAIN)] for index in range(copies)]
+    for index, needle in needles.items():
+        lines[index] = needle
+    path = tmp_path / "log.txt"
+    path.write_bytes(b"\n".join(lines) + b"\nlast line needle-xyz")
+    return path
+
+
+@pytest.mark.parametrize("redacting", [True, False], ids=["redacted", "raw"])
+@pytest.mark.parametrize(("pattern", "ignore_case"), PATTERNS, ids=[p for p, _ in PATTERNS])
+def test_a_helped_search_returns_what_the_reference_does(
+    tmp_path: Path, stretches: list[Any], pattern: str, ignore_case: bool, redacting: bool
+) -> None:
+    log = _corpus(tmp_path / "log.txt")
+    expected = _reference(log, pattern, ignore_case, redacting)
+    redaction = SECRETS if redacting else None
+    for limit in (1000, 7):
+        helped = _all(log, pattern, processes=2, ignore_case=ignore_case, limit=limit, redaction=redaction)
+        assert _found(helped) == expected
+        alone = _all(log, pattern, processes=0, ignore_case=ignore_case, limit=limit, redaction=redaction)
+        assert helped == alone, "the same matches, cursors and stops as the desk's own search"
+    compiled = compile_pattern(pattern, ignore_case=ignore_case)
+    has_literals = compiled.literal is not None or compiled.prefilter is not None
+    if has_literals and (not redacting or compiled.mask_blind):
+        assert len(stretches) > log.stat().st_size // SIZES.stretch_bytes, "the helpers read the log"
+    else:
+        assert not stretches, "only a pattern with literals is prefiltered by helpers"
+
+
+def test_cursors_continue_across_stretches(tmp_path: Path, stretches: list[Any]) -> None:
+    needles = {index: b"10:02:00 ledger ERROR needle-xyz %d" % index for index in range(50, 20_000, 997)}
+    log = _log(tmp_path, 20_000, needles)
+    helped = _all(log, "needle-xyz", processes=2, limit=3)
+    assert len(stretches) > 40, "many stretches, most without a needle"
+    assert helped == _all(log, "needle-xyz", processes=0, limit=3)
+    assert [number for number, _text in _found(helped)] == [index + 1 for index in needles] + [20_001]
+    assert len(helped) == len(needles) // 3 + 1, "each call stops at its third match and the next goes on from it"
+
+
+def _stop_first_helper_once_asked(kill: bool) -> threading.Thread:
+    """SIGSTOP the first helper; once a search has asked it for a stretch, SIGKILL it (or leave it stopped)."""
+    helper = HELPERS._helpers[0]
+    os.kill(helper.process.pid or 0, signal.SIGSTOP)
+
+    def watch() -> None:
+        deadline = time.monotonic() + 30
+        while not helper.asked and time.monotonic() < deadline:
+            time.sleep(0.001)
+        if kill:
+            os.kill(helper.process.pid or 0, signal.SIGKILL)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    return watcher
+
+
+@pytest.mark.parametrize("kill", [True, False], ids=["killed", "stopped"])
+def test_a_helper_killed_or_stopped_mid_search_costs_only_speed(
+    tmp_path: Path, stretches: list[Any], monkeypatch: pytest.MonkeyPatch, kill: bool
+) -> None:
+    monkeypatch.setattr(timeline_processes, "STRETCH_SECONDS", 0.5)
+    needles = {index: b"10:02:00 ledger ERROR needle-xyz %d" % index for index in (100, 9_000, 17_000)}
+    log = _log(tmp_path, 20_000, needles)
+    alone = _all(log, "needle-xyz|segment MERGE", processes=0, limit=1000)
+    lost = HELPERS._helpers[0].process.pid
+    watcher = _stop_first_helper_once_asked(kill)
+    helped = _all(log, "needle-xyz|segment MERGE", processes=2, limit=1000)
+    watcher.join()
+    assert helped == alone
+    assert HELPERS.failures == 1 and lost not in HELPERS.pids(), "the lost helper was left"
+    assert len(stretches) < log.stat().st_size // SIZES.stretch_bytes, "the desk read the rest itself"
+    _wait_for_helpers()
+    stretches.clear()
+    assert _all(log, "needle-xyz|segment MERGE", processes=2, limit=1000) == alone
+    assert stretches and HELPERS.failures == 0, "new helpers took over"
+
+
+def test_budgets_and_cancellation_stop_a_helped_search_where_it_resumes_exactly(
+    tmp_path: Path, stretches: list[Any]
+) -> None:
+    needles = {index: b"10:02:00 ledger ERROR needle-xyz %d" % index for index in range(10, 20_000, 1_500)}
+    log = _log(tmp_path, 20_000, needles)
+    expected = _found(_all(log, "needle-xyz", processes=0))
+    quick = _all(log, "needle-xyz", processes=2, time_budget=0.0)
+    assert len(quick) > 10 and {stopped for _m, _c, stopped in quick[:-1]} == {"time budget"}
+    assert _found(quick) == expected and stretches, "paged a stretch or so at a time, nothing lost"
+    stretches.clear()
+    short = _all(log, "needle-xyz", processes=2, byte_budget=100_000)
+    assert _found(short) == expected and stretches
+    assert short == _all(log, "needle-xyz", processes=0, byte_budget=100_000), "the same calls, stopped alike"
+    assert {stopped for _m, _c, stopped in short[:-1]} == {"byte budget"}
+    flag = threading.Event()
+    flag.set()
+    compiled = compile_pattern("needle-xyz")
+    cancelled = search(log, compiled, limit=1000, cancelled=flag, sizes=SIZES, processes=2)
+    assert cancelled.stopped == "cancelled" and cancelled.next_cursor is not None
+    assert 0 < cancelled.scanned_bytes < log.stat().st_size // 2
+
+
+def test_a_search_beside_a_timeline_holding_the_helpers_reads_alone(tmp_path: Path, stretches: list[Any]) -> None:
+    log = _log(tmp_path, 20_000, {500: b"10:02:00 ledger ERROR needle-xyz"})
+    with HELPERS.lent(2) as helpers:  # as a timeline's scan holds them
+        assert len(helpers) == 2
+        meanwhile = _all(log, "needle-xyz", processes=2)
+    assert not stretches
+    assert meanwhile == _all(log, "needle-xyz", processes=0)
+    assert _all(log, "needle-xyz", processes=2) == meanwhile and stretches
+
+
+def test_a_first_big_search_does_not_wait_for_helpers_to_start(tmp_path: Path, stretches: list[Any]) -> None:
+    HELPERS.end_all()
+    log = _log(tmp_path, 20_000, {500: b"10:02:00 ledger ERROR needle-xyz"})
+    first = _all(log, "needle-xyz", processes=2)
+    assert not stretches and HELPERS.pids(), "read alone while the helpers start"
+    _wait_for_helpers()
+    assert _all(log, "needle-xyz", processes=2) == first and stretches
+
+
+def _result(shown: Any) -> tuple[list[Any], Any]:
+    view = shown.structured_content or {}
+    assert not shown.is_error and view["stopped"] == "end of log", shown
+    return view["matches"], view["next_cursor"]
+
+
+@pytest.mark.anyio
+async def test_over_mcp_a_big_log_is_searched_with_helpers_and_the_loop_stays_free(
+    make_app: AppFactory, tmp_path: Path, stretches: list[Any]
+) -> None:
+    from incident_desk.server import build_server
+
+    data_dir, _levels = big_timeline_desk(tmp_path)
+    log = data_dir / "incidents" / "INC-BIG" / "log.txt"
+    lines = log.read_bytes().count(b"\n")
+    with log.open("ab") as handle:
+        handle.write(b"2026-11-29T11:00:00Z ledger ERROR needle-xyz in the last line\n")
+    HELPERS.end_all()
+    app = make_app(data_dir=data_dir, search_processes=2, search_time_budget_seconds=60)
+    ask = {"incidentId": "INC-BIG", "pattern": "needle-xyz|SEGMENT fault"}
+    async with connect(build_server(app), "legacy") as client:
+        first = _result(await client.call_tool("search_incident_log", ask))
+        assert not stretches, "the first search read alone while the helpers started"
+        _wait_for_helpers()
+        async with pinging(client) as pings:
+            helped = _result(await client.call_tool("search_incident_log", ask))
+    assert helped == first
+    assert [match["number"] for match in helped[0]] == [lines + 1]
+    assert len(stretches) >= 2 and stretches[-1].end == log.stat().st_size, "the helpers read the whole log"
+    assert statistics.median(pings) < 0.1 and max(pings) < 0.5, pings
+
+
+def test_a_helped_result_is_a_search_result(tmp_path: Path, stretches: list[Any]) -> None:
+    log = _log(tmp_path, 20_000, {})
+    step = search(log, compile_pattern("needle-xyz"), limit=10, sizes=SIZES, processes=2)
+    assert isinstance(step, SearchResult) and step.matches[-1].number == 20_001 and stretches
+    assert step.scanned_bytes == step.total_bytes == log.stat().st_size
