@@ -245,3 +245,16 @@ def test_a_helped_result_is_a_search_result(tmp_path: Path, stretches: list[Any]
     step = search(log, compile_pattern("needle-xyz"), limit=10, sizes=SIZES, processes=2)
     assert isinstance(step, SearchResult) and step.matches[-1].number == 20_001 and stretches
     assert step.scanned_bytes == step.total_bytes == log.stat().st_size
+
+
+def test_a_helper_finds_the_first_candidate_line_and_the_newlines_before_it(tmp_path: Path) -> None:
+    path = tmp_path / "log.txt"
+    path.write_bytes(b"10:00:00 api INFO a\n" * 100 + b"10:00:01 api INFO needle-xyz\n" + b"10:00:02 api INFO b\n" * 50)
+    with path.open("rb") as handle:
+        fd = handle.fileno()
+        found = search_processes.clear_stretch(fd, 0, 3000, (b"needle-xyz",), False, 16 * 1024, 2 * ROW)
+        assert (found.begin, found.end, found.clear_until, found.newlines, found.whole) == (0, 3009, 2000, 100, True)
+        later = search_processes.clear_stretch(fd, 2010, 3000, (b"needle-xyz",), False, 16 * 1024, 2 * ROW)
+        assert (later.begin, later.clear_until, later.newlines) == (2029, 3009, 49), "from the first line start on"
+        os.truncate(path, 1000)
+        assert not search_processes.clear_stretch(fd, 0, 3000, (b"needle-xyz",), False, 16 * 1024, 2 * ROW).whole
