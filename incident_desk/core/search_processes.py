@@ -91,22 +91,31 @@ def clear_stretch(
             if not length:  # a line longer than a read: the desk's to read
                 return ClearStretch(begin, end, position, newlines)
             hits = [hit for find, literal in finds if (hit := find(buffer, literal, 0, length)) >= 0]
-            stop = buffer.rfind(b"\n", 0, min(hits)) + 1 if hits else length
+            if hits:  # only the lines before the first hit's need looking at
+                length = buffer.rfind(b"\n", 0, min(hits)) + 1
             run = Run(position, buffer, length, terminated=True)
-            key = (status.st_dev, status.st_ino, position, length)
-            digest = _INDEXES.digest(buffer, length)
-            known = _INDEXES.get(key, digest)
-            if known is None or (undecodable and known.undecodable is None):
-                count, long_lines = newlines_and_long_lines(run, scratch)
-                odd = tuple(undecodable_lines(run)) if undecodable else None
-                _INDEXES.put(key, digest, known := RunIndex(count, tuple(long_lines), odd))
+            known: RunIndex | None = _run_index(run, scratch, undecodable) if hits else None
+            if known is None:  # a run without a candidate of its own: its index is remembered for the next search
+                key = (status.st_dev, status.st_ino, position, length)
+                digest = _INDEXES.digest(buffer, length)
+                known = _INDEXES.get(key, digest)
+                if known is None or (undecodable and known.undecodable is None):
+                    known = _run_index(run, scratch, undecodable)
+                    _INDEXES.put(key, digest, known)
             specials = [*known.long_lines, *(known.undecodable or ())] if undecodable else known.long_lines
-            stop = min([stop, *(start for start, _end in specials)])
+            stop = min([length, *(start for start, _end in specials)])
             if stop < length:
                 return ClearStretch(begin, end, position + stop, newlines + buffer.count(b"\n", 0, stop))
             newlines += known.newlines
             position += length
+            if hits:
+                return ClearStretch(begin, end, position, newlines)
     return ClearStretch(begin, end, end, newlines)
+
+
+def _run_index(run: Run, scratch: Any, undecodable: bool) -> RunIndex:
+    count, long_lines = newlines_and_long_lines(run, scratch)
+    return RunIndex(count, tuple(long_lines), tuple(undecodable_lines(run)) if undecodable else None)
 
 
 def clear_stretches(
