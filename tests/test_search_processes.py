@@ -55,7 +55,8 @@ def stretches(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
 
     def watched(*args: Any, **kwargs: Any) -> Iterator[Any]:
         for stretch in real(*args, **kwargs):
-            taken.append(stretch)
+            if stretch is not None:  # None: the helpers have their first stretches
+                taken.append(stretch)
             yield stretch
 
     monkeypatch.setattr(search_processes, "clear_stretches", watched)
@@ -175,7 +176,7 @@ def test_budgets_and_cancellation_stop_a_helped_search_where_it_resumes_exactly(
     quick = _all(log, "needle-xyz", processes=2, time_budget=0.0)
     assert {stopped for _m, _c, stopped in quick[:-1]} == {"time budget"}
     assert len(quick) > log.stat().st_size // SIZES.stretch_bytes // 2, "a stretch or so a call"
-    assert _found(quick) == expected and stretches, "nothing lost"
+    assert _found(quick) == expected, "nothing lost"
     stretches.clear()
     short = _all(log, "needle-xyz", processes=2, byte_budget=100_000)
     assert _found(short) == expected and stretches

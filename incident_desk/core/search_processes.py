@@ -130,9 +130,10 @@ def clear_stretches(
     index_piece: int,
     should_stop: Callable[[], bool],
     stretch_bytes: int = STRETCH_BYTES,
-) -> Generator[ClearStretch, None, None]:
-    """What helpers found in each stretch of ``begin .. end`` (``begin`` a line start), in log order: nothing when
-    no helper is free and started; stops early when one fails or hangs (the caller reads on itself)."""
+) -> Generator[ClearStretch | None, None, None]:
+    """What helpers found in each stretch of ``begin .. end`` (``begin`` a line start), in log order, after a None
+    once they have their first stretches: nothing when no helper is free and started; stops early when one fails
+    or hangs (the caller reads on itself)."""
     for answer in helped_stretches(
         handle,
         begin,
@@ -142,8 +143,9 @@ def clear_stretches(
         should_stop=should_stop,
         stretch_bytes=stretch_bytes,
         started_only=True,
+        announce=True,
     ):
-        assert isinstance(answer, ClearStretch)
+        assert answer is None or isinstance(answer, ClearStretch)
         yield answer
 
 
@@ -168,18 +170,23 @@ _TAIL_BYTES = 64 * 1024
 def helped_scan(
     scan: HelpedScan, handle: BinaryIO, total: int, processes: int, read: Callable[[int, int | None], None]
 ) -> None:
-    """Move ``scan`` on through the log with helpers: past each stretch up to its first candidate line by the
-    helper's count, then ``read(start, end)`` (the desk's own reading and scanning) from there to the stretch's
-    end. Returns where the helpers stop helping (none free, one failed, the log changed, a budget is near, the
-    scan stopped): the caller reads on from ``scan.offset`` if the scan has not stopped."""
+    """Move ``scan`` on through the log with helpers: the desk reads the first stretch itself while they start on
+    the next ones (a search that finds its matches early never waits for them); then past each stretch up to its
+    first candidate line by the helper's count, and ``read(start, end)`` (the desk's own reading and scanning)
+    from there to the stretch's end. Returns where the helpers stop helping (none free, one failed, the log
+    changed, a budget is near, the scan stopped): the caller reads on from ``scan.offset`` if the scan has not
+    stopped."""
     assert scan.literals is not None
     tail = os.pread(handle.fileno(), min(_TAIL_BYTES, total), total - min(_TAIL_BYTES, total))
     until = total - len(tail) + tail.rfind(b"\n") + 1  # the last line's end: helpers give only whole lines
     if until - scan.offset < 2 * scan.sizes.stretch_bytes:
         return
+    own = line_start_at(handle.fileno(), scan.offset + scan.sizes.stretch_bytes)  # the desk's own first stretch
+    if own is None or own >= until:
+        return
     stretches = clear_stretches(
         handle,
-        scan.offset,
+        own,
         until,
         processes=processes,
         literals=scan.literals,
@@ -191,6 +198,11 @@ def helped_scan(
     )
     try:
         for stretch in stretches:
+            if stretch is None:  # the helpers have their first stretches: the desk reads its own meanwhile
+                read(scan.offset, own)
+                if scan.stopped is not None or scan.offset != own:
+                    return
+                continue
             if not stretch.whole or stretch.begin != scan.offset:
                 return  # the log changed under the helpers: the desk reads it itself
             if stretch.clear_until - scan.start.offset > scan.budget.max_bytes or scan.should_stop(scan.offset):

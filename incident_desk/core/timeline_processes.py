@@ -341,10 +341,12 @@ def helped_stretches(
     should_stop: Callable[[], bool],
     stretch_bytes: int = STRETCH_BYTES,
     started_only: bool = False,
+    announce: bool = False,
 ) -> Generator[Any, None, None]:
     """The helpers' answers to ``ask(stretch_begin, stretch_end)`` (the message asking for a stretch's work), for
     each stretch of ``begin .. end`` of the open log in log order. Yields nothing when no helper is free (with
-    ``started_only``, none is ready yet); stops early as ``stretch_counts`` does. Stop asking at any point."""
+    ``started_only``, none is ready yet); stops early as ``stretch_counts`` does. Stop asking at any point.
+    ``announce``: first yield None once the helpers have their first stretches, so the caller can work meanwhile."""
     with HELPERS.lent(processes, started_only=started_only) as helpers:
         if not helpers:
             return
@@ -357,11 +359,16 @@ def helped_stretches(
             for stretch in itertools.pairwise(cuts):
                 # Two each, in turn: a helper always has its next stretch waiting.
                 while min(helper.asked for helper in helpers) >= 2:
+                    if announce:
+                        announce = False
+                        yield None
                     yield _answer(asked.pop(0), should_stop)
                 helper = min(helpers, key=lambda h: h.asked)
                 helper.connection.send(ask(*stretch))
                 helper.asked += 1
                 asked.append(helper)
+            if announce:
+                yield None
             while asked:
                 yield _answer(asked.pop(0), should_stop)
             HELPERS.succeeded()
