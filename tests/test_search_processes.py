@@ -190,6 +190,14 @@ def test_budgets_and_cancellation_stop_a_helped_search_where_it_resumes_exactly(
     assert 0 < cancelled.scanned_bytes < log.stat().st_size // 2
 
 
+def test_a_time_budget_stops_a_helped_search_at_the_next_stretch(tmp_path: Path, stretches: list[Any]) -> None:
+    log = _log(tmp_path, 20_000, {})
+    sizes = SearchSizes(read_bytes=16 * 1024, workers=0, stretch_bytes=8 * 1024)  # the desk's stretch: one read
+    step = search(log, compile_pattern("needle-xyz"), limit=10, time_budget=0.0, sizes=sizes, processes=2)
+    assert step.stopped == "time budget" and step.next_cursor is not None
+    assert step.scanned_bytes <= 3 * sizes.stretch_bytes, "the desk's own stretch and at most one of the helpers'"
+
+
 def test_a_search_beside_a_timeline_holding_the_helpers_reads_alone(tmp_path: Path, stretches: list[Any]) -> None:
     log = _log(tmp_path, 20_000, {500: b"10:02:00 ledger ERROR needle-xyz"})
     with HELPERS.lent(2) as helpers:  # as a timeline's scan holds them

@@ -89,8 +89,8 @@ class SearchSizes:
             raise ValueError(f"index_piece must be a positive multiple of {ROW}: {self.index_piece}")
         if self.workers is not None and self.workers < 0:
             raise ValueError(f"workers must not be negative: {self.workers}")
-        if self.stretch_bytes < self.read_bytes:
-            raise ValueError(f"stretch_bytes must be at least a read: {self.stretch_bytes}")
+        if self.stretch_bytes <= 0:
+            raise ValueError(f"stretch_bytes must be positive: {self.stretch_bytes}")
 
 
 @dataclass(frozen=True)
