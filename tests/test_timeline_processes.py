@@ -7,11 +7,13 @@ from __future__ import annotations
 import io
 import os
 import random
+import shutil
 import signal
 import statistics
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
@@ -19,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from incident_desk.core import timeline, timeline_processes
+from incident_desk.core import timeline, timeline_chunks, timeline_processes
 from incident_desk.core.timeline_processes import HELPERS, count_stretch
 from tests.test_timeline_kernel import DAY, _as_counts, _hostile_line, _reference
 
@@ -29,7 +31,9 @@ CARRY = 64 * 1024
 
 @pytest.fixture
 def stretches(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
-    """The stretches helpers counted in this test, in the order the pass took them."""
+    """The stretches helpers counted in this test, in the order the pass took them; two helpers started and
+    ready (a pass hands over to helpers only once they are)."""
+    assert HELPERS.start(2, wait_seconds=60)
     taken: list[Any] = []
     real = timeline_processes.stretch_counts
 
@@ -182,8 +186,10 @@ def test_a_helper_killed_mid_pass_costs_only_speed(tmp_path: Path, stretches: li
     assert HELPERS.failures == 1
     assert len(stretches) < len(data) // (64 * 1024), "the desk counted the rest itself"
     _same(helped, _alone(path))
+    assert HELPERS.start(2, wait_seconds=60)
+    stretches.clear()
     _same(_scan(path, processes=2), helped)
-    assert HELPERS.failures == 0 and killed not in HELPERS.pids(), "a new helper took its place"
+    assert stretches and HELPERS.failures == 0 and killed not in HELPERS.pids(), "a new helper took its place"
 
 
 def test_a_hung_helper_is_left_after_its_stretch_deadline(
@@ -228,6 +234,8 @@ def test_an_idle_helper_ends_and_the_next_pass_starts_another(
     tmp_path: Path, stretches: list[Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(timeline_processes, "IDLE_SECONDS", 0.5)
+    HELPERS.end_all()
+    assert HELPERS.start(2, wait_seconds=60)
     path = _log(tmp_path, _hostile(26, 2000))
     first = _scan(path, processes=2)
     started = HELPERS.pids()
@@ -237,8 +245,47 @@ def test_an_idle_helper_ends_and_the_next_pass_starts_another(
         time.sleep(0.05)
     assert HELPERS.pids() == []
     stretches.clear()
+    assert HELPERS.start(2, wait_seconds=60)
     _same(_scan(path, processes=2), first)
     assert stretches and HELPERS.failures == 0 and not set(HELPERS.pids()) & set(started)
+
+
+def test_helpers_still_starting_take_over_from_where_the_desk_has_counted(
+    tmp_path: Path, stretches: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.test_timeline_responsive import _block
+
+    block, per_block = _block()
+    copies = (24 << 20) // len(block)
+    path = _log(tmp_path, block * copies)
+    HELPERS.end_all()
+    assert not HELPERS.start(2)  # started, not ready yet: held before they load numpy
+    starting = HELPERS.pids()
+    for pid in starting:
+        os.kill(pid, signal.SIGSTOP)
+    counted_here = threading.Event()
+    real = timeline_chunks.counted_chunks
+
+    def watched(*args: Any, **kwargs: Any) -> Iterator[Any]:
+        for number, event in enumerate(real(*args, **kwargs)):
+            if number == 20:
+                counted_here.set()
+            yield event
+
+    monkeypatch.setattr(timeline, "counted_chunks", watched)
+    result: list[timeline.LevelScan] = []
+    scan = threading.Thread(target=lambda: result.append(_scan(path, processes=2, pause_seconds=0.002)))
+    scan.start()
+    assert counted_here.wait(60)
+    for pid in starting:
+        os.kill(pid, signal.SIGCONT)
+    scan.join()
+    (helped,) = result
+    assert stretches and stretches[0].begin > 0, "the desk counted the start, the helpers the rest"
+    assert stretches[-1].end == len(block) * copies
+    assert helped.stopped == "end of log" and helped.scanned_lines == 4000 * copies
+    totals = Counter({level: sum(getattr(m, level) for m in helped.minutes) for level in per_block})
+    assert totals == Counter({level: count * copies for level, count in per_block.items()})
 
 
 def test_a_log_cut_short_under_a_helper_is_not_taken_as_whole(tmp_path: Path) -> None:
@@ -317,10 +364,23 @@ def wait_until_gone(pids: list[int]) -> bool:
     return not any(_alive(pid) for pid in pids)
 
 
+async def call_until_helpers_count(client: Any, capfd: pytest.CaptureFixture[str], cache: Path) -> Any:
+    """Ask for INC-BIG's timeline, counted afresh each time (its summary removed), until the desk's log says
+    helpers counted part of it: the first call starts them, and counts alone while they load numpy."""
+    for _ in range(20):
+        shutil.rmtree(cache, ignore_errors=True)
+        shown = await client.call_tool("show_incident_timeline", {"incidentId": "INC-BIG"})
+        if "timeline counted by helpers" in capfd.readouterr().err:
+            return shown
+    raise AssertionError("helpers never counted: " + capfd.readouterr().err[-2000:])
+
+
 @pytest.mark.anyio
 @pytest.mark.timing
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the desk's helpers in /proc")
-async def test_over_stdio_helpers_count_a_big_log_and_end_with_the_desk(tmp_path: Path) -> None:
+async def test_over_stdio_helpers_count_a_big_log_and_end_with_the_desk(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     from mcp import Client, StdioServerParameters
 
     from tests.helpers import ROOT, child_env, pinging
@@ -331,13 +391,14 @@ async def test_over_stdio_helpers_count_a_big_log_and_end_with_the_desk(tmp_path
         INCIDENT_DESK_DATA_DIR=str(data_dir),
         INCIDENT_DESK_SEARCH_TIME_BUDGET_SECONDS="60",
         INCIDENT_DESK_TIMELINE_PROCESSES="2",
+        INCIDENT_DESK_LOG_LEVEL="debug",
     )
     params = StdioServerParameters(command=sys.executable, args=["-m", "incident_desk"], cwd=str(ROOT), env=env)
     async with Client(params, mode="legacy") as client, pinging(client) as pings:
-        shown = await client.call_tool("show_incident_timeline", {"incidentId": "INC-BIG"})
+        shown = await call_until_helpers_count(client, capfd, tmp_path / "timeline-cache")
         (desk,) = [pid for pid in children(os.getpid()) if b"incident_desk" in _command(pid)]
         helpers = helpers_of(desk)
     assert level_totals(shown) == expected
-    assert len(helpers) == 2, "two helpers counted the log"
+    assert len(helpers) == 2
     assert statistics.median(pings) < 0.1 and max(pings) < 0.5, pings
     assert wait_until_gone([desk, *helpers]), "the helpers ended with the desk"

@@ -146,10 +146,17 @@ def count_stretch(fd: int, begin_at: int, end_at: int, want_errors: bool, chunk:
 
 
 def _serve(connection: Connection, idle_seconds: float) -> None:
-    """A helper's life: take a log's descriptor, count the stretches asked of it, until the desk hangs up."""
+    """A helper's life: load the kernel and say so, take a log's descriptor, count the stretches asked of it,
+    until the desk hangs up."""
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)  # the desk's stdin and stdout carry its protocol: never read or write them here
     os.dup2(devnull, 1)
+    from incident_desk.core import timeline_chunks, timeline_counts, timeline_scan  # noqa: F401  # loaded now
+    from incident_desk.core.timeline_patterns import patterns
+
+    patterns()
+    timeline_scan._constants()
+    connection.send(_READY)
     fd: int | None = None
     while True:
         try:
@@ -173,8 +180,12 @@ def _serve(connection: Connection, idle_seconds: float) -> None:
             fd = None
 
 
+_READY = ("ready",)
+
+
 class _Helper:
-    """One helper process and the desk's end of its pipe; ``asked``: its counts under way, oldest first."""
+    """One helper process and the desk's end of its pipe; ``asked``: its counts under way, oldest first. It is
+    asked for nothing before it says it is ready (its interpreter started, numpy and RE2 loaded)."""
 
     def __init__(self) -> None:
         context = multiprocessing.get_context("spawn")  # never fork a process that runs threads
@@ -185,6 +196,21 @@ class _Helper:
         self.process.start()
         theirs.close()
         self.asked = 0
+        self.is_ready = False
+
+    def ready(self) -> bool:
+        """Whether it said it is ready; never waits."""
+        if not self.is_ready:
+            with contextlib.suppress(EOFError, OSError):
+                if self.connection.poll(0):
+                    self.is_ready = self.connection.recv() == _READY
+        return self.is_ready
+
+    def wait_ready(self, seconds: float) -> bool:
+        deadline = time.monotonic() + seconds
+        while not self.ready() and self.alive() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return self.ready()
 
     def alive(self) -> bool:
         return self.process.is_alive() and not self.connection.closed
@@ -211,7 +237,10 @@ class _Helpers:
             return
         lent: list[_Helper] = []
         try:
-            self._helpers = [helper for helper in self._helpers if _ready(helper)]
+            idle = [helper for helper in self._helpers if _idle(helper)]
+            if any(not helper.is_ready for helper in self._helpers if helper not in idle):
+                self.failed("a timeline helper ended before it was ready")
+            self._helpers = idle
             try:
                 while len(self._helpers) < count:
                     self._helpers.append(_Helper())
@@ -238,6 +267,11 @@ class _Helpers:
         """The helpers' process ids (for a look from outside: tests, diagnostics)."""
         return [helper.process.pid for helper in self._helpers if helper.alive() and helper.process.pid is not None]
 
+    def start(self, count: int, *, wait_seconds: float = 0.0) -> bool:
+        """Start ``count`` helpers now, and wait up to ``wait_seconds`` for them to be ready (tests, benches)."""
+        with self.lent(count) as helpers:
+            return len(helpers) == count and all(helper.wait_ready(wait_seconds) for helper in helpers)
+
     def end_all(self) -> None:
         with self._lock:
             for helper in self._helpers:
@@ -246,7 +280,7 @@ class _Helpers:
             self.failures = 0
 
 
-def _ready(helper: _Helper) -> bool:
+def _idle(helper: _Helper) -> bool:
     """Whether ``helper`` is alive and idle, its answers left from an earlier scan read and dropped; one that is
     not, within ``_DRAIN_SECONDS``, is ended."""
     try:
@@ -269,11 +303,11 @@ class _Failed(Exception):
 
 
 def stretch_counts(
+    helpers: list[_Helper],
     handle: BinaryIO,
     begin: int,
     end: int,
     *,
-    processes: int,
     want_errors: Callable[[], bool],
     should_stop: Callable[[], bool],
     chunk: int,
@@ -281,35 +315,32 @@ def stretch_counts(
     stretch_bytes: int = STRETCH_BYTES,
 ) -> Generator[StretchCount, None, None]:
     """The counts of ``begin .. end`` of the open log (``begin`` a line start), stretch by stretch in log order,
-    from helper processes (``chunk`` and ``max_carry`` as ``counted_chunks`` takes them). Yields nothing when no
-    helper is free; stops early when one fails or takes over ``STRETCH_SECONDS`` for a stretch (logged: the
-    caller goes on counting itself) and when ``should_stop`` says so while it waits. Stop asking at any point."""
-    with HELPERS.lent(processes) as helpers:
-        if not helpers:
-            return
-        asked: list[_Helper] = []  # who counts each stretch, in log order
-        try:
-            for helper in helpers:
-                helper.connection.send(("log",))
-                reduction.send_handle(helper.connection, handle.fileno(), helper.process.pid)
-            cuts = [*range(begin, end, stretch_bytes), end]
-            for stretch in itertools.pairwise(cuts):
-                # Two each, in turn: a helper always has its next stretch waiting.
-                while min(helper.asked for helper in helpers) >= 2:
-                    yield _answer(asked.pop(0), should_stop)
-                helper = min(helpers, key=lambda h: h.asked)
-                helper.connection.send(("count", *stretch, want_errors(), chunk, max_carry))
-                helper.asked += 1
-                asked.append(helper)
-            while asked:
+    from ``helpers`` (lent and ready; ``chunk`` and ``max_carry`` as ``counted_chunks`` takes them). Stops early
+    when one fails or takes over ``STRETCH_SECONDS`` for a stretch (logged: the caller goes on counting itself)
+    and when ``should_stop`` says so while it waits. Stop asking at any point."""
+    asked: list[_Helper] = []  # who counts each stretch, in log order
+    try:
+        for helper in helpers:
+            helper.connection.send(("log",))
+            reduction.send_handle(helper.connection, handle.fileno(), helper.process.pid)
+        cuts = [*range(begin, end, stretch_bytes), end]
+        for stretch in itertools.pairwise(cuts):
+            # Two each, in turn: a helper always has its next stretch waiting.
+            while min(helper.asked for helper in helpers) >= 2:
                 yield _answer(asked.pop(0), should_stop)
-            HELPERS.succeeded()
-        except _Stopped:
-            return
-        except _Failed as exc:
-            HELPERS.failed(str(exc))
-        except (EOFError, OSError) as exc:
-            HELPERS.failed(f"a timeline helper ended: {exc or type(exc).__name__}")
+            helper = min(helpers, key=lambda h: h.asked)
+            helper.connection.send(("count", *stretch, want_errors(), chunk, max_carry))
+            helper.asked += 1
+            asked.append(helper)
+        while asked:
+            yield _answer(asked.pop(0), should_stop)
+        HELPERS.succeeded()
+    except _Stopped:
+        return
+    except _Failed as exc:
+        HELPERS.failed(str(exc))
+    except (EOFError, OSError) as exc:
+        HELPERS.failed(f"a timeline helper ended: {exc or type(exc).__name__}")
 
 
 class _Stopped(Exception):
