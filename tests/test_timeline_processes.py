@@ -288,6 +288,30 @@ def test_helpers_still_starting_take_over_from_where_the_desk_has_counted(
     assert totals == Counter({level: count * copies for level, count in per_block.items()})
 
 
+def test_a_log_truncated_under_the_helpers_is_counted_where_it_now_ends(
+    tmp_path: Path, stretches: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = _hostile(27, 8000)
+    path = _log(tmp_path, data)
+    cut = data.index(b"\n", len(data) // 3) + 1
+    watched = getattr(timeline, "stretch_counts")  # the fixture's watcher, which this one wraps
+
+    def truncating(*args: Any, **kwargs: Any) -> Iterator[Any]:
+        for number, stretch in enumerate(watched(*args, **kwargs)):
+            if number == 0:
+                os.truncate(path, cut)  # logrotate's copytruncate, say, with a little written since
+            yield stretch
+
+    monkeypatch.setattr(timeline, "stretch_counts", truncating)
+    cut_short = _scan(path, processes=2, stretch_bytes=4096)
+    assert cut_short.stopped == "end of log" and stretches
+    assert cut_short.scanned_bytes < len(data), "it stopped where the helpers' stretches ended"
+    with path.open("rb") as handle:
+        afresh = timeline.scan_levels(handle, anchor=DAY, resume=cut_short.resume, chunk_bytes=CHUNK)
+    expected, unparsed, lines, _ = _reference(data[:cut])
+    assert _as_counts(afresh) == expected and (afresh.unparsed_lines, afresh.scanned_lines) == (unparsed, lines)
+
+
 def test_a_log_cut_short_under_a_helper_is_not_taken_as_whole(tmp_path: Path) -> None:
     path = _log(tmp_path, b"10:00:00 api INFO a\n" * 100)
     with path.open("rb") as handle:
