@@ -12,7 +12,7 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from incident_desk.core import timeline, timeline_counts, timeline_scan
+from incident_desk.core import timeline, timeline_counts, timeline_patterns, timeline_scan
 
 DAY = date(2026, 11, 29)
 # The desk's pattern as RE2 reads it (bytes, ASCII classes; RE2's \s is [\t\n\f\r ], without \v).
@@ -268,7 +268,7 @@ def test_a_chunk_read_in_slices_counts_as_one_piece(slice_bytes: int) -> None:
     frame = timeline_scan.Frame(len(data))
     frame.buffer[1 : 1 + len(data)] = data
     frame.end_data(1 + len(data))
-    pattern = timeline._patterns()[0]
+    pattern = timeline_patterns.patterns()[0]
     results = []
     for size in (slice_bytes, 1 << 30):
         found = timeline_scan.levels_in(frame, 1 + len(data), pattern, want_errors=True, slice_bytes=size)
