@@ -115,8 +115,8 @@ def test_lines_longer_than_a_stretch_and_a_last_line_without_a_newline(tmp_path:
 def test_the_minute_limit_falls_where_one_process_puts_it(tmp_path: Path, stretches: list[Any]) -> None:
     data = b"".join(b"2026-11-29T%02d:%02d:00Z api INFO served\n" % divmod(minute, 60) for minute in range(600)) * 4
     path = _log(tmp_path, data)
-    helped = _scan(path, processes=2, stretch_bytes=2048, max_minutes=100)
-    alone = _alone(path, max_minutes=100)
+    helped = _scan(path, processes=2, stretch_bytes=2048, max_minutes=100, chunk_bytes=1024)
+    alone = _alone(path, max_minutes=100, chunk_bytes=1024)
     assert helped.stopped == alone.stopped == "minute limit" and stretches
     # Stretches and chunks end in different places, so the helped pass may stop further on; both count exactly
     # what they read and stay within the limit.
@@ -209,6 +209,20 @@ def test_a_hung_helper_is_left_after_its_stretch_deadline(
     assert HELPERS.failures == 1 and hung not in HELPERS.pids()
     with pytest.raises(ProcessLookupError):
         os.kill(hung, 0)
+
+
+def test_stopped_helpers_hold_a_pass_no_longer_than_its_time_budget(tmp_path: Path, stretches: list[Any]) -> None:
+    data = _hostile(28, 6000)
+    path = _log(tmp_path, data)
+    for pid in HELPERS.pids():
+        os.kill(pid, signal.SIGSTOP)
+    began = time.monotonic()
+    held = _scan(path, processes=2, time_budget=0.5)
+    assert time.monotonic() - began < 3
+    assert held.stopped == "time budget" and not stretches
+    assert 0 < held.scanned_bytes < len(data), "its first chunk (to its last whole line) here, then the budget"
+    expected, unparsed, lines, _ = _reference(data[: held.scanned_bytes])
+    assert _as_counts(held) == expected and (held.unparsed_lines, held.scanned_lines) == (unparsed, lines)
 
 
 def test_a_second_pass_meanwhile_counts_alone(tmp_path: Path, stretches: list[Any]) -> None:

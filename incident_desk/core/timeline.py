@@ -356,7 +356,9 @@ def scan_levels(
 
         done = False
         if helpers and run.out_of_budget() is None:
-            handed = helpers_ready() or run.count_here(chunks_from_here(), hand_over=helpers_ready)
+            # Its first chunk here whatever the helpers' state, as a pass always counts one before its budget
+            # can stop it (a stretch is sixteen chunks: too long to wait for past the budget).
+            handed = run.count_here(chunks_from_here(), hand_over=helpers_ready)
             done = not handed
             if handed:
                 handed_at = run.bytes

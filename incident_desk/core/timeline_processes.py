@@ -31,8 +31,9 @@ from incident_desk.core.timeline_scan import Key
 
 STRETCH_BYTES = 32 * 1024 * 1024  # a helper's share at a time: some 50 ms of counting, so budgets stay close
 _FIND_LINE_BYTES = 64 * 1024  # read at a time while looking for a line's start
-# A stretch takes some 50 ms; a helper this much later is stopped or starved (the caller goes on without it).
-STRETCH_SECONDS = 10.0
+# A stretch takes some 50 ms, up to 40 s of hostile lines (10 ms per 8 KiB); a helper later than this is taken as
+# stopped or starved and ended (the caller goes on without it). A call's time budget ends its wait far sooner.
+STRETCH_SECONDS = 60.0
 _WAIT_SECONDS = 0.02  # how often a caller waiting for a count looks at its budget
 _DRAIN_SECONDS = 2.0  # how long a helper may take to finish what a scan that stopped early had asked of it
 GIVE_UP_AFTER = 3
@@ -41,8 +42,8 @@ _log = structlog.get_logger(__name__)
 
 
 def default_processes() -> int:
-    """Helpers worth starting here: one per core on two cores or more (the caller only merges). None on Windows,
-    where a descriptor cannot be passed to a spawned helper the same way."""
+    """Helpers worth starting here: one per core on two cores or more, at most two. None on Windows: handing a
+    helper the log is written for POSIX descriptors (Windows would need its handles) and has not run there."""
     cores = os.cpu_count() or 1
     return 0 if cores < 2 or sys.platform == "win32" else min(cores, 2)
 
