@@ -120,23 +120,15 @@ async def test_frozen_executable_counts_a_big_timeline_with_helpers_that_are_its
     from mcp import Client, StdioServerParameters
 
     from tests.test_timeline_processes import (
-        big_timeline_desk,
         call_until_helpers_count,
         children,
+        helped_desk_env,
         helpers_of,
         level_totals,
         wait_until_gone,
     )
 
-    data_dir, expected = big_timeline_desk(tmp_path)
-    env = child_env(
-        tmp_path / "audit.sqlite3",
-        INCIDENT_DESK_DATA_DIR=str(data_dir),
-        INCIDENT_DESK_SEARCH_TIME_BUDGET_SECONDS="60",
-        INCIDENT_DESK_TIMELINE_PROCESSES="2",
-        INCIDENT_DESK_LOG_LEVEL="debug",
-        XDG_DATA_HOME=str(tmp_path / "xdg"),
-    )
+    env, expected = helped_desk_env(tmp_path, XDG_DATA_HOME=str(tmp_path / "xdg"))
     params = StdioServerParameters(command=str(frozen_exe), args=[], env=env, cwd=str(tmp_path))
     async with Client(params, mode="legacy") as client:
         shown = await call_until_helpers_count(client, capfd, tmp_path / "timeline-cache")

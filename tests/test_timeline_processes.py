@@ -369,19 +369,22 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-def big_timeline_desk(root: Path) -> tuple[Path, dict[str, int]]:
-    """A data directory whose INC-BIG has a 72 MiB log (over two stretches), and its counts per level."""
-    from tests.test_timeline_responsive import _block
+def helped_desk_env(tmp_path: Path, **extra: str) -> tuple[dict[str, str], dict[str, int]]:
+    """The environment of a desk over a data directory whose INC-BIG has a 72 MiB log (over two stretches),
+    counted by two helpers, its log at debug (which says when they counted); and the log's counts per level."""
+    from tests.helpers import child_env
+    from tests.test_timeline_responsive import big_timeline_desk
 
-    block, per_block = _block()
-    copies = (72 << 20) // len(block)
-    entry = root / "desk" / "incidents" / "INC-BIG"
-    entry.mkdir(parents=True)
-    (entry / "incident.toml").write_text(
-        'title="t"\nservice="ledger"\nseverity="SEV2"\nstatus="open"\nopened=2026-11-29T10:00:00Z\n'
+    data_dir, expected = big_timeline_desk(tmp_path, 72)
+    env = child_env(
+        tmp_path / "audit.sqlite3",
+        INCIDENT_DESK_DATA_DIR=str(data_dir),
+        INCIDENT_DESK_SEARCH_TIME_BUDGET_SECONDS="60",
+        INCIDENT_DESK_TIMELINE_PROCESSES="2",
+        INCIDENT_DESK_LOG_LEVEL="debug",
+        **extra,
     )
-    (entry / "log.txt").write_bytes(block * copies)
-    return root / "desk", {level: count * copies for level, count in per_block.items()}
+    return env, expected
 
 
 def level_totals(shown: Any) -> dict[str, int]:
@@ -421,16 +424,9 @@ async def test_over_stdio_helpers_count_a_big_log_and_end_with_the_desk(
 ) -> None:
     from mcp import Client, StdioServerParameters
 
-    from tests.helpers import ROOT, child_env, pinging
+    from tests.helpers import ROOT, pinging
 
-    data_dir, expected = big_timeline_desk(tmp_path)
-    env = child_env(
-        tmp_path / "audit.sqlite3",
-        INCIDENT_DESK_DATA_DIR=str(data_dir),
-        INCIDENT_DESK_SEARCH_TIME_BUDGET_SECONDS="60",
-        INCIDENT_DESK_TIMELINE_PROCESSES="2",
-        INCIDENT_DESK_LOG_LEVEL="debug",
-    )
+    env, expected = helped_desk_env(tmp_path)
     params = StdioServerParameters(command=sys.executable, args=["-m", "incident_desk"], cwd=str(ROOT), env=env)
     async with Client(params, mode="legacy") as client, pinging(client) as pings:
         shown = await call_until_helpers_count(client, capfd, tmp_path / "timeline-cache")
