@@ -9,6 +9,7 @@ rate-limited; and the access log never writes a query string, which is where a m
 from __future__ import annotations
 
 import logging
+import select
 import sys
 import time
 from collections.abc import Callable
@@ -84,15 +85,40 @@ class WithholdQueryStrings(logging.Filter):
         return True
 
 
+def _would_block(stream: TextIO) -> bool:
+    """Whether writing a line to ``stream`` now could wait: its pipe is full because nobody reads it. Unknown (not
+    a file, or Windows, where pipes cannot be polled) counts as free."""
+    if sys.platform == "win32":
+        return False
+    try:
+        poller = select.poll()
+        poller.register(stream.fileno(), select.POLLOUT)
+        return not poller.poll(0)
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
 class _CurrentStderr:
     """Whatever ``sys.stderr`` is when a line is written, not when logging was configured.
 
     A command run in-process (by tests, or by an embedding program that swaps stderr) must not leave the log
-    bound to a stream that has since been closed.
+    bound to a stream that has since been closed. A line that would wait (a client that pipes the desk's stderr
+    and never reads it, once the pipe is full) is dropped and counted, never left to hold the event loop; the
+    next line written says how many went.
     """
 
+    def __init__(self) -> None:
+        self.dropped = 0
+
     def write(self, text: str) -> int:
-        return sys.stderr.write(text)
+        stream = sys.stderr
+        if _would_block(stream):
+            self.dropped += 1
+            return len(text)
+        if self.dropped:
+            dropped, self.dropped = self.dropped, 0
+            stream.write(f"[incident-desk: {dropped} log lines dropped while nothing read stderr]\n")
+        return stream.write(text)
 
     def flush(self) -> None:
         sys.stderr.flush()
@@ -120,7 +146,7 @@ def configure(
     structlog.configure(
         processors=[*shared, structlog.processors.format_exc_info, renderer],
         wrapper_class=structlog.make_filtering_bound_logger(_LEVELS[level]),
-        logger_factory=structlog.PrintLoggerFactory(stream),
+        logger_factory=structlog.WriteLoggerFactory(stream),  # one write per line: a line goes whole or not at all
         cache_logger_on_first_use=False,
     )
     handler = logging.StreamHandler(stream)

@@ -115,23 +115,23 @@ def test_frozen_build_bundles_package_data_and_keyring_metadata(frozen_exe: Path
 @pytest.mark.anyio
 @pytest.mark.skipif(sys.platform != "linux", reason="finds the desk's helpers in /proc")
 async def test_frozen_executable_counts_a_big_timeline_with_helpers_that_are_itself(
-    frozen_exe: Path, tmp_path: Path
+    frozen_exe: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:
     from mcp import Client, StdioServerParameters
 
-    from tests.test_timeline_processes import big_timeline_desk, children, helpers_of, level_totals, wait_until_gone
-
-    data_dir, expected = big_timeline_desk(tmp_path)
-    env = child_env(
-        tmp_path / "audit.sqlite3",
-        INCIDENT_DESK_DATA_DIR=str(data_dir),
-        INCIDENT_DESK_SEARCH_TIME_BUDGET_SECONDS="60",
-        INCIDENT_DESK_TIMELINE_PROCESSES="2",
-        XDG_DATA_HOME=str(tmp_path / "xdg"),
+    from tests.test_timeline_processes import (
+        call_until_helpers_count,
+        children,
+        helped_desk_env,
+        helpers_of,
+        level_totals,
+        wait_until_gone,
     )
+
+    env, expected = helped_desk_env(tmp_path, XDG_DATA_HOME=str(tmp_path / "xdg"))
     params = StdioServerParameters(command=str(frozen_exe), args=[], env=env, cwd=str(tmp_path))
     async with Client(params, mode="legacy") as client:
-        shown = await client.call_tool("show_incident_timeline", {"incidentId": "INC-BIG"})
+        shown = await call_until_helpers_count(client, capfd, tmp_path / "timeline-cache")
         (desk,) = [pid for pid in children(os.getpid()) if Path(f"/proc/{pid}/exe").resolve() == frozen_exe.resolve()]
         helpers = helpers_of(desk)
     assert level_totals(shown) == expected

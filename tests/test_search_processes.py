@@ -24,7 +24,7 @@ from incident_desk.core.redact import SECRETS
 from incident_desk.core.timeline_processes import HELPERS
 from tests.helpers import AppFactory, connect, pinging
 from tests.test_search_corpus import PATTERNS, _corpus, _reference
-from tests.test_timeline_processes import big_timeline_desk
+from tests.test_timeline_responsive import big_timeline_desk
 
 SIZES = SearchSizes(
     read_bytes=16 * 1024, first_window=1024, min_window=512, index_piece=2 * ROW, workers=0, stretch_bytes=16 * 1024
@@ -39,12 +39,7 @@ PLAIN = [
 
 def _wait_for_helpers(count: int = 2) -> None:
     """Start ``count`` helpers and wait until they are ready (a search uses them only then)."""
-    with HELPERS.lent(count):
-        pass
-    deadline = time.monotonic() + 60
-    while not all([helper.started() for helper in HELPERS._helpers]) and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert len(HELPERS._helpers) == count and all(helper.ready for helper in HELPERS._helpers)
+    assert HELPERS.start(count, wait_seconds=60)
 
 
 @pytest.fixture
@@ -229,7 +224,7 @@ async def test_over_mcp_a_big_log_is_searched_with_helpers_and_the_loop_stays_fr
 ) -> None:
     from incident_desk.server import build_server
 
-    data_dir, _levels = big_timeline_desk(tmp_path)
+    data_dir, _levels = big_timeline_desk(tmp_path, 72)
     log = data_dir / "incidents" / "INC-BIG" / "log.txt"
     lines = log.read_bytes().count(b"\n")
     with log.open("ab") as handle:

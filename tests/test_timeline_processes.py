@@ -7,11 +7,13 @@ from __future__ import annotations
 import io
 import os
 import random
+import shutil
 import signal
 import statistics
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
@@ -19,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from incident_desk.core import timeline, timeline_processes
+from incident_desk.core import timeline, timeline_chunks, timeline_processes
 from incident_desk.core.timeline_processes import HELPERS, count_stretch
 from tests.test_timeline_kernel import DAY, _as_counts, _hostile_line, _reference
 
@@ -29,7 +31,9 @@ CARRY = 64 * 1024
 
 @pytest.fixture
 def stretches(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
-    """The stretches helpers counted in this test, in the order the pass took them."""
+    """The stretches helpers counted in this test, in the order the pass took them; two helpers started and
+    ready (a pass hands over to helpers only once they are)."""
+    assert HELPERS.start(2, wait_seconds=60)
     taken: list[Any] = []
     real = timeline_processes.stretch_counts
 
@@ -111,8 +115,8 @@ def test_lines_longer_than_a_stretch_and_a_last_line_without_a_newline(tmp_path:
 def test_the_minute_limit_falls_where_one_process_puts_it(tmp_path: Path, stretches: list[Any]) -> None:
     data = b"".join(b"2026-11-29T%02d:%02d:00Z api INFO served\n" % divmod(minute, 60) for minute in range(600)) * 4
     path = _log(tmp_path, data)
-    helped = _scan(path, processes=2, stretch_bytes=2048, max_minutes=100)
-    alone = _alone(path, max_minutes=100)
+    helped = _scan(path, processes=2, stretch_bytes=2048, max_minutes=100, chunk_bytes=1024)
+    alone = _alone(path, max_minutes=100, chunk_bytes=1024)
     assert helped.stopped == alone.stopped == "minute limit" and stretches
     # Stretches and chunks end in different places, so the helped pass may stop further on; both count exactly
     # what they read and stay within the limit.
@@ -182,8 +186,10 @@ def test_a_helper_killed_mid_pass_costs_only_speed(tmp_path: Path, stretches: li
     assert HELPERS.failures == 1
     assert len(stretches) < len(data) // (64 * 1024), "the desk counted the rest itself"
     _same(helped, _alone(path))
+    assert HELPERS.start(2, wait_seconds=60)
+    stretches.clear()
     _same(_scan(path, processes=2), helped)
-    assert HELPERS.failures == 0 and killed not in HELPERS.pids(), "a new helper took its place"
+    assert stretches and HELPERS.failures == 0 and killed not in HELPERS.pids(), "a new helper took its place"
 
 
 def test_a_hung_helper_is_left_after_its_stretch_deadline(
@@ -203,6 +209,20 @@ def test_a_hung_helper_is_left_after_its_stretch_deadline(
     assert HELPERS.failures == 1 and hung not in HELPERS.pids()
     with pytest.raises(ProcessLookupError):
         os.kill(hung, 0)
+
+
+def test_stopped_helpers_hold_a_pass_no_longer_than_its_time_budget(tmp_path: Path, stretches: list[Any]) -> None:
+    data = _hostile(28, 6000)
+    path = _log(tmp_path, data)
+    for pid in HELPERS.pids():
+        os.kill(pid, signal.SIGSTOP)
+    began = time.monotonic()
+    held = _scan(path, processes=2, time_budget=0.5)
+    assert time.monotonic() - began < 3
+    assert held.stopped == "time budget" and not stretches
+    assert 0 < held.scanned_bytes < len(data), "its first chunk (to its last whole line) here, then the budget"
+    expected, unparsed, lines, _ = _reference(data[: held.scanned_bytes])
+    assert _as_counts(held) == expected and (held.unparsed_lines, held.scanned_lines) == (unparsed, lines)
 
 
 def test_a_second_pass_meanwhile_counts_alone(tmp_path: Path, stretches: list[Any]) -> None:
@@ -228,6 +248,8 @@ def test_an_idle_helper_ends_and_the_next_pass_starts_another(
     tmp_path: Path, stretches: list[Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(timeline_processes, "IDLE_SECONDS", 0.5)
+    HELPERS.end_all()
+    assert HELPERS.start(2, wait_seconds=60)
     path = _log(tmp_path, _hostile(26, 2000))
     first = _scan(path, processes=2)
     started = HELPERS.pids()
@@ -237,8 +259,71 @@ def test_an_idle_helper_ends_and_the_next_pass_starts_another(
         time.sleep(0.05)
     assert HELPERS.pids() == []
     stretches.clear()
+    assert HELPERS.start(2, wait_seconds=60)
     _same(_scan(path, processes=2), first)
     assert stretches and HELPERS.failures == 0 and not set(HELPERS.pids()) & set(started)
+
+
+def test_helpers_still_starting_take_over_from_where_the_desk_has_counted(
+    tmp_path: Path, stretches: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.test_timeline_responsive import _block
+
+    block, per_block = _block()
+    copies = (24 << 20) // len(block)
+    path = _log(tmp_path, block * copies)
+    HELPERS.end_all()
+    assert not HELPERS.start(2)  # started, not ready yet: held before they load numpy
+    starting = HELPERS.pids()
+    for pid in starting:
+        os.kill(pid, signal.SIGSTOP)
+    counted_here = threading.Event()
+    real = timeline_chunks.counted_chunks
+
+    def watched(*args: Any, **kwargs: Any) -> Iterator[Any]:
+        for number, event in enumerate(real(*args, **kwargs)):
+            if number == 20:
+                counted_here.set()
+            yield event
+
+    monkeypatch.setattr(timeline, "counted_chunks", watched)
+    result: list[timeline.LevelScan] = []
+    scan = threading.Thread(target=lambda: result.append(_scan(path, processes=2, pause_seconds=0.002)))
+    scan.start()
+    assert counted_here.wait(60)
+    for pid in starting:
+        os.kill(pid, signal.SIGCONT)
+    scan.join()
+    (helped,) = result
+    assert stretches and stretches[0].begin > 0, "the desk counted the start, the helpers the rest"
+    assert stretches[-1].end == len(block) * copies
+    assert helped.stopped == "end of log" and helped.scanned_lines == 4000 * copies
+    totals = Counter({level: sum(getattr(m, level) for m in helped.minutes) for level in per_block})
+    assert totals == Counter({level: count * copies for level, count in per_block.items()})
+
+
+def test_a_log_truncated_under_the_helpers_is_counted_where_it_now_ends(
+    tmp_path: Path, stretches: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = _hostile(27, 8000)
+    path = _log(tmp_path, data)
+    cut = data.index(b"\n", len(data) // 3) + 1
+    watched = vars(timeline)["stretch_counts"]  # the fixture's watcher, which this one wraps
+
+    def truncating(*args: Any, **kwargs: Any) -> Iterator[Any]:
+        for number, stretch in enumerate(watched(*args, **kwargs)):
+            if number == 0:
+                os.truncate(path, cut)  # logrotate's copytruncate, say, with a little written since
+            yield stretch
+
+    monkeypatch.setattr(timeline, "stretch_counts", truncating)
+    cut_short = _scan(path, processes=2, stretch_bytes=4096)
+    assert cut_short.stopped == "end of log" and stretches
+    assert cut_short.scanned_bytes < len(data), "it stopped where the helpers' stretches ended"
+    with path.open("rb") as handle:
+        afresh = timeline.scan_levels(handle, anchor=DAY, resume=cut_short.resume, chunk_bytes=CHUNK)
+    expected, unparsed, lines, _ = _reference(data[:cut])
+    assert _as_counts(afresh) == expected and (afresh.unparsed_lines, afresh.scanned_lines) == (unparsed, lines)
 
 
 def test_a_log_cut_short_under_a_helper_is_not_taken_as_whole(tmp_path: Path) -> None:
@@ -284,19 +369,22 @@ def _alive(pid: int) -> bool:
     return state != "Z"
 
 
-def big_timeline_desk(root: Path) -> tuple[Path, dict[str, int]]:
-    """A data directory whose INC-BIG has a 72 MiB log (over two stretches), and its counts per level."""
-    from tests.test_timeline_responsive import _block
+def helped_desk_env(tmp_path: Path, **extra: str) -> tuple[dict[str, str], dict[str, int]]:
+    """The environment of a desk over a data directory whose INC-BIG has a 72 MiB log (over two stretches),
+    counted by two helpers, its log at debug (which says when they counted); and the log's counts per level."""
+    from tests.helpers import child_env
+    from tests.test_timeline_responsive import big_timeline_desk
 
-    block, per_block = _block()
-    copies = (72 << 20) // len(block)
-    entry = root / "desk" / "incidents" / "INC-BIG"
-    entry.mkdir(parents=True)
-    (entry / "incident.toml").write_text(
-        'title="t"\nservice="ledger"\nseverity="SEV2"\nstatus="open"\nopened=2026-11-29T10:00:00Z\n'
+    data_dir, expected = big_timeline_desk(tmp_path, 72)
+    env = child_env(
+        tmp_path / "audit.sqlite3",
+        INCIDENT_DESK_DATA_DIR=str(data_dir),
+        INCIDENT_DESK_SEARCH_TIME_BUDGET_SECONDS="60",
+        INCIDENT_DESK_TIMELINE_PROCESSES="2",
+        INCIDENT_DESK_LOG_LEVEL="debug",
+        **extra,
     )
-    (entry / "log.txt").write_bytes(block * copies)
-    return root / "desk", {level: count * copies for level, count in per_block.items()}
+    return env, expected
 
 
 def level_totals(shown: Any) -> dict[str, int]:
@@ -317,27 +405,34 @@ def wait_until_gone(pids: list[int]) -> bool:
     return not any(_alive(pid) for pid in pids)
 
 
+async def call_until_helpers_count(client: Any, capfd: pytest.CaptureFixture[str], cache: Path) -> Any:
+    """Ask for INC-BIG's timeline, counted afresh each time (its summary removed), until the desk's log says
+    helpers counted part of it: the first call starts them, and counts alone while they load numpy."""
+    for _ in range(20):
+        shutil.rmtree(cache, ignore_errors=True)
+        shown = await client.call_tool("show_incident_timeline", {"incidentId": "INC-BIG"})
+        if "timeline counted by helpers" in capfd.readouterr().err:
+            return shown
+    raise AssertionError("helpers never counted: " + capfd.readouterr().err[-2000:])
+
+
 @pytest.mark.anyio
 @pytest.mark.timing
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the desk's helpers in /proc")
-async def test_over_stdio_helpers_count_a_big_log_and_end_with_the_desk(tmp_path: Path) -> None:
+async def test_over_stdio_helpers_count_a_big_log_and_end_with_the_desk(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
     from mcp import Client, StdioServerParameters
 
-    from tests.helpers import ROOT, child_env, pinging
+    from tests.helpers import ROOT, pinging
 
-    data_dir, expected = big_timeline_desk(tmp_path)
-    env = child_env(
-        tmp_path / "audit.sqlite3",
-        INCIDENT_DESK_DATA_DIR=str(data_dir),
-        INCIDENT_DESK_SEARCH_TIME_BUDGET_SECONDS="60",
-        INCIDENT_DESK_TIMELINE_PROCESSES="2",
-    )
+    env, expected = helped_desk_env(tmp_path)
     params = StdioServerParameters(command=sys.executable, args=["-m", "incident_desk"], cwd=str(ROOT), env=env)
     async with Client(params, mode="legacy") as client, pinging(client) as pings:
-        shown = await client.call_tool("show_incident_timeline", {"incidentId": "INC-BIG"})
+        shown = await call_until_helpers_count(client, capfd, tmp_path / "timeline-cache")
         (desk,) = [pid for pid in children(os.getpid()) if b"incident_desk" in _command(pid)]
         helpers = helpers_of(desk)
     assert level_totals(shown) == expected
-    assert len(helpers) == 2, "two helpers counted the log"
+    assert len(helpers) == 2
     assert statistics.median(pings) < 0.1 and max(pings) < 0.5, pings
     assert wait_until_gone([desk, *helpers]), "the helpers ended with the desk"

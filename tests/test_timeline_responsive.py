@@ -29,22 +29,28 @@ def _block() -> tuple[bytes, dict[str, int]]:
     return "".join(lines).encode(), counts
 
 
-async def test_a_64_mib_timeline_leaves_the_loop_free(make_app: AppFactory, tmp_path: Path) -> None:
+def big_timeline_desk(root: Path, mib: int) -> tuple[Path, dict[str, int]]:
+    """A data directory whose INC-BIG has a log of about ``mib`` MiB of bench-like lines, and its counts per level."""
     block, per_block = _block()
-    copies = (64 << 20) // len(block)
-    entry = tmp_path / "desk" / "incidents" / "INC-BIG"
+    copies = (mib << 20) // len(block)
+    entry = root / "desk" / "incidents" / "INC-BIG"
     entry.mkdir(parents=True)
     (entry / "incident.toml").write_text(
         'title="t"\nservice="ledger"\nseverity="SEV2"\nstatus="open"\nopened=2026-11-29T10:00:00Z\n'
     )
     (entry / "log.txt").write_bytes(block * copies)
-    app = make_app(data_dir=tmp_path / "desk", search_time_budget_seconds=60)
+    return root / "desk", {level: count * copies for level, count in per_block.items()}
+
+
+async def test_a_64_mib_timeline_leaves_the_loop_free(make_app: AppFactory, tmp_path: Path) -> None:
+    data_dir, expected = big_timeline_desk(tmp_path, 64)
+    app = make_app(data_dir=data_dir, search_time_budget_seconds=60)
     async with connect(build_server(app), "legacy") as client, pinging(client) as pings:
         shown = await client.call_tool("show_incident_timeline", {"incidentId": "INC-BIG"})
     assert not shown.is_error, shown
     view = shown.structured_content or {}
     assert view["stopped"] == "end of log"
     totals = {level: sum(minute[level] for minute in view["minutes"]) for level in ("error", "warn", "info", "debug")}
-    assert totals == {level: count * copies for level, count in per_block.items()}
+    assert totals == expected
     assert len(pings) >= 3
     assert statistics.median(pings) < 0.1 and max(pings) < 0.5, pings

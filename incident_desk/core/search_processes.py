@@ -8,13 +8,13 @@ UTF-8 when that matters) and counts the newlines before it. The desk adds the co
 scans, with the real matcher and redaction, only from a stretch's first candidate to its end. Only patterns with
 literals are prefiltered this way (without them the desk's own scan is already as fast as ripgrep's), and only
 logs of ``HELPED_FROM`` bytes or more. Helpers started by a search are used once they are ready: the first big
-search does not wait for them.
+search does not wait for them, and reads its first stretch itself while they start on the next ones.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
@@ -23,7 +23,7 @@ from incident_desk.core.log_runs import Run, newlines_and_long_lines, undecodabl
 from incident_desk.core.logfile import Cursor
 from incident_desk.core.run_indexes import RunIndex, RunIndexes
 from incident_desk.core.scan_budget import ScanBudget, StopReason
-from incident_desk.core.timeline_processes import PRELOADED, helped_stretches, line_start_at
+from incident_desk.core.timeline_processes import HELPERS, PRELOADED, helped_stretches, line_start_at
 
 if TYPE_CHECKING:
     from incident_desk.core.pattern import SearchPattern
@@ -119,11 +119,11 @@ def _run_index(run: Run, scratch: Any, undecodable: bool) -> RunIndex:
 
 
 def clear_stretches(
+    helpers: list[Any],
     handle: BinaryIO,
     begin: int,
     end: int,
     *,
-    processes: int,
     literals: tuple[bytes, ...],
     undecodable: bool,
     read_bytes: int,
@@ -131,18 +131,17 @@ def clear_stretches(
     should_stop: Callable[[], bool],
     stretch_bytes: int = STRETCH_BYTES,
 ) -> Generator[ClearStretch | None, None, None]:
-    """What helpers found in each stretch of ``begin .. end`` (``begin`` a line start), in log order, after a None
-    once they have their first stretches: nothing when no helper is free and started; stops early when one fails
-    or hangs (the caller reads on itself)."""
+    """What ``helpers`` (lent and ready) found in each stretch of ``begin .. end`` (``begin`` a line start), in log
+    order, after a None once they have their first stretches; stops early when one fails or hangs (the caller
+    reads on itself)."""
     for answer in helped_stretches(
+        helpers,
         handle,
         begin,
         end,
-        processes=processes,
         ask=lambda at, until: ("run", clear_stretch, (at, until, literals, undecodable, read_bytes, index_piece)),
         should_stop=should_stop,
         stretch_bytes=stretch_bytes,
-        started_only=True,
         announce=True,
     ):
         assert answer is None or isinstance(answer, ClearStretch)
@@ -184,34 +183,48 @@ def helped_scan(
     own = line_start_at(handle.fileno(), scan.offset + scan.sizes.stretch_bytes)  # the desk's own first stretch
     if own is None or own >= until:
         return
-    stretches = clear_stretches(
-        handle,
-        own,
-        until,
-        processes=processes,
-        literals=scan.literals,
-        undecodable=not scan.pattern.replacement_blind,
-        read_bytes=scan.sizes.read_bytes,
-        index_piece=scan.sizes.index_piece,
-        should_stop=lambda: scan.should_stop(scan.offset),
-        stretch_bytes=scan.sizes.stretch_bytes,
-    )
-    try:
-        for stretch in stretches:
-            if stretch is None:  # the helpers have their first stretches: the desk reads its own meanwhile
-                read(scan.offset, own)
-                if scan.stopped is not None or scan.offset != own:
-                    return
-                continue
-            if not stretch.whole or stretch.begin != scan.offset:
-                return  # the log changed under the helpers: the desk reads it itself
-            if stretch.clear_until - scan.start.offset > scan.budget.max_bytes or scan.should_stop(scan.offset):
-                return  # the byte budget ends within: the desk's own scan stops where it always does
-            scan.line += stretch.newlines
-            scan.offset = stretch.clear_until
-            if stretch.clear_until < stretch.end:
-                read(stretch.clear_until, stretch.end)
-                if scan.stopped is not None or scan.offset != stretch.end:
-                    return
-    finally:
-        stretches.close()
+    with HELPERS.lent(processes) as helpers:
+        if not helpers or not all([helper.ready() for helper in helpers]):
+            return  # none free, or still starting (for the next search): the desk reads alone
+        stretches = clear_stretches(
+            helpers,
+            handle,
+            own,
+            until,
+            literals=scan.literals,
+            undecodable=not scan.pattern.replacement_blind,
+            read_bytes=scan.sizes.read_bytes,
+            index_piece=scan.sizes.index_piece,
+            should_stop=lambda: scan.should_stop(scan.offset),
+            stretch_bytes=scan.sizes.stretch_bytes,
+        )
+        try:
+            _follow(scan, stretches, own, read)
+        finally:
+            stretches.close()
+
+
+def _follow(
+    scan: HelpedScan,
+    stretches: Iterator[ClearStretch | None],
+    own: int,
+    read: Callable[[int, int | None], None],
+) -> None:
+    """Move ``scan`` on by the helpers' answers, reading itself its own first stretch (up to ``own``) and each
+    stretch from its first candidate on."""
+    for stretch in stretches:
+        if stretch is None:  # the helpers have their first stretches: the desk reads its own meanwhile
+            read(scan.offset, own)
+            if scan.stopped is not None or scan.offset != own:
+                return
+            continue
+        if not stretch.whole or stretch.begin != scan.offset:
+            return  # the log changed under the helpers: the desk reads it itself
+        if stretch.clear_until - scan.start.offset > scan.budget.max_bytes or scan.should_stop(scan.offset):
+            return  # the byte budget ends within: the desk's own scan stops where it always does
+        scan.line += stretch.newlines
+        scan.offset = stretch.clear_until
+        if stretch.clear_until < stretch.end:
+            read(stretch.clear_until, stretch.end)
+            if scan.stopped is not None or scan.offset != stretch.end:
+                return

@@ -17,22 +17,32 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
+from contextlib import closing
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any, BinaryIO, Literal
 
+import structlog
+
 from incident_desk.core.audit import Decision
 from incident_desk.core.scan_budget import SCAN_BUDGET_BYTES, ScanBudget, StopReason
-from incident_desk.core.timeline_chunks import Skipped, counted_chunks, first_error_line
+from incident_desk.core.timeline_chunks import Counted, Skipped, counted_chunks, first_error_line
 from incident_desk.core.timeline_counts import MinuteCounts
 from incident_desk.core.timeline_patterns import patterns as _patterns
-from incident_desk.core.timeline_processes import STRETCH_BYTES, default_processes, stretch_counts
+from incident_desk.core.timeline_processes import (
+    HELPERS,
+    STRETCH_BYTES,
+    StretchCount,
+    default_processes,
+    stretch_counts,
+)
 from incident_desk.core.timeline_scan import LINES_PER_PASS
 
 if TYPE_CHECKING:
     pass
 
+_log = structlog.get_logger(__name__)
 LEVELS = ("error", "warn", "info", "debug")
 Level = Literal["error", "warn", "info", "debug"]
 MAX_MINUTES = 24 * 60
@@ -182,6 +192,112 @@ def _resume(
     return Resume(offset, lines, parsed, counts, first_error, _check_digest(handle, offset))
 
 
+class _Pass:
+    """A pass's running state: how far it has read and what it counted, and the last point every line read was
+    whole and counted (where a later pass may resume), with its counts (None: as they are now)."""
+
+    def __init__(
+        self,
+        handle: BinaryIO,
+        resume: Resume | None,
+        budget: ScanBudget,
+        *,
+        max_minutes: int,
+        anchor: date,
+        redactor: Redactor,
+        pause_seconds: float,
+    ) -> None:
+        self.handle, self.budget, self.max_minutes = handle, budget, max_minutes
+        self.anchor, self.redactor, self.pause_seconds = anchor, redactor, pause_seconds
+        self.counts = MinuteCounts(resume.counts if resume else {})
+        self.minutes_seen = self.counts.minutes()
+        self.first_error: FirstError | None = None
+        self.first_error_place = resume.first_error if resume else None
+        self.bytes = self.started_at = resume.offset if resume else 0
+        self.lines = resume.lines if resume else 0
+        self.parsed = resume.parsed if resume else 0
+        self.latest = (resume.offset, resume.lines, resume.parsed, resume.first_error) if resume else None
+        self.latest_counts: dict[tuple[bytes, bytes, bytes], int] | None = None
+        self.stopped: StopReason | None = None
+        if self.first_error_place is not None:
+            self.first_error = _first_error_at(handle, *self.first_error_place, anchor, redactor)
+
+    def out_of_budget(self) -> StopReason | None:
+        # Only once the pass has moved, as a search does: the first pass of a desk loads numpy, the patterns
+        # and a thread, which on a loaded machine can take the whole budget, and a pass that counted nothing
+        # would answer the same when asked again.
+        return self.budget.stop_reason(self.bytes, moved=self.bytes > self.started_at)
+
+    def admits(self, minutes: set[tuple[bytes, bytes]]) -> bool:
+        """Whether counting these (day, minute) pairs keeps the pass within its minute limit (then they count)."""
+        seen = self.minutes_seen | minutes if minutes else self.minutes_seen
+        if len(seen) > self.max_minutes:
+            return False
+        self.minutes_seen = seen
+        return True
+
+    def whole_here(self) -> None:
+        self.latest, self.latest_counts = (self.bytes, self.lines, self.parsed, self.first_error_place), None
+
+    def count_here(self, chunks: Generator[Skipped | Counted, None, None], *, hand_over: Callable[[], bool]) -> bool:
+        """Count ``chunks`` (read from ``self.bytes`` on) until the log ends or the pass must stop (False), or until
+        ``hand_over`` says, at a line start, that helpers are ready to take the rest (True)."""
+        first_error_pattern = _patterns()[1]
+        with closing(chunks):
+            while True:
+                self.stopped = self.out_of_budget()
+                if self.stopped is not None:
+                    return False
+                event = next(chunks, None)
+                if event is None:
+                    return False
+                if isinstance(event, Skipped):
+                    self.bytes += event.bytes
+                    self.lines += event.lines
+                    continue
+                found = event.levels
+                if not self.admits(self.counts.fresh_minutes(found)):
+                    self.stopped = "minute limit"
+                    return False
+                if not event.whole:
+                    self.latest_counts = self.counts.as_dict()
+                self.counts.add(found)
+                first = first_error_line(event, first_error_pattern) if self.first_error_place is None else None
+                if first is not None:
+                    index, offset, framed_line, hit = first
+                    line = self.lines + index + 1
+                    self.first_error_place = (line, self.bytes + offset)
+                    self.first_error = _first_error(framed_line, hit, line, self.anchor, self.redactor)
+                self.lines += found.lines
+                self.parsed += found.parsed
+                self.bytes += event.size - 1
+                if event.whole:
+                    self.whole_here()
+                    if hand_over():
+                        return True
+                time.sleep(self.pause_seconds)
+
+    def count_by(self, stretches: Generator[StretchCount, None, None]) -> None:
+        """Take the helpers' counts, stretch by stretch, until they end, fail or the budget runs out; a stretch
+        that does not follow on (the log changed under the helpers) or would pass the minute limit is left to
+        this process."""
+        with closing(stretches):
+            for stretch in stretches:
+                if self.out_of_budget() is not None or not stretch.whole or stretch.begin != self.bytes:
+                    return
+                if not self.admits({(day, hour_minute) for day, hour_minute, _ in stretch.counts}):
+                    return
+                self.counts.add_counts(stretch.counts)
+                if self.first_error_place is None and stretch.first_error is not None:
+                    index, offset = stretch.first_error
+                    self.first_error_place = (self.lines + index + 1, offset)
+                    self.first_error = _first_error_at(self.handle, *self.first_error_place, self.anchor, self.redactor)
+                self.lines += stretch.lines
+                self.parsed += stretch.parsed
+                self.bytes = stretch.end
+                self.whole_here()
+
+
 def scan_levels(
     handle: BinaryIO,
     *,
@@ -207,118 +323,67 @@ def scan_levels(
     ``chunk_bytes``: read and counted at a time; a line longer than ``max_carry_bytes`` counts as unparsed.
     ``workers`` (threads counting chunks) and ``lines_per_pass`` (lines decided at once) are the kernel's sizes.
     ``processes``: helper processes that count a log of two ``stretch_bytes`` or more, a stretch each (default
-    ``timeline_processes.default_processes()``; 0: this process counts alone).
+    ``timeline_processes.default_processes()``; 0: this process counts alone). Helpers still starting leave the
+    counting to this process until they are ready, then take the rest but its last partial line.
     """
     budget = ScanBudget.starting_now(time_budget=time_budget, byte_budget=byte_budget, cancelled=cancelled)
-    line_pattern, first_error_pattern = _patterns()
+    line_pattern, _ = _patterns()
     total = handle.seek(0, os.SEEK_END)
     resume = _valid(resume, handle, total)
-    counts = MinuteCounts(resume.counts if resume else {})
-    minutes_seen = counts.minutes()
-    first_error: FirstError | None = None
-    first_error_place = resume.first_error if resume else None
-    if first_error_place is not None:
-        first_error = _first_error_at(handle, *first_error_place, anchor, redactor)
-    scanned_bytes = resume.offset if resume else 0
-    scanned_lines = resume.lines if resume else 0
-    parsed_lines = resume.parsed if resume else 0
-    # The last point at which every line read so far was whole and counted, and its counts (None: as they are now).
-    latest = (resume.offset, resume.lines, resume.parsed, resume.first_error) if resume else None
-    latest_counts: dict[tuple[bytes, bytes, bytes], int] | None = None
-    started_at = scanned_bytes
+    run = _Pass(
+        handle, resume, budget, max_minutes=max_minutes, anchor=anchor, redactor=redactor, pause_seconds=pause_seconds
+    )
 
-    def moved_and_out_of_budget() -> StopReason | None:
-        # Only once the pass has moved, as a search does: the first pass of a desk loads numpy, the patterns
-        # and a thread (or starts its helpers), which on a loaded machine can take the whole budget, and a pass
-        # that counted nothing would answer the same when asked again.
-        return budget.stop_reason(scanned_bytes, moved=scanned_bytes > started_at)
-
-    processes = default_processes() if processes is None else processes
-    big = processes and total - scanned_bytes >= 2 * stretch_bytes and _on_disk(handle)
-    helped_until = _last_line_end(handle, total) if big else 0
-    if helped_until > scanned_bytes and moved_and_out_of_budget() is None:
-        stretches = stretch_counts(
+    def chunks_from_here() -> Generator[Skipped | Counted, None, None]:
+        handle.seek(run.bytes)
+        return counted_chunks(
             handle,
-            scanned_bytes,
-            helped_until,
-            processes=processes,
-            want_errors=lambda: first_error_place is None,
-            should_stop=lambda: moved_and_out_of_budget() is not None,
+            line_pattern,
             chunk=chunk_bytes,
             max_carry=max_carry_bytes,
-            stretch_bytes=stretch_bytes,
+            want_errors=lambda: run.first_error_place is None,
+            workers=workers,
+            lines_per_pass=lines_per_pass,
         )
-        try:
-            for stretch in stretches:
-                if moved_and_out_of_budget() is not None:
-                    break
-                fresh = {(day, hour_minute) for day, hour_minute, _ in stretch.counts} - minutes_seen
-                if not stretch.whole or stretch.begin != scanned_bytes or len(minutes_seen | fresh) > max_minutes:
-                    break  # the log changed under the helpers, or the minute limit falls inside: counted here
-                minutes_seen |= fresh
-                counts.add_counts(stretch.counts)
-                if first_error_place is None and stretch.first_error is not None:
-                    index, offset = stretch.first_error
-                    first_error_place = (scanned_lines + index + 1, offset)
-                    first_error = _first_error_at(handle, *first_error_place, anchor, redactor)
-                scanned_lines += stretch.lines
-                parsed_lines += stretch.parsed
-                scanned_bytes = stretch.end
-                latest, latest_counts = (scanned_bytes, scanned_lines, parsed_lines, first_error_place), None
-        finally:
-            stretches.close()
-    handle.seek(scanned_bytes)
-    stopped: StopReason = "end of log"
-    chunks = counted_chunks(
-        handle,
-        line_pattern,
-        chunk=chunk_bytes,
-        max_carry=max_carry_bytes,
-        want_errors=lambda: first_error_place is None,
-        workers=workers,
-        lines_per_pass=lines_per_pass,
-    )
-    try:
-        while True:
-            out_of_budget = moved_and_out_of_budget()
-            if out_of_budget is not None:
-                stopped = out_of_budget
-                break
-            event = next(chunks, None)
-            if event is None:
-                break
-            if isinstance(event, Skipped):
-                scanned_bytes += event.bytes
-                scanned_lines += event.lines
-                continue
-            found = event.levels
-            fresh = counts.fresh_minutes(found)
-            seen = minutes_seen | fresh if fresh else minutes_seen
-            if len(seen) > max_minutes:
-                stopped = "minute limit"
-                break
-            minutes_seen = seen
-            if not event.whole:
-                latest_counts = counts.as_dict()
-            counts.add(found)
-            first = first_error_line(event, first_error_pattern) if first_error_place is None else None
-            if first is not None:
-                index, offset, framed_line, hit = first
-                line = scanned_lines + index + 1
-                first_error_place = (line, scanned_bytes + offset)
-                first_error = _first_error(framed_line, hit, line, anchor, redactor)
-            scanned_lines += found.lines
-            parsed_lines += found.parsed
-            scanned_bytes += event.size - 1
-            if event.whole:
-                latest, latest_counts = (scanned_bytes, scanned_lines, parsed_lines, first_error_place), None
-            time.sleep(pause_seconds)
-    finally:
-        chunks.close()
-    if scanned_bytes >= total:
+
+    processes = default_processes() if processes is None else processes
+    big = processes and total - run.bytes >= 2 * stretch_bytes and _on_disk(handle)
+    helped_until = _last_line_end(handle, total) if big else 0
+    with HELPERS.lent(processes if helped_until else 0) as helpers:
+
+        def helpers_ready() -> bool:
+            return helped_until - run.bytes >= 2 * stretch_bytes and all(helper.ready() for helper in helpers)
+
+        done = False
+        if helpers and run.out_of_budget() is None:
+            # Its first chunk here whatever the helpers' state, as a pass always counts one before its budget
+            # can stop it (a stretch is sixteen chunks: too long to wait for past the budget).
+            handed = run.count_here(chunks_from_here(), hand_over=helpers_ready)
+            done = not handed
+            if handed:
+                handed_at = run.bytes
+                run.count_by(
+                    stretch_counts(
+                        helpers,
+                        handle,
+                        run.bytes,
+                        helped_until,
+                        want_errors=lambda: run.first_error_place is None,
+                        should_stop=lambda: run.out_of_budget() is not None,
+                        chunk=chunk_bytes,
+                        max_carry=max_carry_bytes,
+                        stretch_bytes=stretch_bytes,
+                    )
+                )
+                _log.debug("timeline counted by helpers", counted_here=handed_at, by_helpers=run.bytes - handed_at)
+    if not done:  # the whole log here, or what the helpers left: the log's last line, or from where they stopped
+        run.count_here(chunks_from_here(), hand_over=lambda: False)
+    stopped: StopReason = run.stopped or "end of log"
+    if run.bytes >= total:
         stopped = "end of log"
-    kept = latest_counts
-    all_counts = counts.as_dict()
+    kept = run.latest_counts
+    all_counts = run.counts.as_dict()
+    parsed_lines = run.parsed
     by_minute: dict[datetime, dict[str, int]] = {}
     for (day, hour_minute, level), count in all_counts.items():
         if count <= 0:
@@ -330,12 +395,13 @@ def scan_levels(
         bucket = by_minute.setdefault(start, dict.fromkeys(LEVELS, 0))
         bucket[_LEVEL_OF[level]] += count
     minutes = [Minute(start, **levels) for start, levels in sorted(by_minute.items())]
+    latest = run.latest
     return LevelScan(
         minutes=minutes,
-        first_error=first_error,
-        unparsed_lines=scanned_lines - parsed_lines,
-        scanned_lines=scanned_lines,
-        scanned_bytes=scanned_bytes,
+        first_error=run.first_error,
+        unparsed_lines=run.lines - parsed_lines,
+        scanned_lines=run.lines,
+        scanned_bytes=run.bytes,
         total_bytes=total,
         stopped=stopped,
         resume=None if latest is None else _resume(handle, *latest, all_counts if kept is None else kept),

@@ -35,21 +35,22 @@ from incident_desk.core.timeline_scan import Key
 
 STRETCH_BYTES = 32 * 1024 * 1024  # a helper's share at a time: some 50 ms of counting, so budgets stay close
 _FIND_LINE_BYTES = 64 * 1024  # read at a time while looking for a line's start
-# A stretch takes some 50 ms; a helper this much later is stopped or starved (the caller goes on without it).
-STRETCH_SECONDS = 10.0
+# A stretch takes some 50 ms, up to 40 s of hostile lines (10 ms per 8 KiB); a helper later than this is taken as
+# stopped or starved and ended (the caller goes on without it). A call's time budget ends its wait far sooner.
+STRETCH_SECONDS = 60.0
 _WAIT_SECONDS = 0.02  # how often a caller waiting for a count looks at its budget
 _DRAIN_SECONDS = 2.0  # how long a helper may take to finish what a scan that stopped early had asked of it
 GIVE_UP_AFTER = 3
-_START_SECONDS = 30.0  # how long a new helper may take to load its interpreter and libraries, on a busy machine
+# Modules a helper loads before it says it is ready, besides the timeline's: other work adds its own (by name, so
+# that this module imports none of them).
+PRELOADED: list[str] = []
 IDLE_SECONDS = 600.0  # a helper left idle this long ends
-# Modules a helper loads before it says it is ready: the work's modules add themselves (named, not imported here).
-PRELOADED = ["numpy", "incident_desk.core.timeline_chunks"]
 _log = structlog.get_logger(__name__)
 
 
 def default_processes() -> int:
-    """Helpers worth starting here: one per core on two cores or more (the caller only merges). None on Windows,
-    where a descriptor cannot be passed to a spawned helper the same way."""
+    """Helpers worth starting here: one per core on two cores or more, at most two. None on Windows: handing a
+    helper the log is written for POSIX descriptors (Windows would need its handles) and has not run there."""
     cores = os.cpu_count() or 1
     return 0 if cores < 2 or sys.platform == "win32" else min(cores, 2)
 
@@ -152,16 +153,21 @@ def count_stretch(fd: int, begin_at: int, end_at: int, want_errors: bool, chunk:
     return StretchCount(begin, end, lines, parsed, counts.as_dict(), first_error, whole=begin + done == end)
 
 
-def _serve(connection: Connection, idle_seconds: float, preloaded: tuple[str, ...]) -> None:
-    """A helper's life: take a log's descriptor, do the work on its stretches asked of it (count them for a
-    timeline, ``run`` a function on them for a search), until the desk hangs up."""
+def _serve(connection: Connection, idle_seconds: float, preloaded: tuple[str, ...] = ()) -> None:
+    """A helper's life: load the kernel (and ``preloaded``) and say so, take a log's descriptor, do the work on
+    its stretches asked of it (count them for a timeline, ``run`` a function for a search), until the desk hangs
+    up."""
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)  # the desk's stdin and stdout carry its protocol: never read or write them here
     os.dup2(devnull, 1)
-    for module in preloaded:  # what the work needs, loaded before the helper says it is ready
+    from incident_desk.core import timeline_chunks, timeline_counts, timeline_scan  # noqa: F401  # loaded now
+    from incident_desk.core.timeline_patterns import patterns
+
+    patterns()
+    timeline_scan._constants()
+    for module in preloaded:
         importlib.import_module(module)
-    with contextlib.suppress(OSError):
-        connection.send(("ready",))
+    connection.send(_READY)
     fd: int | None = None
     while True:
         try:
@@ -188,8 +194,12 @@ def _serve(connection: Connection, idle_seconds: float, preloaded: tuple[str, ..
             fd = None
 
 
+_READY = ("ready",)
+
+
 class _Helper:
-    """One helper process and the desk's end of its pipe; ``asked``: its counts under way, oldest first."""
+    """One helper process and the desk's end of its pipe; ``asked``: its counts under way, oldest first. It is
+    asked for nothing before it says it is ready (its interpreter started, numpy and RE2 loaded)."""
 
     def __init__(self) -> None:
         context = multiprocessing.get_context("spawn")  # never fork a process that runs threads
@@ -200,21 +210,21 @@ class _Helper:
         self.process.start()
         theirs.close()
         self.asked = 0
-        self.ready = False  # whether it said so: its interpreter and libraries loaded
+        self.is_ready = False
 
-    def started(self) -> bool:
-        """Whether the helper is ready for work, without waiting (its first message says so)."""
-        if not self.ready and self.connection.poll(0):
-            self.receive()
-        return self.ready
+    def ready(self) -> bool:
+        """Whether it said it is ready; never waits."""
+        if not self.is_ready:
+            with contextlib.suppress(EOFError, OSError):
+                if self.connection.poll(0):
+                    self.is_ready = self.connection.recv() == _READY
+        return self.is_ready
 
-    def receive(self) -> Any:
-        """The helper's next message; None for the one that says it is ready (no answer to anything asked)."""
-        message = self.connection.recv()
-        if not self.ready and message == ("ready",):
-            self.ready = True
-            return None
-        return message
+    def wait_ready(self, seconds: float) -> bool:
+        deadline = time.monotonic() + seconds
+        while not self.ready() and self.alive() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return self.ready()
 
     def alive(self) -> bool:
         return self.process.is_alive() and not self.connection.closed
@@ -235,23 +245,22 @@ class _Helpers:
         self.failures = 0
 
     @contextlib.contextmanager
-    def lent(self, count: int, *, started_only: bool = False) -> Iterator[list[_Helper]]:
-        """Up to ``count`` helpers, started if need be; ``started_only``: only those already ready (the rest
-        start meanwhile, for the next scan), so a caller that can go on alone never waits for one to start."""
+    def lent(self, count: int) -> Iterator[list[_Helper]]:
         if count <= 0 or self.failures >= GIVE_UP_AFTER or not self._lock.acquire(blocking=False):
             yield []
             return
         lent: list[_Helper] = []
         try:
-            self._helpers = [helper for helper in self._helpers if _ready(helper)]
+            idle = [helper for helper in self._helpers if _idle(helper)]
+            if any(not helper.is_ready for helper in self._helpers if helper not in idle):
+                self.failed("a timeline helper ended before it was ready")
+            self._helpers = idle
             try:
                 while len(self._helpers) < count:
                     self._helpers.append(_Helper())
             except OSError as exc:  # no processes left to the desk, say: its own process counts
                 _log.warning("timeline helpers not started", error=str(exc))
             lent = self._helpers[:count]
-            if started_only and not all([helper.started() for helper in lent]):
-                lent = []  # one helper alone would save little: this scan goes on without, they start meanwhile
             yield lent
         finally:
             for helper in lent:
@@ -272,6 +281,11 @@ class _Helpers:
         """The helpers' process ids (for a look from outside: tests, diagnostics)."""
         return [helper.process.pid for helper in self._helpers if helper.alive() and helper.process.pid is not None]
 
+    def start(self, count: int, *, wait_seconds: float = 0.0) -> bool:
+        """Start ``count`` helpers now, and wait up to ``wait_seconds`` for them to be ready (tests, benches)."""
+        with self.lent(count) as helpers:
+            return len(helpers) == count and all(helper.wait_ready(wait_seconds) for helper in helpers)
+
     def end_all(self) -> None:
         with self._lock:
             for helper in self._helpers:
@@ -280,13 +294,13 @@ class _Helpers:
             self.failures = 0
 
 
-def _ready(helper: _Helper) -> bool:
+def _idle(helper: _Helper) -> bool:
     """Whether ``helper`` is alive and idle, its answers left from an earlier scan read and dropped; one that is
     not, within ``_DRAIN_SECONDS``, is ended."""
     try:
         while helper.alive() and helper.asked and helper.connection.poll(_DRAIN_SECONDS):
-            if helper.receive() is not None:
-                helper.asked -= 1
+            helper.connection.recv()
+            helper.asked -= 1
     except (EOFError, OSError):
         pass
     if helper.alive() and not helper.asked:
@@ -303,11 +317,11 @@ class _Failed(Exception):
 
 
 def stretch_counts(
+    helpers: list[_Helper],
     handle: BinaryIO,
     begin: int,
     end: int,
     *,
-    processes: int,
     want_errors: Callable[[], bool],
     should_stop: Callable[[], bool],
     chunk: int,
@@ -315,14 +329,14 @@ def stretch_counts(
     stretch_bytes: int = STRETCH_BYTES,
 ) -> Generator[StretchCount, None, None]:
     """The counts of ``begin .. end`` of the open log (``begin`` a line start), stretch by stretch in log order,
-    from helper processes (``chunk`` and ``max_carry`` as ``counted_chunks`` takes them). Yields nothing when no
-    helper is free; stops early when one fails or takes over ``STRETCH_SECONDS`` for a stretch (logged: the
-    caller goes on counting itself) and when ``should_stop`` says so while it waits. Stop asking at any point."""
+    from ``helpers`` (lent and ready; ``chunk`` and ``max_carry`` as ``counted_chunks`` takes them). Stops early
+    when one fails or takes over ``STRETCH_SECONDS`` for a stretch (logged: the caller goes on counting itself)
+    and when ``should_stop`` says so while it waits. Stop asking at any point."""
     for answer in helped_stretches(
+        helpers,
         handle,
         begin,
         end,
-        processes=processes,
         ask=lambda stretch_begin, stretch_end: ("count", stretch_begin, stretch_end, want_errors(), chunk, max_carry),
         should_stop=should_stop,
         stretch_bytes=stretch_bytes,
@@ -332,52 +346,48 @@ def stretch_counts(
 
 
 def helped_stretches(
+    helpers: list[_Helper],
     handle: BinaryIO,
     begin: int,
     end: int,
     *,
-    processes: int,
     ask: Callable[[int, int], tuple[Any, ...]],
     should_stop: Callable[[], bool],
     stretch_bytes: int = STRETCH_BYTES,
-    started_only: bool = False,
     announce: bool = False,
 ) -> Generator[Any, None, None]:
-    """The helpers' answers to ``ask(stretch_begin, stretch_end)`` (the message asking for a stretch's work), for
-    each stretch of ``begin .. end`` of the open log in log order. Yields nothing when no helper is free (with
-    ``started_only``, none is ready yet); stops early as ``stretch_counts`` does. Stop asking at any point.
-    ``announce``: first yield None once the helpers have their first stretches, so the caller can work meanwhile."""
-    with HELPERS.lent(processes, started_only=started_only) as helpers:
-        if not helpers:
-            return
-        asked: list[_Helper] = []  # who works on each stretch, in log order
-        try:
-            for helper in helpers:
-                helper.connection.send(("log",))
-                reduction.send_handle(helper.connection, handle.fileno(), helper.process.pid)
-            cuts = [*range(begin, end, stretch_bytes), end]
-            for stretch in itertools.pairwise(cuts):
-                # Two each, in turn: a helper always has its next stretch waiting.
-                while min(helper.asked for helper in helpers) >= 2:
-                    if announce:
-                        announce = False
-                        yield None
-                    yield _answer(asked.pop(0), should_stop)
-                helper = min(helpers, key=lambda h: h.asked)
-                helper.connection.send(ask(*stretch))
-                helper.asked += 1
-                asked.append(helper)
-            if announce:
-                yield None
-            while asked:
+    """The answers of ``helpers`` (lent and ready) to ``ask(stretch_begin, stretch_end)`` (the message asking for
+    a stretch's work), for each stretch of ``begin .. end`` of the open log in log order; stops early as
+    ``stretch_counts`` does. ``announce``: first yield None once the helpers have their first stretches, so the
+    caller can work meanwhile. Stop asking at any point."""
+    asked: list[_Helper] = []  # who works on each stretch, in log order
+    try:
+        for helper in helpers:
+            helper.connection.send(("log",))
+            reduction.send_handle(helper.connection, handle.fileno(), helper.process.pid)
+        cuts = [*range(begin, end, stretch_bytes), end]
+        for stretch in itertools.pairwise(cuts):
+            # Two each, in turn: a helper always has its next stretch waiting.
+            while min(helper.asked for helper in helpers) >= 2:
+                if announce:
+                    announce = False
+                    yield None
                 yield _answer(asked.pop(0), should_stop)
-            HELPERS.succeeded()
-        except _Stopped:
-            return
-        except _Failed as exc:
-            HELPERS.failed(str(exc))
-        except (EOFError, OSError) as exc:
-            HELPERS.failed(f"a helper ended: {exc or type(exc).__name__}")
+            helper = min(helpers, key=lambda h: h.asked)
+            helper.connection.send(ask(*stretch))
+            helper.asked += 1
+            asked.append(helper)
+        if announce:
+            yield None
+        while asked:
+            yield _answer(asked.pop(0), should_stop)
+        HELPERS.succeeded()
+    except _Stopped:
+        return
+    except _Failed as exc:
+        HELPERS.failed(str(exc))
+    except (EOFError, OSError) as exc:
+        HELPERS.failed(f"a timeline helper ended: {exc or type(exc).__name__}")
 
 
 class _Stopped(Exception):
@@ -386,22 +396,15 @@ class _Stopped(Exception):
 
 def _answer(helper: _Helper, should_stop: Callable[[], bool]) -> Any:
     """``helper``'s oldest answer asked for, once it comes."""
-    # A helper still starting has its interpreter and libraries to load first: its stretch's time starts once
-    # it says it is ready.
-    given_up_at = time.monotonic() + STRETCH_SECONDS + (0 if helper.ready else _START_SECONDS)
-    message = None
-    while message is None:
-        while not helper.connection.poll(_WAIT_SECONDS):
-            if should_stop():
-                raise _Stopped
-            if time.monotonic() > given_up_at:
-                helper.end()
-                raise _Failed(f"a helper took over {STRETCH_SECONDS} s for one stretch")
-        message = helper.receive()
-        if message is None:  # it said it is ready
-            given_up_at = time.monotonic() + STRETCH_SECONDS
-    kind, answer = message
+    given_up_at = time.monotonic() + STRETCH_SECONDS
+    while not helper.connection.poll(_WAIT_SECONDS):
+        if should_stop():
+            raise _Stopped
+        if time.monotonic() > given_up_at:
+            helper.end()
+            raise _Failed(f"a timeline helper took over {STRETCH_SECONDS} s for one stretch")
+    kind, answer = helper.connection.recv()
     helper.asked -= 1
     if kind not in ("counted", "done"):
-        raise _Failed(f"a helper failed: {answer}")
+        raise _Failed(f"a timeline helper failed: {answer}")
     return answer
