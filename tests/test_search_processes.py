@@ -7,12 +7,14 @@ from __future__ import annotations
 import os
 import signal
 import statistics
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from incident_desk.core import logfile, search_processes, timeline_processes
@@ -185,12 +187,24 @@ def test_budgets_and_cancellation_stop_a_helped_search_where_it_resumes_exactly(
     assert 0 < cancelled.scanned_bytes < log.stat().st_size // 2
 
 
-def test_a_time_budget_stops_a_helped_search_at_the_next_stretch(tmp_path: Path, stretches: list[Any]) -> None:
+def test_a_helped_search_looks_at_its_budget_between_stretches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stretches: list[Any]
+) -> None:
     log = _log(tmp_path, 20_000, {})
-    sizes = SearchSizes(read_bytes=16 * 1024, workers=0, stretch_bytes=8 * 1024)  # the desk's stretch: one read
-    step = search(log, compile_pattern("needle-xyz"), limit=10, time_budget=0.0, sizes=sizes, processes=2)
-    assert step.stopped == "time budget" and step.next_cursor is not None
-    assert step.scanned_bytes <= 3 * sizes.stretch_bytes, "the desk's own stretch and at most one of the helpers'"
+    flag = threading.Event()
+    real = search_processes.clear_stretches
+
+    def cancelled_once_helped(*args: Any, **kwargs: Any) -> Iterator[Any]:
+        for stretch in real(*args, **kwargs):
+            if stretch is not None:
+                stretches.append(stretch)
+                flag.set()  # the call is cancelled as the helpers' first answer comes
+            yield stretch
+
+    monkeypatch.setattr(search_processes, "clear_stretches", cancelled_once_helped)
+    step = search(log, compile_pattern("needle-xyz"), limit=10, cancelled=flag, sizes=SIZES, processes=2)
+    assert step.stopped == "cancelled" and step.next_cursor is not None and stretches
+    assert step.scanned_bytes <= 4 * SIZES.stretch_bytes, "the desk's own reads and at most one of the helpers'"
 
 
 def test_a_search_beside_a_timeline_holding_the_helpers_reads_alone(tmp_path: Path, stretches: list[Any]) -> None:
@@ -262,3 +276,55 @@ def test_a_helper_finds_the_first_candidate_line_and_the_newlines_before_it(tmp_
         assert (later.begin, later.clear_until, later.newlines) == (2029, 3009, 49), "from the first line start on"
         os.truncate(path, 1000)
         assert not search_processes.clear_stretch(fd, 0, 3000, (b"needle-xyz",), False, 16 * 1024, 2 * ROW).whole
+
+
+def helped_search_env(tmp_path: Path, **extra: str) -> tuple[dict[str, str], int]:
+    """A desk's environment over INC-BIG, a 72 MiB log whose last line (its number returned) holds needle-xyz,
+    searched with two helpers, its log at debug (which says when they read)."""
+    from tests.helpers import child_env
+
+    data_dir, _levels = big_timeline_desk(tmp_path, 72)
+    log = data_dir / "incidents" / "INC-BIG" / "log.txt"
+    with log.open("ab") as handle:
+        handle.write(b"2026-11-29T11:00:00Z ledger ERROR needle-xyz in the last line\n")
+    env = child_env(
+        tmp_path / "audit.sqlite3",
+        INCIDENT_DESK_DATA_DIR=str(data_dir),
+        INCIDENT_DESK_SEARCH_TIME_BUDGET_SECONDS="60",
+        INCIDENT_DESK_SEARCH_PROCESSES="2",
+        INCIDENT_DESK_LOG_LEVEL="debug",
+        **extra,
+    )
+    return env, log.read_bytes().count(b"\n")
+
+
+async def search_until_helpers_read(client: Any, capfd: pytest.CaptureFixture[str]) -> Any:
+    """Search INC-BIG for needle-xyz until the desk's log says helpers read part of it (the first search starts
+    them and reads alone)."""
+    for _ in range(40):
+        shown = await client.call_tool("search_incident_log", {"incidentId": "INC-BIG", "pattern": "needle-xyz"})
+        if "search read with helpers" in capfd.readouterr().err:
+            return shown
+        await anyio.sleep(0.25)
+    raise AssertionError("helpers never read: " + capfd.readouterr().err[-2000:])
+
+
+@pytest.mark.anyio
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the desk's helpers in /proc")
+async def test_over_stdio_helpers_search_a_big_log_and_end_with_the_desk(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from mcp import Client, StdioServerParameters
+
+    from tests.helpers import ROOT
+    from tests.test_timeline_processes import _command, children, helpers_of, wait_until_gone
+
+    env, last_line = helped_search_env(tmp_path)
+    params = StdioServerParameters(command=sys.executable, args=["-m", "incident_desk"], cwd=str(ROOT), env=env)
+    async with Client(params, mode="legacy") as client:
+        shown = await search_until_helpers_read(client, capfd)
+        (desk,) = [pid for pid in children(os.getpid()) if b"incident_desk" in _command(pid)]
+        helpers = helpers_of(desk)
+    assert [match["number"] for match in _result(shown)[0]] == [last_line]
+    assert len(helpers) == 2
+    assert wait_until_gone([desk, *helpers]), "the helpers ended with the desk"

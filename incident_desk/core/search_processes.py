@@ -18,6 +18,8 @@ from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
+import structlog
+
 from incident_desk.core.literals import searches
 from incident_desk.core.log_runs import Run, newlines_and_long_lines, undecodable_lines
 from incident_desk.core.logfile import Cursor
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
 PRELOADED.append(__name__)  # a helper loads this module before it says it is ready
 
 STRETCH_BYTES = 32 * 1024 * 1024
+_log = structlog.get_logger(__name__)
 HELPED_FROM = 2 * STRETCH_BYTES  # smaller logs are searched by the desk alone: helpers would save little
 
 
@@ -169,16 +172,22 @@ _TAIL_BYTES = 64 * 1024
 def helped_scan(
     scan: HelpedScan, handle: BinaryIO, total: int, processes: int, read: Callable[[int, int | None], None]
 ) -> None:
-    """Move ``scan`` on through the log with helpers: the desk reads the first stretch itself while they start on
-    the next ones (a search that finds its matches early never waits for them); then past each stretch up to its
-    first candidate line by the helper's count, and ``read(start, end)`` (the desk's own reading and scanning)
-    from there to the stretch's end. Returns where the helpers stop helping (none free, one failed, the log
-    changed, a budget is near, the scan stopped): the caller reads on from ``scan.offset`` if the scan has not
-    stopped."""
+    """Move ``scan`` on through the log with helpers. The desk reads the first eighth of a stretch alone, then a
+    stretch of its own while they start on the next ones (a search that finds its matches early never waits for
+    them); then it moves past each stretch up to its first candidate line by the helper's count, and
+    ``read(start, end)`` (the desk's own reading and scanning) from there to the stretch's end. Returns where the
+    helpers stop helping (none free, one failed, the log changed, a budget is near, the scan stopped): the caller
+    reads on from ``scan.offset`` if the scan has not stopped."""
     assert scan.literals is not None
     tail = os.pread(handle.fileno(), min(_TAIL_BYTES, total), total - min(_TAIL_BYTES, total))
     until = total - len(tail) + tail.rfind(b"\n") + 1  # the last line's end: helpers give only whole lines
-    if until - scan.offset < 2 * scan.sizes.stretch_bytes:
+    early = line_start_at(handle.fileno(), scan.offset + scan.sizes.stretch_bytes // 8)
+    if early is None or until - early < 2 * scan.sizes.stretch_bytes:
+        return
+    # A search whose matches are in the log's first megabytes (the first 50 of ERROR) asks no helper anything:
+    # they would only take CPU from it.
+    read(scan.offset, early)
+    if scan.stopped is not None or scan.offset != early:
         return
     own = line_start_at(handle.fileno(), scan.offset + scan.sizes.stretch_bytes)  # the desk's own first stretch
     if own is None or own >= until:
@@ -198,10 +207,12 @@ def helped_scan(
             should_stop=lambda: scan.should_stop(scan.offset),
             stretch_bytes=scan.sizes.stretch_bytes,
         )
+        began = scan.offset
         try:
             _follow(scan, stretches, own, read)
         finally:
             stretches.close()
+        _log.debug("search read with helpers", from_offset=began, to_offset=scan.offset, stopped=scan.stopped)
 
 
 def _follow(
