@@ -184,6 +184,8 @@ def helped_scan(
     early = line_start_at(handle.fileno(), scan.offset + scan.sizes.stretch_bytes // 8)
     if early is None or until - early < 2 * scan.sizes.stretch_bytes:
         return
+    # Helpers not yet there start now, in the background, for this search's later stretches or the next search.
+    HELPERS.start(processes)
     # A search whose matches are in the log's first megabytes (the first 50 of ERROR) asks no helper anything:
     # they would only take CPU from it.
     read(scan.offset, early)
