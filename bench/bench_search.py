@@ -16,7 +16,8 @@ and the desk take turns on each pattern kind (interleaved, so a busy machine slo
 
 While each desk search runs, a second task pings the desk every 50 ms: the bench prints the median and the worst
 ping answer time during the searches (the event loop must stay free). It ends with the desk's peak RSS growth
-(Linux: VmHWM at the end minus VmRSS before the first search).
+(Linux: VmHWM at the end minus VmRSS before the first search) and its helper processes' peak RSS, each apart
+(``core.search_processes``: they prefilter a big log's stretches on the other core).
 Run: .venv/bin/python bench/bench_search.py [rounds] [directory for the 1 GiB log]
 """
 
@@ -179,6 +180,21 @@ def child_pid() -> int:
     raise RuntimeError("desk process not found")
 
 
+def helper_pids(desk_pid: int) -> list[int]:
+    """The desk's helper processes (spawned by multiprocessing), if it has started them."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+                command = (entry / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if parent == desk_pid and b"spawn_main" in command:
+                found.append(int(entry.name))
+    return found
+
+
 def memory_kib(pid: int, field: str) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith(field + ":"):
@@ -223,7 +239,9 @@ async def bench_desk(desk: Path, log: Path, rounds: int, redact: bool, tmp: Path
             assert found == 50
             timings.setdefault(f"desk first 50 {COMMON}", []).append(seconds)
         peak = memory_kib(pid, "VmHWM")
+        helper_peaks = [memory_kib(helper, "VmHWM") / 1024 for helper in helper_pids(pid)]
     return {
+        "helper_peaks": helper_peaks,
         "timings": timings,
         "calls": calls,
         "rss_growth_mib": (peak - rss_before) / 1024,
@@ -267,7 +285,11 @@ async def main(rounds: int, directory: str | None) -> None:
                 f"{label:9} ping during the searches: median {statistics.median(pings) * 1000:.1f} ms, "
                 f"max {max(pings) * 1000:.1f} ms ({len(pings)} pings)"
             )
-            print(f"{label:9} peak RSS growth of the desk: {result['rss_growth_mib']:.1f} MiB")
+            helpers = ", ".join(f"{peak:.0f}" for peak in result["helper_peaks"]) or "none"
+            print(
+                f"{label:9} peak RSS growth of the desk: {result['rss_growth_mib']:.1f} MiB; "
+                f"its helper processes' peak RSS: {helpers} MiB"
+            )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

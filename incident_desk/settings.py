@@ -95,6 +95,14 @@ class Settings(BaseSettings):
         description="Helper processes that count a log of 64 MiB or more for show_incident_timeline, a stretch each; "
         "0 counts in the desk's own process; unset: one per core, at most two (none on Windows).",
     )
+    search_processes: int | None = Field(
+        default=None,
+        ge=0,
+        le=8,
+        description="Helper processes (the timeline's) that prefilter a log of 64 MiB or more for search_incident_log, "
+        "a stretch each, when the pattern has literals; 0 searches in the desk's own process; unset: one per core, "
+        "at most two (none on Windows).",
+    )
     log_level: Literal["debug", "info", "warning", "error"] = Field(
         default="info", description="Threshold of the desk's own log on stderr."
     )

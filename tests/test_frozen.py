@@ -139,6 +139,27 @@ async def test_frozen_executable_counts_a_big_timeline_with_helpers_that_are_its
     assert wait_until_gone([desk, *helpers])
 
 
+@pytest.mark.anyio
+@pytest.mark.skipif(sys.platform != "linux", reason="finds the desk's helpers in /proc")
+async def test_frozen_executable_searches_a_big_log_with_helpers_that_are_itself(
+    frozen_exe: Path, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    from mcp import Client, StdioServerParameters
+
+    from tests.test_search_processes import helped_search_env, search_until_helpers_read
+    from tests.test_timeline_processes import children, helpers_of, wait_until_gone
+
+    env, last_line = helped_search_env(tmp_path, XDG_DATA_HOME=str(tmp_path / "xdg"))
+    params = StdioServerParameters(command=str(frozen_exe), args=[], env=env, cwd=str(tmp_path))
+    async with Client(params, mode="legacy") as client:
+        shown = await search_until_helpers_read(client, capfd)
+        (desk,) = [pid for pid in children(os.getpid()) if Path(f"/proc/{pid}/exe").resolve() == frozen_exe.resolve()]
+        helpers = helpers_of(desk)
+    assert [match["number"] for match in (shown.structured_content or {})["matches"]] == [last_line]
+    assert len(helpers) == 2, "the executable started as a helper twice, and loaded the search's module"
+    assert wait_until_gone([desk, *helpers])
+
+
 @pytest.mark.timing
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=lambda s: s.name)

@@ -77,7 +77,8 @@ _END = "end"  # the stretch starts at or past the end of the file
 
 
 class ParallelRuns:
-    """The runs of a log from ``start`` (a line start), read ahead in stretches by two workers.
+    """The runs of a log from ``start`` (a line start) to ``end`` (a line start; None: the end of the file), read
+    ahead in stretches by two workers.
 
     ``index(run, scratch)`` and ``clear_until(buffer, length)`` run on the workers; ``scratch`` is one per worker.
     The search hands each run back with ``release`` once it is done with it; ``close`` waits for the workers.
@@ -93,8 +94,10 @@ class ParallelRuns:
         clear_until: Callable[[bytearray, int], int],
         make_scratch: Callable[[], Any],
         workers: int = WORKERS,
+        end: int | None = None,
     ) -> None:
         self.handle, self.fd, self.start, self.read_bytes = handle, handle.fileno(), start, read_bytes
+        self.end = end
         # A run may go past its stretch by the slack: the line that crosses into the next stretch.
         self.stride = read_bytes - read_bytes // 8
         self.index, self.clear_until, self.make_scratch = index, clear_until, make_scratch
@@ -137,8 +140,8 @@ class ParallelRuns:
             if not isinstance(result, PreparedRun):
                 self.free.append(buffer)
                 if result == _END:
-                    if os.fstat(self.fd).st_size > position:
-                        yield from self._line_by_line(position, None)
+                    if os.fstat(self.fd).st_size > position and (self.end is None or self.end > position):
+                        yield from self._line_by_line(position, self.end)
                     return
                 continue
             if result.offset < position:  # the file changed under the reads: this run is stale
@@ -175,16 +178,22 @@ class ParallelRuns:
     def _read(self, stretch: int, buffer: bytearray, index: Future[Index]) -> PreparedRun | str:
         begins = self.start + stretch * self.stride
         ends = begins + self.stride  # the run ends at the first line that starts at or after here
+        if self.end is not None:
+            if begins >= self.end:
+                return _END
+            ends = min(ends, self.end)
         first = self.start if stretch == 0 else self._first_line_start(begins, ends)
         if isinstance(first, str):
             return first
-        got = os.preadv(self.fd, [buffer], first)
+        room = len(buffer) if self.end is None else min(len(buffer), self.end - first)
+        with memoryview(buffer) as view:
+            got = os.preadv(self.fd, [view[:room]], first) if room > 0 else 0
         if not got:
             return _END
         newline = buffer.find(b"\n", ends - 1 - first, got)
         if newline >= 0:
             length = newline + 1
-        elif got < len(buffer):
+        elif got < room:
             length = got  # the file ends in this run
         else:
             return _GAP  # the line crossing into the next stretch is longer than the slack

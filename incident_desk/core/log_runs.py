@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import codecs
 import io
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -159,3 +160,43 @@ def undecodable_lines(run: Run) -> list[tuple[int, int]]:
             else:
                 break
     return found
+
+
+class LineNumbers:
+    """Line numbers within a run, counted from the last one asked for: only as far as a candidate or a stop.
+
+    ``first_line`` gives the number of the run's first line, known once the run before it is finished (its
+    newlines counted), so it is asked for only when a number is needed.
+    """
+
+    def __init__(self, buffer: bytearray, first_line: Callable[[], int]) -> None:
+        self.buffer, self.position, self.first_line = buffer, 0, first_line
+        self.line: int | None = None
+
+    def at(self, position: int) -> int:
+        """The number of the line starting at ``position`` (never before the last position asked for)."""
+        if self.line is None:
+            self.line = self.first_line()
+        self.line += self.buffer.count(b"\n", self.position, position)
+        self.position = position
+        return self.line
+
+
+class RunState:
+    """A run being scanned: its index (newline count and special lines) from the indexer thread, its numbering."""
+
+    def __init__(self, run: Run, index: Future[tuple[int, list[tuple[int, int]]]], numbers: LineNumbers) -> None:
+        self.run, self.index, self.numbers = run, index, numbers
+        self.special: list[tuple[int, int]] | None = None  # None: the index has not been waited for
+        self.next_special = 0
+
+    def newlines(self) -> int:
+        return self.index.result()[0]
+
+    def specials_before(self, position: int) -> Iterator[tuple[int, int]]:
+        """The special lines starting before ``position`` not yet considered, in order."""
+        if self.special is None:
+            self.special = self.index.result()[1]
+        while self.next_special < len(self.special) and self.special[self.next_special][0] < position:
+            self.next_special += 1
+            yield self.special[self.next_special - 1]

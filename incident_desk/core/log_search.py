@@ -14,18 +14,21 @@ import dataclasses
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, cast
+from functools import partial
+from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 from incident_desk.core.literals import LiteralSet, searches
 from incident_desk.core.log_parallel import ParallelRuns, PreparedRun, free_workers
 from incident_desk.core.log_runs import (
     ROW,
     HugeLine,
+    LineNumbers,
     RawReader,
     Run,
+    RunState,
     newlines_and_long_lines,
     undecodable_lines,
 )
@@ -46,6 +49,8 @@ from incident_desk.core.logfile import (
 )
 from incident_desk.core.run_indexes import RUN_INDEXES, RunIndex
 from incident_desk.core.scan_budget import SCAN_BUDGET_BYTES, ScanBudget, StopReason
+from incident_desk.core.search_processes import STRETCH_BYTES, helped_scan
+from incident_desk.core.timeline_processes import default_processes
 
 if TYPE_CHECKING:
     from incident_desk.core.pattern import SearchPattern
@@ -64,7 +69,8 @@ class SearchSizes:
     ``first_window``/``min_window``: the first window RE2 scans, and the least one as windows are sized to a
     scan time; ``index_piece``: how much of a run the newline index compares at a time (a multiple of ``ROW``);
     ``workers``: how many threads read, index and prefilter runs (0: the searching thread; None: decided by the
-    machine's load, ``log_parallel.free_workers``).
+    machine's load, ``log_parallel.free_workers``); ``stretch_bytes``: a helper process's share at a time, and a
+    log of two or more of them is prefiltered by helpers (``core.search_processes``).
     """
 
     read_bytes: int = 1024 * 1024
@@ -72,6 +78,7 @@ class SearchSizes:
     min_window: int = 16 * 1024
     index_piece: int = 128 * ROW
     workers: int | None = None
+    stretch_bytes: int = STRETCH_BYTES
 
     def __post_init__(self) -> None:
         if self.read_bytes <= MAX_LINE_BYTES:
@@ -82,6 +89,8 @@ class SearchSizes:
             raise ValueError(f"index_piece must be a positive multiple of {ROW}: {self.index_piece}")
         if self.workers is not None and self.workers < 0:
             raise ValueError(f"workers must not be negative: {self.workers}")
+        if self.stretch_bytes <= 0:
+            raise ValueError(f"stretch_bytes must be positive: {self.stretch_bytes}")
 
 
 @dataclass(frozen=True)
@@ -91,46 +100,6 @@ class SearchResult:
     scanned_bytes: int
     total_bytes: int
     stopped: StopReason
-
-
-class _LineNumbers:
-    """Line numbers within a run, counted from the last one asked for: only as far as a candidate or a stop.
-
-    ``first_line`` gives the number of the run's first line, known once the run before it is finished (its
-    newlines counted), so it is asked for only when a number is needed.
-    """
-
-    def __init__(self, buffer: bytearray, first_line: Callable[[], int]) -> None:
-        self.buffer, self.position, self.first_line = buffer, 0, first_line
-        self.line: int | None = None
-
-    def at(self, position: int) -> int:
-        """The number of the line starting at ``position`` (never before the last position asked for)."""
-        if self.line is None:
-            self.line = self.first_line()
-        self.line += self.buffer.count(b"\n", self.position, position)
-        self.position = position
-        return self.line
-
-
-class _RunState:
-    """A run being scanned: its index (newline count and special lines) from the indexer thread, its numbering."""
-
-    def __init__(self, run: Run, index: Future[tuple[int, list[tuple[int, int]]]], numbers: _LineNumbers) -> None:
-        self.run, self.index, self.numbers = run, index, numbers
-        self.special: list[tuple[int, int]] | None = None  # None: the index has not been waited for
-        self.next_special = 0
-
-    def newlines(self) -> int:
-        return self.index.result()[0]
-
-    def specials_before(self, position: int) -> Iterator[tuple[int, int]]:
-        """The special lines starting before ``position`` not yet considered, in order."""
-        if self.special is None:
-            self.special = self.index.result()[1]
-        while self.next_special < len(self.special) and self.special[self.next_special][0] < position:
-            self.next_special += 1
-            yield self.special[self.next_special - 1]
 
 
 def _keep(run: Run) -> None:
@@ -175,7 +144,7 @@ class _Search:
         self.start, self.budget, self.sizes = start, budget, sizes
         self.matches: list[Line] = []
         self.line = start.line  # the number of the line at self.offset, once the pending count is added
-        self.pending: _RunState | None = None  # the last run scanned, until finish_pending
+        self.pending: RunState | None = None  # the last run scanned, until finish_pending
         self.offset = start.offset  # how far the scan has got: always the start of a line
         self.stopped: StopReason | None = None
         self.window = sizes.first_window
@@ -304,7 +273,7 @@ class _Search:
             if self.scratch is None:  # for runs read line by line, indexed on the indexer thread
                 self.scratch = self.make_scratch()
             index, clear_until = self.indexer.submit(self._index, run, self.scratch), 0
-        state = _RunState(run, index, _LineNumbers(run.buffer, lambda: self.line))
+        state = RunState(run, index, LineNumbers(run.buffer, lambda: self.line))
         buffer, length = run.buffer, run.length
 
         def candidate(start: int, end: int) -> bool:
@@ -391,7 +360,7 @@ class _Search:
             return known.newlines, list(known.long_lines)
         return known.newlines, sorted(set(known.long_lines) | set(known.undecodable))
 
-    def _candidate(self, state: _RunState, start: int, end: int) -> bool:
+    def _candidate(self, state: RunState, start: int, end: int) -> bool:
         """Consider the line at ``start``..``end`` of a run; True when that stopped the scan (the match limit)."""
         number = state.numbers.at(start)
         run = state.run
@@ -430,6 +399,7 @@ def search(
     redaction: Redaction | None = None,
     cancelled: threading.Event | None = None,
     sizes: SearchSizes = SearchSizes(),
+    processes: int | None = None,
 ) -> SearchResult:
     """Lines matching ``pattern`` from ``cursor`` on, until ``limit`` matches, a budget, cancellation or the end.
 
@@ -439,7 +409,9 @@ def search(
     could match where its raw bytes do not: lines redaction may change (unless the pattern cannot touch the
     mask), lines cut for length, and lines that are not UTF-8 (unless the pattern cannot match U+FFFD). Each call
     moves on by at least one line, however long, so paging with next_cursor always ends. ``time_budget``,
-    ``byte_budget`` and ``cancelled`` make the scan's ``ScanBudget``.
+    ``byte_budget`` and ``cancelled`` make the scan's ``ScanBudget``. ``processes``: helper processes that
+    prefilter a big log's stretches for a pattern with literals (default
+    ``timeline_processes.default_processes()``; 0: this process reads alone).
     """
     budget = ScanBudget.starting_now(time_budget=time_budget, byte_budget=byte_budget, cancelled=cancelled)
     if redaction is None or pattern.mask_blind:
@@ -451,34 +423,14 @@ def search(
         total = handle.seek(0, os.SEEK_END)
         check_cursor(handle, cursor, total)
         scan = _Search(pattern, finder, redactor, limit, cursor, budget, sizes, handle.fileno())
-        # Every handle the desk reads is a binary file object that can read straight into a buffer.
-        workers = free_workers() if sizes.workers is None else sizes.workers
-        reader = ParallelRuns(
-            cast(RawReader, handle),
-            cursor.offset,
-            sizes.read_bytes,
-            scan._index,
-            scan.clear_until,
-            scan.make_scratch,
-            workers,
-        )
-        scan.release = reader.release
+        processes = default_processes() if processes is None else processes
         try:
-            for run in reader.runs():
-                if isinstance(run, HugeLine):
-                    scan.huge_line(run)
-                else:
-                    scan.run(run)
-                if scan.stopped is not None:
-                    break
-            else:
-                scan.finish_pending()
+            if processes and scan.literals is not None and total - cursor.offset >= 2 * sizes.stretch_bytes:
+                helped_scan(scan, handle, total, processes, partial(_read_and_scan, scan, handle))
+            if scan.stopped is None:
+                _read_and_scan(scan, handle, scan.offset, None)
         finally:
-            reader.close()  # the workers and the indexer read buffers that are reused: they must be done first
             scan.indexer.shutdown(wait=True)
-            # The reader holds the scan (its index and prefilter) and the scan the reader (release): without this
-            # cycle both, and the read buffers, are freed on return rather than at the next garbage collection.
-            scan.release = _keep
     next_cursor: Cursor | None = Cursor(scan.line, scan.offset)
     if scan.stopped is None or scan.offset >= total:
         next_cursor = None
@@ -489,3 +441,28 @@ def search(
         total_bytes=total,
         stopped="end of log" if scan.stopped is None or next_cursor is None else scan.stopped,
     )
+
+
+def _read_and_scan(scan: _Search, handle: BinaryIO, start: int, end: int | None) -> None:
+    """Read the log from ``start`` to ``end`` (line starts; None: its end) and scan it, until the scan stops."""
+    # Every handle the desk reads is a binary file object that can read straight into a buffer.
+    sizes = scan.sizes
+    workers = free_workers() if sizes.workers is None else sizes.workers
+    reader = ParallelRuns(
+        cast(RawReader, handle), start, sizes.read_bytes, scan._index, scan.clear_until, scan.make_scratch, workers, end
+    )
+    scan.release = reader.release
+    try:
+        for run in reader.runs():
+            if isinstance(run, HugeLine):
+                scan.huge_line(run)
+            else:
+                scan.run(run)
+            if scan.stopped is not None:
+                return
+        scan.finish_pending()
+    finally:
+        reader.close()  # the workers and the indexer read buffers that are reused: they must be done first
+        # The reader holds the scan (its index and prefilter) and the scan the reader (release): without this
+        # cycle both, and the read buffers, are freed on return rather than at the next garbage collection.
+        scan.release = _keep

@@ -8,11 +8,15 @@ that start in its stretch with the same kernel and sends back per-minute counts,
 helpers start on the first big timeline (a second or so of a new interpreter loading numpy) and stay for the next;
 a helper that dies, hangs past its stretch or is busy with another scan costs only speed: the caller counts the
 rest itself. A helper idle for ``IDLE_SECONDS`` ends, giving its memory (some 60 MiB: numpy, RE2, its buffers) back.
+
+The same helpers serve the search (``core.search_processes``): ``helped_stretches`` asks them for any work on a
+log's stretches (``("run", function, arguments)``, the function pickled by name), in log order.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib
 import itertools
 import multiprocessing
 import os
@@ -37,6 +41,9 @@ STRETCH_SECONDS = 60.0
 _WAIT_SECONDS = 0.02  # how often a caller waiting for a count looks at its budget
 _DRAIN_SECONDS = 2.0  # how long a helper may take to finish what a scan that stopped early had asked of it
 GIVE_UP_AFTER = 3
+# Modules a helper loads before it says it is ready, besides the timeline's: other work adds its own (by name, so
+# that this module imports none of them).
+PRELOADED: list[str] = []
 IDLE_SECONDS = 600.0  # a helper left idle this long ends
 _log = structlog.get_logger(__name__)
 
@@ -146,9 +153,10 @@ def count_stretch(fd: int, begin_at: int, end_at: int, want_errors: bool, chunk:
     return StretchCount(begin, end, lines, parsed, counts.as_dict(), first_error, whole=begin + done == end)
 
 
-def _serve(connection: Connection, idle_seconds: float) -> None:
-    """A helper's life: load the kernel and say so, take a log's descriptor, count the stretches asked of it,
-    until the desk hangs up."""
+def _serve(connection: Connection, idle_seconds: float, preloaded: tuple[str, ...] = ()) -> None:
+    """A helper's life: load the kernel (and ``preloaded``) and say so, take a log's descriptor, do the work on
+    its stretches asked of it (count them for a timeline, ``run`` a function for a search), until the desk hangs
+    up."""
     devnull = os.open(os.devnull, os.O_RDWR)
     os.dup2(devnull, 0)  # the desk's stdin and stdout carry its protocol: never read or write them here
     os.dup2(devnull, 1)
@@ -157,6 +165,8 @@ def _serve(connection: Connection, idle_seconds: float) -> None:
 
     patterns()
     timeline_scan._constants()
+    for module in preloaded:
+        importlib.import_module(module)
     connection.send(_READY)
     fd: int | None = None
     while True:
@@ -170,9 +180,12 @@ def _serve(connection: Connection, idle_seconds: float) -> None:
             if fd is not None:
                 os.close(fd)
             fd = reduction.recv_handle(connection)
-        elif message[0] == "count" and fd is not None:
+        elif message[0] in ("count", "run") and fd is not None:
             try:
-                answer: tuple[str, Any] = ("counted", count_stretch(fd, *message[1:]))
+                if message[0] == "count":
+                    answer: tuple[str, Any] = ("counted", count_stretch(fd, *message[1:]))
+                else:
+                    answer = ("done", message[1](fd, *message[2]))
             except Exception as exc:  # any failure is the desk's to report; the helper lives on
                 answer = ("failed", f"{type(exc).__name__}: {exc}")
             connection.send(answer)
@@ -192,7 +205,7 @@ class _Helper:
         context = multiprocessing.get_context("spawn")  # never fork a process that runs threads
         self.connection, theirs = context.Pipe()
         self.process = context.Process(
-            target=_serve, args=(theirs, IDLE_SECONDS), name="incident-desk-timeline", daemon=True
+            target=_serve, args=(theirs, IDLE_SECONDS, tuple(PRELOADED)), name="incident-desk-helper", daemon=True
         )
         self.process.start()
         theirs.close()
@@ -319,7 +332,35 @@ def stretch_counts(
     from ``helpers`` (lent and ready; ``chunk`` and ``max_carry`` as ``counted_chunks`` takes them). Stops early
     when one fails or takes over ``STRETCH_SECONDS`` for a stretch (logged: the caller goes on counting itself)
     and when ``should_stop`` says so while it waits. Stop asking at any point."""
-    asked: list[_Helper] = []  # who counts each stretch, in log order
+    for answer in helped_stretches(
+        helpers,
+        handle,
+        begin,
+        end,
+        ask=lambda stretch_begin, stretch_end: ("count", stretch_begin, stretch_end, want_errors(), chunk, max_carry),
+        should_stop=should_stop,
+        stretch_bytes=stretch_bytes,
+    ):
+        assert isinstance(answer, StretchCount)
+        yield answer
+
+
+def helped_stretches(
+    helpers: list[_Helper],
+    handle: BinaryIO,
+    begin: int,
+    end: int,
+    *,
+    ask: Callable[[int, int], tuple[Any, ...]],
+    should_stop: Callable[[], bool],
+    stretch_bytes: int = STRETCH_BYTES,
+    announce: bool = False,
+) -> Generator[Any, None, None]:
+    """The answers of ``helpers`` (lent and ready) to ``ask(stretch_begin, stretch_end)`` (the message asking for
+    a stretch's work), for each stretch of ``begin .. end`` of the open log in log order; stops early as
+    ``stretch_counts`` does. ``announce``: first yield None once the helpers have their first stretches, so the
+    caller can work meanwhile. Stop asking at any point."""
+    asked: list[_Helper] = []  # who works on each stretch, in log order
     try:
         for helper in helpers:
             helper.connection.send(("log",))
@@ -328,11 +369,16 @@ def stretch_counts(
         for stretch in itertools.pairwise(cuts):
             # Two each, in turn: a helper always has its next stretch waiting.
             while min(helper.asked for helper in helpers) >= 2:
+                if announce:
+                    announce = False
+                    yield None
                 yield _answer(asked.pop(0), should_stop)
             helper = min(helpers, key=lambda h: h.asked)
-            helper.connection.send(("count", *stretch, want_errors(), chunk, max_carry))
+            helper.connection.send(ask(*stretch))
             helper.asked += 1
             asked.append(helper)
+        if announce:
+            yield None
         while asked:
             yield _answer(asked.pop(0), should_stop)
         HELPERS.succeeded()
@@ -348,8 +394,8 @@ class _Stopped(Exception):
     """The caller's budget ran out while it waited."""
 
 
-def _answer(helper: _Helper, should_stop: Callable[[], bool]) -> StretchCount:
-    """``helper``'s oldest count asked for, once it comes."""
+def _answer(helper: _Helper, should_stop: Callable[[], bool]) -> Any:
+    """``helper``'s oldest answer asked for, once it comes."""
     given_up_at = time.monotonic() + STRETCH_SECONDS
     while not helper.connection.poll(_WAIT_SECONDS):
         if should_stop():
@@ -359,7 +405,6 @@ def _answer(helper: _Helper, should_stop: Callable[[], bool]) -> StretchCount:
             raise _Failed(f"a timeline helper took over {STRETCH_SECONDS} s for one stretch")
     kind, answer = helper.connection.recv()
     helper.asked -= 1
-    if kind != "counted":
+    if kind not in ("counted", "done"):
         raise _Failed(f"a timeline helper failed: {answer}")
-    assert isinstance(answer, StretchCount)
     return answer

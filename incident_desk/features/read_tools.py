@@ -275,6 +275,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
             time_budget=app.settings.search_time_budget_seconds,
             redaction=app.redaction,
             cancelled=cancelled,
+            processes=app.settings.search_processes,
         )
         try:
             # Abandoned on cancellation, and told so: the scan checks the flag between windows and stops.
