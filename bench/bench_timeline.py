@@ -23,7 +23,7 @@ from typing import Any
 import anyio
 from mcp import Client, StdioServerParameters
 
-from bench.bench_search import INCIDENT, ROOT, child_pid, make_desk, memory_kib
+from bench.bench_search import INCIDENT, ROOT, child_pid, helper_pids, make_desk, memory_kib
 
 
 def cpu_seconds(pid: int) -> float:
@@ -56,21 +56,6 @@ async def ping_latencies(client: Client, stop: anyio.Event, into: list[float]) -
         await client.send_ping()
         into.append(time.perf_counter() - began)
         await anyio.sleep(0.05)
-
-
-def helper_pids(desk_pid: int) -> list[int]:
-    """The desk's timeline helpers (spawned processes), if it has started them."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                parent = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
-                command = (entry / "cmdline").read_bytes()
-            except OSError:
-                continue
-            if parent == desk_pid and b"spawn_main" in command:
-                found.append(int(entry.name))
-    return found
 
 
 def all_cpu_seconds(pid: int) -> float:

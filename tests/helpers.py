@@ -10,7 +10,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 from mcp import Client
@@ -25,6 +25,7 @@ SAMPLE_1043_LOG = (
 )
 
 AppFactory = Callable[..., DeskApp]
+T = TypeVar("T")
 
 
 def free_port() -> int:
@@ -93,3 +94,16 @@ async def pinging(
             group.cancel_scope.cancel()
     finally:
         gc.enable()
+
+
+async def until_logged(
+    capfd: Any, event: str, attempt: Callable[[], Awaitable[T]], *, tries: int, pause: float = 0.0
+) -> T:
+    """``attempt`` again until a desk whose stderr ``capfd`` captures logs ``event`` (helpers that start with a
+    first call and take part in a later one, say); fails, with the log's end, after ``tries``."""
+    for _ in range(tries):
+        answer = await attempt()
+        if event in capfd.readouterr().err:
+            return answer
+        await anyio.sleep(pause)
+    raise AssertionError(f"never logged {event!r}: " + capfd.readouterr().err[-2000:])

@@ -408,12 +408,13 @@ def wait_until_gone(pids: list[int]) -> bool:
 async def call_until_helpers_count(client: Any, capfd: pytest.CaptureFixture[str], cache: Path) -> Any:
     """Ask for INC-BIG's timeline, counted afresh each time (its summary removed), until the desk's log says
     helpers counted part of it: the first call starts them, and counts alone while they load numpy."""
-    for _ in range(20):
+    from tests.helpers import until_logged
+
+    async def afresh() -> Any:
         shutil.rmtree(cache, ignore_errors=True)
-        shown = await client.call_tool("show_incident_timeline", {"incidentId": "INC-BIG"})
-        if "timeline counted by helpers" in capfd.readouterr().err:
-            return shown
-    raise AssertionError("helpers never counted: " + capfd.readouterr().err[-2000:])
+        return await client.call_tool("show_incident_timeline", {"incidentId": "INC-BIG"})
+
+    return await until_logged(capfd, "timeline counted by helpers", afresh, tries=20)
 
 
 @pytest.mark.anyio
