@@ -302,3 +302,35 @@ async def test_a_one_megabyte_summary_comes_back_cut_with_a_mark(
     (entry,) = [entry for entry in listed.structured_content["incidents"] if entry["id"] != "INC-1"]
     assert entry["title"] == "A" * 500 + "… [cut at 500 chars]"
     assert len(text_of(listed)) < 2_000
+
+
+def test_a_fetch_under_way_when_a_silence_is_made_does_not_cache_its_stale_answer() -> None:
+    """The desk drops its cached alerts when it makes or expires a silence; a fetch that began before must not put
+    back what it was told before the change (the next list would show the incident as not silenced)."""
+    import threading
+
+    from incident_desk.core.sources.alertmanager import AlertmanagerSource
+    from incident_desk.core.sources.config import AlertmanagerSourceConfig
+
+    source = AlertmanagerSource(
+        AlertmanagerSourceConfig(kind="alertmanager", name="prod", url="http://127.0.0.1:9", cache_seconds=60),
+        secret=lambda: None,
+    )
+    asked, answer = threading.Event(), threading.Event()
+    before, after = {"before": "the silence"}, {"after": "the silence"}
+    answers = iter([before, after])
+
+    def fetch() -> Any:
+        asked.set()
+        answer.wait(10)
+        return next(answers)
+
+    source._fetch = fetch  # type: ignore[method-assign]
+    reader = threading.Thread(target=source.incidents)
+    reader.start()
+    assert asked.wait(10)
+    source.forget()  # the silence is made while Alertmanager is still answering the question asked before it
+    answer.set()
+    reader.join(10)
+    now: Any = source.incidents()
+    assert now is after, "asked again, not the answer from before the silence"

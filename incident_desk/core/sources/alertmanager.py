@@ -42,6 +42,7 @@ class AlertmanagerSource:
         self._secret = secret
         self._lock = threading.Lock()
         self._cached: tuple[float, dict[str, Incident] | SourceDown] | None = None
+        self._forgotten = 0  # how many times the cache was dropped: a fetch begun before keeps its answer to itself
         self._asking_since: float | None = None
         self.api_calls = 0
 
@@ -74,13 +75,16 @@ class AlertmanagerSource:
             )
             if cached is None or not fresh:
                 self._asking_since = time.monotonic()
+                forgotten = self._forgotten
                 try:
                     result: dict[str, Incident] | SourceDown = self._fetch()
                 except SourceDown as exc:
                     result = exc
                 finally:
                     self._asking_since = None
-                cached = self._cached = (time.monotonic(), result)
+                cached = (time.monotonic(), result)
+                if self._forgotten == forgotten:  # else the desk made or expired a silence meanwhile: stale
+                    self._cached = cached
             result = cached[1]
         finally:
             self._lock.release()
@@ -90,7 +94,9 @@ class AlertmanagerSource:
 
     def forget(self) -> None:
         """Drop the cached answer: the next read asks Alertmanager (after the desk made or expired a silence).
-        Never waits for the lock (a fetch may hold it for its whole deadline): one assignment is atomic."""
+        Never waits for the lock (a fetch may hold it for its whole deadline); a fetch under way when it is
+        called does not put its answer, asked before the change, in the cache."""
+        self._forgotten += 1
         self._cached = None
 
     def auth(self) -> tuple[dict[str, str], tuple[str, str] | None]:
