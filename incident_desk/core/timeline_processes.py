@@ -16,6 +16,7 @@ log's stretches (``("run", function, arguments)``, the function pickled by name)
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import itertools
 import multiprocessing
@@ -27,11 +28,14 @@ from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from multiprocessing import reduction
 from multiprocessing.connection import Connection
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import structlog
 
 from incident_desk.core.timeline_scan import Key
+
+if TYPE_CHECKING:
+    from incident_desk.core.timeline_chunks import ChunkBuffers
 
 STRETCH_BYTES = 32 * 1024 * 1024  # a helper's share at a time: some 50 ms of counting, so budgets stay close
 _FIND_LINE_BYTES = 64 * 1024  # read at a time while looking for a line's start
@@ -106,19 +110,18 @@ def line_start_at(fd: int, offset: int) -> int | None:
         at += len(block)
 
 
-_BUFFERS: list[Any] = []  # a helper's frames and scratch arrays, kept from stretch to stretch
+@functools.cache
+def _kept_buffers() -> ChunkBuffers:
+    """A helper's frames and scratch arrays, kept from stretch to stretch."""
+    from incident_desk.core.timeline_chunks import ChunkBuffers
 
-
-def _kept_buffers(make: Callable[[], Any]) -> Any:
-    if not _BUFFERS:
-        _BUFFERS.append(make())
-    return _BUFFERS[0]
+    return ChunkBuffers()
 
 
 def count_stretch(fd: int, begin_at: int, end_at: int, want_errors: bool, chunk: int, max_carry: int) -> StretchCount:
     """Count the lines that start in ``begin_at .. end_at`` of the open log ``fd`` (read ``chunk`` bytes at a
     time; a line longer than ``max_carry`` is passed over as unparsed): a helper's work."""
-    from incident_desk.core.timeline_chunks import ChunkBuffers, Skipped, counted_chunks, first_error_line
+    from incident_desk.core.timeline_chunks import Skipped, counted_chunks, first_error_line
     from incident_desk.core.timeline_counts import MinuteCounts
     from incident_desk.core.timeline_patterns import patterns
 
@@ -138,7 +141,7 @@ def count_stretch(fd: int, begin_at: int, end_at: int, want_errors: bool, chunk:
         max_carry=max_carry,
         want_errors=lambda: want_errors and first_error is None,
         workers=0,  # a helper has a core of its own: no thread to hand chunks to
-        buffers=_kept_buffers(ChunkBuffers),
+        buffers=_kept_buffers(),
     )
     with contextlib.closing(chunks):
         for event in chunks:
