@@ -27,6 +27,12 @@ def _settings_from(args: argparse.Namespace) -> Settings:
     from incident_desk.settings import Settings, load_settings
 
     settings = load_settings(overrides, getattr(args, "config", None))
+    if settings.enabled_tools is not None or settings.disabled_tools:
+        # The names are checked against the tools the features declare, which settings cannot import.
+        from incident_desk.features import tool_catalog
+        from incident_desk.tool_selection import check_names
+
+        check_names(tool_catalog(), enabled=settings.enabled_tools, disabled=settings.disabled_tools)
     if args.command not in ("serve", "doctor"):  # a served desk logs them (transport.serve), doctor reports them
         from incident_desk.settings_errors import unknown_environment_variables
 
@@ -114,11 +120,15 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _tools(settings: Settings) -> int:
-    from incident_desk.tool_selection import ALL_TOOLS, tools_off
+    from incident_desk.features import tool_catalog
+    from incident_desk.tool_selection import tools_off
 
-    off = tools_off(read_only=settings.read_only, enabled=settings.enabled_tools, disabled=settings.disabled_tools)
-    width = max(len(name) for name in ALL_TOOLS)
-    for name in ALL_TOOLS:
+    catalog = tool_catalog()
+    off = tools_off(
+        catalog, read_only=settings.read_only, enabled=settings.enabled_tools, disabled=settings.disabled_tools
+    )
+    width = max(len(name) for name in catalog)
+    for name in catalog:
         out(f"{name.ljust(width)}  {'off (' + off[name] + ')' if name in off else 'on'}")
     return 0
 

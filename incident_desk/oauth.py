@@ -25,8 +25,6 @@ from incident_desk.settings import Settings
 
 # Asymmetric only: `none` and HMAC (which a public key would "sign" for anyone) are refused before any key is read.
 ALGORITHMS = ("RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA")
-READ, WRITE, RESTART = "incidents:read", "incidents:write", "services:restart"
-SCOPES = (READ, WRITE, RESTART)
 LEEWAY_SECONDS = 30
 JWKS_REFRESH_SECONDS = 60.0  # an unknown kid refetches the JWKS at most this often
 MAX_METADATA_BYTES = 256 * 1024

@@ -1,5 +1,6 @@
 """Reference pages written from the code, so they cannot drift from it: the configuration reference (from the
-settings model) and the approval outcome texts (from the approval decision).
+settings model), the approval outcome texts (from the approval decision), and the table of tool kinds in
+``docs/tools.md`` (from each tool's one declaration).
 
 ``python -m incident_desk.reference_docs`` rewrites them; ``--check`` rewrites nothing and exits 1 naming each page
 that differs from what the code says (the drift test runs the same comparison).
@@ -237,19 +238,85 @@ def outcomes_reference() -> str:
     return "\n".join(lines) + "\n"
 
 
+def tool_kinds_table() -> str:
+    """Each tool with the kind it declares and what that kind gives it: scope, read-only mode, annotations."""
+    from incident_desk.features import tool_catalog
+
+    rows = [
+        "| tool | kind | OAuth scope | served when `read_only` | annotations |",
+        "|---|---|---|---|---|",
+    ]
+    for name, declared in tool_catalog().items():
+        hints = declared.annotations()
+        shown = [
+            label
+            for label, on in (
+                ("read-only", hints.read_only_hint),
+                ("destructive", hints.destructive_hint),
+                ("idempotent", hints.idempotent_hint),
+                ("open world", hints.open_world_hint),
+            )
+            if on
+        ]
+        served = "no" if declared.kind.acting else "yes"
+        hints_text = ", ".join(shown) or "none"
+        rows.append(f"| `{name}` | {declared.kind} | `{declared.kind.scope}` | {served} | {hints_text} |")
+    return "\n".join(rows) + "\n"
+
+
+def tools_by_kind_table() -> str:
+    """The README's short form: the tools of each kind, and the scope and read-only rule that kind gives."""
+    from incident_desk.features import tool_catalog
+    from incident_desk.tool_kinds import ToolKind
+
+    meaning = {
+        ToolKind.READ: "reads only",
+        ToolKind.NOTE: "writes the desk's own journal, no form",
+        ToolKind.ACT: "acts outside the desk after a human approves",
+        ToolKind.RESTART: "restarts a service after a human approves",
+    }
+    catalog = tool_catalog()
+    rows = ["| kind | tools | OAuth scope | in `read_only` |", "|---|---|---|---|"]
+    for kind in ToolKind:
+        names = ", ".join(f"`{name}`" for name, declared in catalog.items() if declared.kind is kind)
+        served = "served" if not kind.acting else "not served"
+        rows.append(f"| {kind}: {meaning[kind]} | {names} | `{kind.scope}` | {served} |")
+    return "\n".join(rows) + "\n"
+
+
 PAGES: dict[str, Callable[[], str]] = {
     "configuration.md": configuration_reference,
     "outcomes.md": outcomes_reference,
 }
+# Generated blocks inside hand-written pages (paths from the checkout's root), between
+# ``<!-- {block}: begin (...) -->`` and ``<!-- {block}: end -->``.
+CHECKOUT = Path(__file__).resolve().parent.parent
+BLOCKS: dict[str, tuple[str, Callable[[], str]]] = {
+    "docs/tools.md": ("tool kinds", tool_kinds_table),
+    "README.md": ("tools by kind", tools_by_kind_table),
+}
+
+
+def _with_block(name: str, current: str) -> str:
+    block, render = BLOCKS[name]
+    begin, end = f"<!-- {block}: begin ({REGENERATE}) -->\n", f"<!-- {block}: end -->"
+    head, found, rest = current.partition(begin)
+    if not found or end not in rest:
+        raise ValueError(f"{name} has no {begin.strip()} ... {end} block")
+    return head + begin + render() + rest[rest.index(end) :]
 
 
 def stale_pages() -> list[str]:
-    """The generated pages whose text differs from what the code now says."""
+    """The generated pages (in docs/) and blocks (by path from the checkout) that differ from the code."""
     stale = []
     for name, render in PAGES.items():
         path = DOCS / name
         current = path.read_text(encoding="utf-8") if path.exists() else None
         if current != render():
+            stale.append(name)
+    for name in BLOCKS:
+        current = (CHECKOUT / name).read_text(encoding="utf-8")
+        if current != _with_block(name, current):
             stale.append(name)
     return stale
 
@@ -261,11 +328,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.check:
         stale = stale_pages()
         for name in stale:
-            sys.stderr.write(f"docs/{name} is out of date: run `{REGENERATE}`\n")
+            shown = name if name in BLOCKS else f"docs/{name}"
+            sys.stderr.write(f"{shown} is out of date: run `{REGENERATE}`\n")
         return 1 if stale else 0
     for name, render in PAGES.items():
         (DOCS / name).write_text(render(), encoding="utf-8")
         sys.stderr.write(f"wrote docs/{name}\n")
+    for name in BLOCKS:
+        path = CHECKOUT / name
+        path.write_text(_with_block(name, path.read_text(encoding="utf-8")), encoding="utf-8")
+        sys.stderr.write(f"wrote the generated block of {name}\n")
     return 0
 
 

@@ -20,10 +20,10 @@ from incident_desk import __version__
 from incident_desk.app import DeskApp
 from incident_desk.client_features import HideAppViewsFromPlainClients
 from incident_desk.client_logging import RequestLogContext, serve_set_level
-from incident_desk.features import completions, timeline
+from incident_desk.features import completions, timeline, tool_catalog
 from incident_desk.library_hooks import sdk_resource_templates
 from incident_desk.tool_arguments import DeskWordsForArgumentErrors
-from incident_desk.tool_selection import instructions_note, tools_off
+from incident_desk.tool_selection import check_names, instructions_note, tools_off
 
 logger = structlog.get_logger(__name__)
 
@@ -43,7 +43,13 @@ def instructions(app: DeskApp | None = None) -> str:
 
 def _tools_off(app: DeskApp) -> dict[str, str]:
     settings = app.settings
-    return tools_off(read_only=settings.read_only, enabled=settings.enabled_tools, disabled=settings.disabled_tools)
+    if not settings.read_only and settings.enabled_tools is None and not settings.disabled_tools:
+        return {}  # every tool on: the catalogue (every feature module) is not imported before it is needed
+    catalog = tool_catalog()
+    check_names(catalog, enabled=settings.enabled_tools, disabled=settings.disabled_tools)
+    return tools_off(
+        catalog, read_only=settings.read_only, enabled=settings.enabled_tools, disabled=settings.disabled_tools
+    )
 
 
 def build_server(app: DeskApp, *, defer_features: bool = False) -> MCPServer:

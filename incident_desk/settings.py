@@ -406,15 +406,6 @@ class Settings(BaseSettings):
         return self
 
     @model_validator(mode="after")
-    def _tool_names_are_known(self) -> Settings:
-        from incident_desk.tool_selection import ALL_TOOLS, unknown_names
-
-        for setting, names in (("enabled_tools", self.enabled_tools or []), ("disabled_tools", self.disabled_tools)):
-            if unknown := unknown_names(names):
-                raise ValueError(f"{setting}: no such tool {', '.join(unknown)} (tools: {', '.join(ALL_TOOLS)})")
-        return self
-
-    @model_validator(mode="after")
     def _oauth_needs_an_issuer(self) -> Settings:
         if self.http_auth == "oauth" and not self.oauth_issuer:
             raise ValueError("oauth_issuer is required when http_auth is 'oauth'")

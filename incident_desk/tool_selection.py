@@ -1,51 +1,48 @@
 """Which tools a desk serves: ``read_only`` drops every acting tool, ``enabled_tools`` / ``disabled_tools`` pick.
 
-A tool that is off is absent from ``tools/list`` by the operator's choice, and the instructions say so. The names
-are the contract (tests/test_surface.py checks they are exactly the registered tools).
+A tool that is off is absent from ``tools/list`` by the operator's choice, and the instructions say so. Whether a
+tool acts comes from its declared kind (``tool_kinds``); the catalogue is handed in, so this module stays below
+the features that declare it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
-READ_TOOLS = (
-    "find_similar_incidents",
-    "get_audit_log",
-    "get_incident_activity",
-    "get_runbook",
-    "list_incidents",
-    "query_incident_metrics",
-    "read_incident_log",
-    "search_incident_log",
-    "show_incident_timeline",
-    "summarize_incident",
-)
-ACTING_TOOLS = (
-    "acknowledge_incident",
-    "add_incident_note",
-    "resolve_incident",
-    "restart_service",
-    "save_postmortem",
-    "silence_incident",
-    "unsilence_incident",
-)
-ALL_TOOLS = tuple(sorted(READ_TOOLS + ACTING_TOOLS))
+from incident_desk.settings_errors import SettingsError
+from incident_desk.tool_kinds import ToolDeclaration
+
+Catalog = Mapping[str, ToolDeclaration]
 
 
-def unknown_names(names: Iterable[str]) -> list[str]:
-    return sorted(set(names) - set(ALL_TOOLS))
+def acting_tools(catalog: Catalog) -> list[str]:
+    return sorted(name for name, declared in catalog.items() if declared.kind.acting)
 
 
-def tools_off(*, read_only: bool, enabled: Iterable[str] | None, disabled: Iterable[str]) -> dict[str, str]:
+def read_tools(catalog: Catalog) -> list[str]:
+    return sorted(name for name, declared in catalog.items() if not declared.kind.acting)
+
+
+def check_names(catalog: Catalog, *, enabled: Iterable[str] | None, disabled: Iterable[str]) -> None:
+    """Refuse a tool name the desk does not have, naming the setting that holds it."""
+    for setting, names in (("enabled_tools", enabled or []), ("disabled_tools", disabled)):
+        if unknown := sorted(set(names) - set(catalog)):
+            raise SettingsError(f"{setting}: no such tool {', '.join(unknown)} (tools: {', '.join(sorted(catalog))})")
+
+
+def tools_off(
+    catalog: Catalog, *, read_only: bool, enabled: Iterable[str] | None, disabled: Iterable[str]
+) -> dict[str, str]:
     """Each tool that is off, with why (for the instructions and ``incident-desk tools``)."""
     off: dict[str, str] = {}
     chosen = None if enabled is None else set(enabled)
-    for name in ALL_TOOLS:
-        if read_only and name in ACTING_TOOLS:
+    refused = set(disabled)
+    for name, declared in sorted(catalog.items()):
+        if read_only and declared.kind.acting:
             off[name] = "read_only"
         elif chosen is not None and name not in chosen:
             off[name] = "not in enabled_tools"
-        elif name in set(disabled):
+        elif name in refused:
             off[name] = "in disabled_tools"
     return off
 

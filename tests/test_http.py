@@ -16,7 +16,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CreateMessageResult, ElicitResult, InputRequiredResult, InputResponses, TextContent
 
-from incident_desk.tool_selection import ALL_TOOLS
+from incident_desk.features import tool_catalog
 from tests.helpers import ROOT, SAMPLE_1043_LOG, text_of
 from tests.http_desk import TOKEN, desk_env, run_desk
 
@@ -62,7 +62,7 @@ async def test_tools_and_approval_per_mode_and_era(tmp_path: Path, stateless: bo
         stderr = desk.stderr()
     assert legacy["tools"] == modern["tools"]
     # the surface's read and act tools, show_incident_timeline and query_incident_metrics
-    assert len(legacy["tools"]) == len(ALL_TOOLS)
+    assert len(legacy["tools"]) == len(tool_catalog())
     assert legacy["log"] == modern["log"] == SAMPLE_1043_LOG
     # 2026-07-28 keeps approval by multi round-trip in every mode.
     assert modern["restart"].startswith("RESTARTED payments-api under CHG-2291")
@@ -263,7 +263,7 @@ async def test_the_http_token_comes_from_the_keychain(tmp_path: Path) -> None:
             tools = (await client.list_tools()).tools
         stderr = desk.stderr()
     assert refused.status_code == 401
-    assert len(tools) == len(ALL_TOOLS)
+    assert len(tools) == len(tool_catalog())
     assert "bearer token from keychain" in stderr
     assert token not in stderr
 

@@ -502,3 +502,42 @@ async def test_a_restart_is_approved_in_the_persons_name(tmp_path: Path, mode: s
                 assert journal is not None
                 approvers = {entry["approver"] for entry in journal["decisions"]}
                 assert approvers == {f"carol@example.test (sub carol @ {provider.issuer})"}, journal
+
+
+async def test_a_read_token_calls_no_tool_that_acts(tmp_path: Path) -> None:
+    """Every tool the desk lists as not read-only answers 403 to a token with incidents:read alone, before the
+    SDK sees the call; the acting tools come from tools/list, not from the desk's own scope table."""
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    with key_server() as keys:
+        published = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(key.public_key()))
+        keys.jwks = {"keys": [{**published, "kid": "k1", "use": "sig", "alg": "RS256"}]}
+        env = {
+            "INCIDENT_DESK_HTTP_AUTH": "oauth",
+            "INCIDENT_DESK_OAUTH_ISSUER": FAKE_ISSUER,
+            "INCIDENT_DESK_OAUTH_JWKS_URL": keys.url,
+        }
+        with run_desk(tmp_path, **env) as desk:
+            every_scope = "incidents:read incidents:write services:restart"
+            full = jwt.encode(_claims(desk.url, scope=every_scope), key, algorithm="RS256", headers={"kid": "k1"})
+            http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {full}"}, timeout=30)
+            async with http, Client(streamable_http_client(desk.url, http_client=http)) as client:
+                listed = (await client.list_tools()).tools
+            acting = sorted(t.name for t in listed if not (t.annotations and t.annotations.read_only_hint))
+            reading = sorted(t.name for t in listed if t.annotations and t.annotations.read_only_hint)
+            assert "save_postmortem" in acting and "restart_service" in acting and reading
+
+            reader = jwt.encode(
+                _claims(desk.url, scope="incidents:read"), key, algorithm="RS256", headers={"kid": "k1"}
+            )
+            with httpx2.Client(headers={"Authorization": f"Bearer {reader}"}, timeout=30) as raw:
+                opened = open_session(raw, desk.url)
+                session = {**MCP_HEADERS, "mcp-session-id": opened.headers["mcp-session-id"]}
+                session["mcp-protocol-version"] = "2025-11-25"
+                for name in acting:
+                    answer = raw.post(desk.url, json=_tool_call(name, {"incidentId": "INC-1042"}), headers=session)
+                    assert answer.status_code == 403, name
+                    assert 'error="insufficient_scope"' in _challenge(answer), name
+                    assert 'scope="incidents:read"' not in _challenge(answer), name
+                for name in reading:
+                    answer = raw.post(desk.url, json=_tool_call(name, {"incidentId": "INC-1042"}), headers=session)
+                    assert answer.status_code != 403, name

@@ -9,9 +9,9 @@ import pytest
 from mcp.server.mcpserver import MCPServer
 
 from incident_desk.cli import main as cli_main
-from incident_desk.settings import load_settings
+from incident_desk.features import tool_catalog
 from incident_desk.settings_errors import SettingsError
-from incident_desk.tool_selection import ACTING_TOOLS, ALL_TOOLS, READ_TOOLS
+from incident_desk.tool_selection import acting_tools, read_tools
 from tests.helpers import connect, text_of
 
 pytestmark = pytest.mark.anyio
@@ -22,7 +22,7 @@ async def test_every_tool_has_a_selection_name(make_server: Callable[..., MCPSer
         listed = sorted(tool.name for tool in (await client.list_tools()).tools)
     async with connect(make_server(), "auto") as client:
         instructions = client.instructions or ""
-    assert listed == list(ALL_TOOLS)
+    assert listed == list(tool_catalog())
     assert "Turned off" not in instructions and "read-only" not in instructions
 
 
@@ -32,9 +32,9 @@ async def test_read_only_serves_no_acting_tool_and_says_so(make_server: Callable
     async with connect(make_server(read_only=True), era) as client:
         listed = sorted(tool.name for tool in (await client.list_tools()).tools)
         refused = await client.call_tool("restart_service", {"service": "payments-api"})
-    assert listed == sorted(READ_TOOLS)
+    assert listed == read_tools(tool_catalog())
     assert "This desk is read-only" in instructions
-    assert f"Turned off on this desk by its operator: {', '.join(sorted(ACTING_TOOLS))}." in instructions
+    assert f"Turned off on this desk by its operator: {', '.join(acting_tools(tool_catalog()))}." in instructions
     assert refused.is_error and "restart_service" in text_of(refused)
 
 
@@ -49,14 +49,19 @@ async def test_enabled_and_disabled_tools_pick_the_tools(make_server: Callable[.
     assert "get_runbook" in instructions.rsplit("Turned off", 1)[1]
 
 
-def test_an_unknown_tool_name_is_refused_naming_the_setting() -> None:
+def test_an_unknown_tool_name_is_refused_naming_the_setting(
+    make_server: Callable[..., MCPServer], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     with pytest.raises(SettingsError, match="disabled_tools: no such tool restart_everything"):
-        load_settings({"disabled_tools": ["restart_everything"]})
+        make_server(disabled_tools=["restart_everything"])
+    monkeypatch.setenv("INCIDENT_DESK_ENABLED_TOOLS", '["list_incidents", "restart_everything"]')
+    assert cli_main(["tools"]) == 2
+    assert "enabled_tools: no such tool restart_everything" in capsys.readouterr().err
 
 
 def test_the_tools_command_prints_what_a_configuration_serves(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_main(["tools", "--read-only"]) == 0
     lines = dict(line.split(None, 1) for line in capsys.readouterr().out.splitlines())
-    assert sorted(lines) == list(ALL_TOOLS)
-    assert {name for name, state in lines.items() if state == "off (read_only)"} == set(ACTING_TOOLS)
-    assert {name for name, state in lines.items() if state == "on"} == set(READ_TOOLS)
+    assert sorted(lines) == list(tool_catalog())
+    assert {name for name, state in lines.items() if state == "off (read_only)"} == set(acting_tools(tool_catalog()))
+    assert {name for name, state in lines.items() if state == "on"} == set(read_tools(tool_catalog()))

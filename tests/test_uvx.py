@@ -20,7 +20,7 @@ from mcp import Client, StdioServerParameters
 
 from incident_desk.cli import main
 from incident_desk.client_configs import uvx_launcher
-from incident_desk.tool_selection import ALL_TOOLS
+from incident_desk.features import tool_catalog
 from tests.helpers import ROOT, SAMPLE_1043_LOG, child_env, text_of
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess, pytest.mark.slow]
@@ -48,7 +48,7 @@ async def test_uvx_from_the_checkout_serves_the_sample_desk(tmp_path: Path) -> N
         tools = sorted(tool.name for tool in (await client.list_tools()).tools)
         log = text_of(await client.read_resource("incident://INC-1043/log"))
         listing = await client.call_tool("list_incidents", {})
-    assert tools == sorted(ALL_TOOLS)
+    assert tools == list(tool_catalog())
     assert log == SAMPLE_1043_LOG
     assert [i["id"] for i in listing.structured_content["incidents"]] == ["INC-1042", "INC-1043"]
 
@@ -107,7 +107,7 @@ async def test_the_uvx_entry_starts_with_the_package_index_unreachable(tmp_path:
         tools = sorted(tool.name for tool in (await client.list_tools()).tools)
         listing = await client.call_tool("list_incidents", {})
     assert launcher.args[0] == "--offline"
-    assert tools == sorted(ALL_TOOLS)
+    assert tools == list(tool_catalog())
     assert [i["id"] for i in listing.structured_content["incidents"]] == ["INC-1042", "INC-1043"]
 
 

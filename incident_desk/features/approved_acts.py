@@ -14,7 +14,7 @@ from typing import Annotated
 import anyio
 import structlog
 from mcp.server.mcpserver import Context, MCPServer
-from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
+from mcp_types import CallToolResult, InputRequiredResult
 from pydantic import BaseModel, Field
 
 from incident_desk import auth, client_features, out_of_band
@@ -27,11 +27,11 @@ from incident_desk.core.audit import AuditError, DuplicateApproval
 from incident_desk.core.incidents import DeskError, Incident
 from incident_desk.core.outcomes import EVENT_OUTCOME_OF, ActWords, EventOutcome
 from incident_desk.core.sources.silences import SilenceError
+from incident_desk.tool_kinds import ToolKinds, act
 
 log = structlog.get_logger(__name__)
 
 IncidentId = Annotated[str, Field(description="Incident id, e.g. INC-1042")]
-ACTS = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True)
 # The journal outcome of a question that got no usable answer, by why.
 _NO_ANSWER: dict[NoAnswerKind, EventOutcome] = {
     "timed_out": EventOutcome.TIMED_OUT,
@@ -213,6 +213,9 @@ async def _single_use(journal: _Journal, words: ActWords, approved: _Approved, t
     return None
 
 
+TOOLS = ToolKinds(resolve_incident=act(), silence_incident=act(), unsilence_incident=act())
+
+
 def register(server: MCPServer, app: DeskApp) -> None:
     async def _incident(incident_id: str, fresh: bool = False) -> Incident | CallToolResult:
         try:
@@ -220,7 +223,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
         except DeskError as exc:
             return results.error(str(exc))
 
-    @server.tool(annotations=ACTS)
+    @TOOLS.tool(server)
     async def resolve_incident(
         incidentId: IncidentId,
         resolution: Annotated[str, Field(min_length=1, max_length=MAX_NOTE_CHARS, description="What resolved it")],
@@ -252,7 +255,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
         text = outcomes.RESOLVED.render(id=incidentId, ticket=asked.ticket, resolution=resolution)
         return results.ok(text, journal.report(EventOutcome.DONE, ticket=asked.ticket))
 
-    @server.tool(annotations=ACTS)
+    @TOOLS.tool(server)
     async def silence_incident(
         incidentId: IncidentId,
         minutes: Annotated[int, Field(ge=1, description="How long to silence its alert, in minutes (capped)")],
@@ -298,7 +301,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
         report = journal.report(EventOutcome.DONE, ticket=asked.ticket, silence_id=silence_id, until=ends)
         return results.ok(text, report)
 
-    @server.tool(annotations=ACTS)
+    @TOOLS.tool(server)
     async def unsilence_incident(
         incidentId: IncidentId, ctx: Context
     ) -> Annotated[CallToolResult, ActReport] | InputRequiredResult:

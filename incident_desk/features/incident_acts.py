@@ -8,7 +8,7 @@ from typing import Annotated
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
-from mcp_types import CallToolResult, ToolAnnotations
+from mcp_types import CallToolResult
 from pydantic import BaseModel, Field
 
 from incident_desk import auth, client_features
@@ -35,13 +35,9 @@ from incident_desk.core.outcomes import (
     EventOutcome,
 )
 from incident_desk.core.sources.silences import SilenceError
+from incident_desk.tool_kinds import ToolKinds, note, read
 
 IncidentId = Annotated[str, Field(description="Incident id, e.g. INC-1042")]
-READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
-# Acknowledging and noting change nothing outside the desk's own journal.
-JOURNAL_ONLY = ToolAnnotations(
-    read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
-)
 
 
 class ActivityEntry(BaseModel):
@@ -98,6 +94,9 @@ def _entry(event: Event) -> ActivityEntry:
     )
 
 
+TOOLS = ToolKinds(acknowledge_incident=note(), add_incident_note=note(), get_incident_activity=read())
+
+
 def register(server: MCPServer, app: DeskApp) -> None:
     async def _known(incident_id: str) -> str | None:
         """None when the incident exists, else the error text."""
@@ -107,7 +106,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
             return str(exc)
         return None
 
-    @server.tool(annotations=JOURNAL_ONLY)
+    @TOOLS.tool(server)
     async def acknowledge_incident(
         incidentId: IncidentId,
         ctx: Context,
@@ -144,7 +143,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
             AckReport(incident_id=incidentId, acknowledged=True, actor=actor, time=event.time),
         )
 
-    @server.tool(annotations=JOURNAL_ONLY)
+    @TOOLS.tool(server)
     async def add_incident_note(
         incidentId: IncidentId,
         text: Annotated[str, Field(description=f"The note, at most {MAX_NOTE_CHARS} characters")],
@@ -201,7 +200,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
         text = "\n".join([*lines, format_activity(incident_id, events)])
         return text, IncidentActivity(incident_id=incident_id, silences=shown, events=[_entry(e) for e in events])
 
-    @server.tool(annotations=READ_ONLY)
+    @TOOLS.tool(server)
     async def get_incident_activity(incidentId: IncidentId) -> Annotated[CallToolResult, IncidentActivity]:
         """An incident's activity log on this desk, oldest first: acknowledgements, notes, approvals, silences,
         resolution, with who and when; and, for an Alertmanager incident, the silences muting it now."""

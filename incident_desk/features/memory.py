@@ -9,7 +9,7 @@ from typing import Annotated
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
-from mcp_types import CallToolResult, ToolAnnotations
+from mcp_types import CallToolResult
 from pydantic import BaseModel, Field
 
 from incident_desk import auth, client_features
@@ -21,11 +21,8 @@ from incident_desk.core.incidents import DeskError
 from incident_desk.core.memory import MAX_POSTMORTEM_CHARS, MAX_SIMILAR, MemoryError_, Postmortem, Similar
 from incident_desk.core.outcomes import EventOutcome
 from incident_desk.core.untrusted import one_line
+from incident_desk.tool_kinds import ToolKinds, note, read
 
-READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
-JOURNAL_ONLY = ToolAnnotations(
-    read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
-)
 MAX_QUERY_CHARS = 2000
 DEFAULT_SIMILAR = 5
 
@@ -97,8 +94,11 @@ def _line(entry: SimilarIncident) -> str:
     )
 
 
+TOOLS = ToolKinds(find_similar_incidents=read(), save_postmortem=note(repeatable=True))
+
+
 def register(server: MCPServer, app: DeskApp) -> None:
-    @server.tool(annotations=READ_ONLY)
+    @TOOLS.tool(server)
     async def find_similar_incidents(
         incidentId: Annotated[str | None, Field(description="Find incidents like this one (e.g. INC-1042)")] = None,
         query: Annotated[
@@ -129,7 +129,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
         matched = one_line(words, 300)
         return results.ok(text, SimilarIncidents(matched_on=matched, incidents=entries))
 
-    @server.tool(annotations=JOURNAL_ONLY)
+    @TOOLS.tool(server)
     async def save_postmortem(
         incidentId: Annotated[str, Field(description="Incident id, e.g. INC-1042")],
         markdown: Annotated[str, Field(description=f"The postmortem, Markdown, at most {MAX_POSTMORTEM_CHARS} chars")],

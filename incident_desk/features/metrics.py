@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Annotated
 
 from mcp.server.mcpserver import MCPServer
-from mcp_types import CallToolResult, ToolAnnotations
+from mcp_types import CallToolResult
 from pydantic import BaseModel, Field
 
 from incident_desk import tool_results as results
@@ -15,9 +15,9 @@ from incident_desk import what_changed
 from incident_desk.app import DeskApp
 from incident_desk.core.incidents import DeskError
 from incident_desk.core.metrics import MetricsUnavailable
+from incident_desk.tool_kinds import ToolKinds, read
 
 # Prometheus is a neighbour in the open world, but asking it changes nothing.
-READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=True)
 
 
 class IncidentMetrics(BaseModel):
@@ -42,8 +42,11 @@ def render_text(view: IncidentMetrics) -> str:
     return "\n".join(lines)
 
 
+TOOLS = ToolKinds(query_incident_metrics=read(open_world=True))
+
+
 def register(server: MCPServer, app: DeskApp) -> None:
-    @server.tool(annotations=READ_ONLY)
+    @TOOLS.tool(server)
     async def query_incident_metrics(
         incidentId: Annotated[str, Field(description="Incident id, e.g. INC-1042")],
         name: Annotated[

@@ -13,7 +13,6 @@ from incident_desk.app import DeskApp
 from incident_desk.core.activity import MAX_ACTIVITY_EVENTS, describe
 from incident_desk.core.audit import AuditError
 from incident_desk.core.incidents import LogUnavailable, UnknownIncident
-from incident_desk.tool_selection import tools_off
 
 DEFAULT_AUDIENCE = "the engineering team"
 
@@ -41,10 +40,6 @@ def postmortem_text(audience: str | None, log: str, activity: str = "", save_as:
 
 
 def register(server: MCPServer, app: DeskApp) -> None:
-    settings = app.settings
-    off = tools_off(read_only=settings.read_only, enabled=settings.enabled_tools, disabled=settings.disabled_tools)
-    can_save = "save_postmortem" not in off
-
     @server.prompt(name="postmortem", description="Draft a blameless postmortem for an incident")
     async def postmortem(
         incidentId: Annotated[str, Field(description="e.g. INC-1042")],
@@ -62,4 +57,6 @@ def register(server: MCPServer, app: DeskApp) -> None:
         except AuditError as exc:
             # Still worth drafting from the log alone, but never as if nothing had been done.
             activity = f"(the desk's activity log cannot be read: {exc})"
+        # Offered only when this desk serves the tool (its operator may have turned it off).
+        can_save = any(tool.name == "save_postmortem" for tool in await server.list_tools())
         return postmortem_text(audience, log, activity, incidentId if can_save else None)

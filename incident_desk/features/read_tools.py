@@ -8,7 +8,7 @@ from functools import partial
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import MCPServer
-from mcp_types import CallToolResult, ToolAnnotations
+from mcp_types import CallToolResult
 from pydantic import BaseModel, Field
 
 from incident_desk import tool_results as results
@@ -18,8 +18,8 @@ from incident_desk.core.activity import STATES, IncidentState, Standing, stamp, 
 from incident_desk.core.audit import MAX_RECENT_DECISIONS, AuditError, format_decisions
 from incident_desk.core.incidents import DeskError, Listing
 from incident_desk.core.pattern import MAX_PATTERN_LENGTH, PatternError, compile_pattern
+from incident_desk.tool_kinds import ToolKinds, read
 
-READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 MAX_PAGE_LINES = 5_000
 MAX_MATCHES = 1_000
 IncidentId = Annotated[str, Field(description="Incident id, e.g. INC-1042")]
@@ -178,12 +178,21 @@ def _render_listing(
     return text, listing.model_dump(mode="json", by_alias=True)
 
 
+TOOLS = ToolKinds(
+    list_incidents=read(),
+    read_incident_log=read(),
+    search_incident_log=read(),
+    get_runbook=read(),
+    get_audit_log=read(),
+)
+
+
 def register(server: MCPServer, app: DeskApp) -> None:
     # The last rendering of each status, with the view it was made from: a view is never changed once made (a
     # look that finds a change makes a new one), so while the same view stands its answer is the same.
     rendered_listings: dict[tuple[str, str | None], tuple[Listing, dict[str, Standing], str, dict[str, Any]]] = {}
 
-    @server.tool(annotations=READ_ONLY)
+    @TOOLS.tool(server)
     async def list_incidents(
         status: Annotated[Literal["open", "all"], Field(description="open (default) or all incidents")] = "open",
         state: Annotated[
@@ -209,7 +218,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
         _, _, text, structured = rendered
         return results.ok_rendered(text, structured)
 
-    @server.tool(annotations=READ_ONLY)
+    @TOOLS.tool(server)
     async def read_incident_log(
         incidentId: IncidentId,
         cursor: CursorArg = None,
@@ -240,7 +249,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
         text = _render_lines(page.lines) + "\n" + _continuation(next_cursor, f"{len(page.lines)} lines")
         return results.ok(text.lstrip("\n"), structured)
 
-    @server.tool(annotations=READ_ONLY)
+    @TOOLS.tool(server)
     async def search_incident_log(
         incidentId: IncidentId,
         pattern: Annotated[
@@ -301,7 +310,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
         body = _render_lines(found.matches) if found.matches else f"No line matches {pattern!r}."
         return results.ok(f"{body}\n{summary}", structured)
 
-    @server.tool(annotations=READ_ONLY)
+    @TOOLS.tool(server)
     async def get_runbook(
         service: Annotated[str, Field(description="Service name, e.g. payments-api")],
     ) -> Annotated[CallToolResult, Runbook]:
@@ -312,7 +321,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
             return results.error(str(exc))
         return results.ok(markdown, Runbook(service=service, markdown=markdown))
 
-    @server.tool(annotations=READ_ONLY)
+    @TOOLS.tool(server)
     async def get_audit_log(
         limit: Annotated[
             int, Field(ge=1, le=MAX_RECENT_DECISIONS, description="How many decisions, newest first")

@@ -7,7 +7,7 @@ from typing import Annotated, Any
 import anyio
 import structlog
 from mcp.server.mcpserver import Context, MCPServer
-from mcp_types import CallToolResult, InputRequiredResult, TextContent, ToolAnnotations
+from mcp_types import CallToolResult, InputRequiredResult, TextContent
 from pydantic import BaseModel, Field
 
 from incident_desk import auth, client_features, client_logging, out_of_band
@@ -30,6 +30,7 @@ from incident_desk.core.outcomes import (
     RestartOutcome,
 )
 from incident_desk.core.restart_locks import Holding, LockLost, ServiceBusy, this_replica
+from incident_desk.tool_kinds import ToolKinds, restart
 
 log = structlog.get_logger(__name__)
 
@@ -138,12 +139,11 @@ def _report(service: str, outcome: RestartOutcome, **fields: object) -> RestartR
     return RestartReport.model_validate({"service": service, "outcome": outcome, **values})
 
 
+TOOLS = ToolKinds(restart_service=restart())
+
+
 def register(server: MCPServer, app: DeskApp) -> None:
-    @server.tool(
-        annotations=ToolAnnotations(
-            read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=True
-        )
-    )
+    @TOOLS.tool(server)
     async def restart_service(
         service: Annotated[str, Field(description="Service name, e.g. payments-api")],
         ctx: Context,

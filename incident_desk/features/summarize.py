@@ -6,7 +6,7 @@ from typing import Annotated, Literal
 
 import structlog
 from mcp.server.mcpserver import Context, MCPServer
-from mcp_types import CallToolResult, InputRequiredResult, ToolAnnotations
+from mcp_types import CallToolResult, InputRequiredResult
 from pydantic import BaseModel, Field
 
 from incident_desk import client_features, client_logging
@@ -14,6 +14,7 @@ from incident_desk import tool_results as results
 from incident_desk.app import DeskApp
 from incident_desk.core import provider
 from incident_desk.core.incidents import DeskError
+from incident_desk.tool_kinds import ToolKinds, read
 
 log = structlog.get_logger(__name__)
 
@@ -72,12 +73,11 @@ async def _skipped(ctx: Context, app: DeskApp, incident_id: str, step: str, reas
     await client_logging.tell_client(ctx, app.log_levels, "warning", "summary step skipped", **fields)
 
 
+TOOLS = ToolKinds(summarize_incident=read(open_world=True, repeatable=False))
+
+
 def register(server: MCPServer, app: DeskApp) -> None:
-    @server.tool(
-        annotations=ToolAnnotations(
-            read_only_hint=True, destructive_hint=False, idempotent_hint=False, open_world_hint=True
-        )
-    )
+    @TOOLS.tool(server)
     async def summarize_incident(
         incidentId: Annotated[str, Field(description="Incident id, e.g. INC-1042")],
         ctx: Context,

@@ -14,7 +14,7 @@ from importlib import resources
 from typing import Annotated
 
 from mcp.server.apps import Apps, ResourceCsp
-from mcp_types import CallToolResult, ToolAnnotations
+from mcp_types import CallToolResult
 from pydantic import BaseModel, Field
 
 from incident_desk import tool_results as results
@@ -25,9 +25,9 @@ from incident_desk.core.activity import MAX_ACTIVITY_EVENTS, Event
 from incident_desk.core.audit import MAX_RECENT_DECISIONS, Decision
 from incident_desk.core.incidents import DeskError, Incident
 from incident_desk.core.timeline_cache import TimelineCache
+from incident_desk.tool_kinds import ToolKinds, read
 
 VIEW_URI = "ui://incident-desk/timeline"
-READ_ONLY = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 
 
 class TimelineMinute(BaseModel):
@@ -216,6 +216,9 @@ async def _around(app: DeskApp, incident: Incident, view: Timeline) -> Timeline:
     return view.model_copy(update={"metrics": series, "changes": changes, "problems": problems})
 
 
+TOOLS = ToolKinds(show_incident_timeline=read())
+
+
 def extension(app: DeskApp) -> Apps:
     """The Apps extension holding the timeline tool and its view, for ``MCPServer(extensions=[...])``."""
     apps = Apps()
@@ -229,11 +232,11 @@ def extension(app: DeskApp) -> Apps:
         prefers_border=True,
     )
 
-    @apps.tool(
+    @TOOLS.tool(
+        apps,
         resource_uri=VIEW_URI,
         visibility=["model", "app"],
         meta={"ui/resourceUri": VIEW_URI},  # the key older hosts still read
-        annotations=READ_ONLY,
     )
     async def show_incident_timeline(
         incidentId: Annotated[str, Field(description="Incident id, e.g. INC-1042")],

@@ -9,6 +9,7 @@ is answered 403 ``insufficient_scope`` naming the scope needed, before the SDK s
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import structlog
@@ -16,32 +17,25 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from incident_desk.auth import PRINCIPAL_HEADER, PRINCIPAL_KEY_HEADER, is_open_path
-from incident_desk.oauth import READ, RESTART, SCOPES, WRITE, IssuerUnavailable, OAuthVerifier, TokenRejected
+from incident_desk.oauth import IssuerUnavailable, OAuthVerifier, TokenRejected
+from incident_desk.tool_kinds import READ_SCOPE, SCOPES
 
 logger = structlog.get_logger(__name__)
 
 PRM_PATH = "/.well-known/oauth-protected-resource"
 MAX_INSPECTED_BODY = 4 * 1024 * 1024  # a JSON-RPC request whose tool call is read for its scope
-TOOL_SCOPES = {
-    "acknowledge_incident": WRITE,
-    "add_incident_note": WRITE,
-    "resolve_incident": WRITE,
-    "silence_incident": WRITE,
-    "unsilence_incident": WRITE,
-    "restart_service": RESTART,
-}
-
-
-def tool_scope(name: object) -> str:
-    """The scope a tool call needs: reading is incidents:read, acting incidents:write, restarting its own."""
-    return TOOL_SCOPES.get(name, READ) if isinstance(name, str) else READ
 
 
 class OAuthBearer:
     """Serve the PRM document; let in requests whose access token checks out and whose scopes suffice."""
 
-    def __init__(self, app: ASGIApp, verifier: OAuthVerifier, *, resource: str, mcp_path: str) -> None:
+    def __init__(
+        self, app: ASGIApp, verifier: OAuthVerifier, *, resource: str, mcp_path: str, tool_scopes: Mapping[str, str]
+    ) -> None:
+        """``tool_scopes``: the scope each tool needs, from its declared kind (``tool_kinds``); a name the desk
+        has no tool for needs incidents:read, and the SDK answers that it does not exist."""
         self._app = app
+        self._tool_scopes = dict(tool_scopes)
         self._verifier = verifier
         self._resource = resource
         self._mcp_path = mcp_path
@@ -67,26 +61,26 @@ class OAuthBearer:
         presented = next((value for name, value in headers if name.lower() == b"authorization"), b"")
         scheme, _, credential = presented.decode("latin-1").partition(" ")
         if scheme.lower() != "bearer" or not credential.strip():
-            await self._challenge(scope, receive, send, 401, None, "a bearer access token is required", READ)
+            await self._challenge(scope, receive, send, 401, None, "a bearer access token is required", READ_SCOPE)
             return
         try:
             principal = await self._verifier.verify(credential.strip())
         except TokenRejected as exc:
             logger.info("access token refused", reason=str(exc))
-            await self._challenge(scope, receive, send, 401, "invalid_token", str(exc), READ)
+            await self._challenge(scope, receive, send, 401, "invalid_token", str(exc), READ_SCOPE)
             return
         except IssuerUnavailable as exc:
             logger.warning("cannot check access tokens: the issuer is unavailable", problem=str(exc))
             refusal = {"error": "issuer_unavailable", "message": f"cannot check the token: {exc}"}
             await JSONResponse(refusal, status_code=503, headers={"retry-after": "5"})(scope, receive, send)
             return
-        needed = READ
+        needed = READ_SCOPE
         if scope.get("method") == "POST" and path == self._mcp_path:
             payload, receive = await _buffered(receive)
             if payload is None:
                 await JSONResponse({"error": "request_too_large"}, status_code=413)(scope, receive, send)
                 return
-            needed = next((s for s in _called_tools_scopes(payload) if s not in principal.scopes), READ)
+            needed = next((s for s in self._called_tools_scopes(payload) if s not in principal.scopes), READ_SCOPE)
         if needed not in principal.scopes:
             logger.info("call beyond the token's scopes", principal=principal.label, needed=needed)
             await self._challenge(
@@ -96,6 +90,20 @@ class OAuthBearer:
         headers.append((PRINCIPAL_HEADER.encode(), principal.label.encode()))
         headers.append((PRINCIPAL_KEY_HEADER.encode(), principal.owner.encode()))
         await self._app({**scope, "headers": headers}, receive, send)
+
+    def _called_tools_scopes(self, body: bytes) -> list[str]:
+        """The scopes the tool calls in a JSON-RPC request (or batch) need; bad JSON is the SDK's to answer."""
+        try:
+            parsed: Any = json.loads(body)
+        except ValueError:
+            return []
+        messages = parsed if isinstance(parsed, list) else [parsed]
+        names = [
+            (message.get("params") or {}).get("name") if isinstance(message.get("params"), dict) else None
+            for message in messages
+            if isinstance(message, dict) and message.get("method") == "tools/call"
+        ]
+        return [self._tool_scopes.get(name, READ_SCOPE) if isinstance(name, str) else READ_SCOPE for name in names]
 
     async def _challenge(
         self, request: Scope, receive: Receive, send: Send, status: int, error: str | None, message: str, scope: str
@@ -109,20 +117,6 @@ class OAuthBearer:
         body = {"error": error or "unauthorized", "message": message, "scope": wanted}
         header = challenge.encode("latin-1", "replace").decode("latin-1")
         await JSONResponse(body, status_code=status, headers={"www-authenticate": header})(request, receive, send)
-
-
-def _called_tools_scopes(body: bytes) -> list[str]:
-    """The scopes the tool calls in a JSON-RPC request (or batch) need; bad JSON is the SDK's to answer."""
-    try:
-        parsed: Any = json.loads(body)
-    except ValueError:
-        return []
-    messages = parsed if isinstance(parsed, list) else [parsed]
-    return [
-        tool_scope((message.get("params") or {}).get("name") if isinstance(message.get("params"), dict) else None)
-        for message in messages
-        if isinstance(message, dict) and message.get("method") == "tools/call"
-    ]
 
 
 async def _buffered(receive: Receive) -> tuple[bytes | None, Receive]:

@@ -110,7 +110,11 @@ def build_asgi(server: MCPServer, app: DeskApp, token: str | None, verifier: OAu
     # Outermost first: the real client address, then Host and Origin, then the token, then the accounting.
     if settings.http_auth == "oauth":
         resource = resource_url(settings, MCP_PATH)
-        asgi = OAuthBearer(asgi, verifier or verifier_for(settings, resource), resource=resource, mcp_path=MCP_PATH)
+        from incident_desk.features import tool_catalog
+
+        scopes = {name: declared.kind.scope for name, declared in tool_catalog().items()}
+        checker = verifier or verifier_for(settings, resource)
+        asgi = OAuthBearer(asgi, checker, resource=resource, mcp_path=MCP_PATH, tool_scopes=scopes)
         token = None  # the shared token's layer keeps its header and URL checks; OAuthBearer checks the person
     authenticated = BearerAuth(asgi, token)
     guarded = RebindingGuard(authenticated, path=MCP_PATH, security=security)
