@@ -18,7 +18,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from incident_desk.core.memory import SqliteMemory  # noqa: E402
+from incident_desk.core.journal.memory import SqliteMemory  # noqa: E402
 from tests.memory_corpus import KINDS, make_case  # noqa: E402
 
 QUERIES = 200

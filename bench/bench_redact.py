@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import redact_baseline
-from incident_desk.core import redact as redact_current
+from incident_desk.core.redaction import face as redact_current
 
 ORDINARY = (
     "{ts} INFO payments-api request_id={uuid} method=POST path=/v1/charges status=200 duration_ms={n}",

@@ -24,9 +24,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.bench_search import generate_log
-from incident_desk.core import log_search, logfile
-from incident_desk.core.pattern import compile_pattern
-from incident_desk.core.redact import SECRETS, Redaction, redact
+from incident_desk.core.redaction.face import SECRETS, Redaction, redact
+from incident_desk.core.search import engine as log_search
+from incident_desk.core.search import paging as logfile
+from incident_desk.core.search.pattern import compile_pattern
 
 PAGED_BYTES = 128 << 20
 

@@ -1,6 +1,6 @@
 """The redaction rules as they were before the secrets corpus (main at eff98e2), kept as the bench's baseline.
 
-Not used by the desk: ``bench_redact.py`` times the current ``incident_desk.core.redact`` against this.
+Not used by the desk: ``bench_redact.py`` times the current ``incident_desk.core.redaction.face`` against this.
 """
 
 from __future__ import annotations

@@ -1,3 +1,3 @@
-from incident_desk.cli import main
+from incident_desk.cli.main import main
 
 raise SystemExit(main())

@@ -22,10 +22,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 import anyio.to_thread
 import structlog
 
-from incident_desk.client_logging import ClientLogLevels
-from incident_desk.core import credentials, metrics, outside
-from incident_desk.core.activity import Event, Standing, standings
-from incident_desk.core.audit import AuditJournal, Decision, Journal
+from incident_desk.core import credentials
 from incident_desk.core.incidents import (
     DataFolder,
     Incident,
@@ -35,17 +32,21 @@ from incident_desk.core.incidents import (
     UnknownService,
     bundled_sample_data,
 )
-from incident_desk.core.memory import Memory, MemoryError_, Postmortem, Remembered, Similar, SqliteMemory
+from incident_desk.core.journal.activity import Event, Standing, standings
+from incident_desk.core.journal.audit import AuditJournal, Decision, Journal
+from incident_desk.core.journal.memory import Memory, MemoryError_, Postmortem, Remembered, Similar, SqliteMemory
+from incident_desk.core.neighbours import metrics, outside
 from incident_desk.core.sources import IncidentSources, silences
 from incident_desk.core.sources.alertmanager import AlertmanagerSource
 from incident_desk.memory_keeper import MemoryKeeper
-from incident_desk.settings import Settings, user_data_dir
+from incident_desk.protocol.client_logging import ClientLogLevels
+from incident_desk.settings.model import Settings, user_data_dir
 
 if TYPE_CHECKING:
-    from incident_desk.core.changes import ChangeRead
-    from incident_desk.core.cursors import CursorSeal
-    from incident_desk.core.logfile import TailWindow
-    from incident_desk.core.redact import Redaction
+    from incident_desk.core.redaction.face import Redaction
+    from incident_desk.core.search.cursors import CursorSeal
+    from incident_desk.core.search.paging import TailWindow
+    from incident_desk.core.sources.changes import ChangeRead
 
 logger = structlog.get_logger(__name__)
 T = TypeVar("T")
@@ -54,7 +55,7 @@ T = TypeVar("T")
 # that the read dominates and a thread keeps the loop freer.
 INLINE_LOG_MAX_BYTES = 4 * 1024
 # What the first log read imports and compiles; until they are loaded, reads go to a worker thread.
-_LOG_READERS = ("incident_desk.core.logfile", "incident_desk.core.redact")
+_LOG_READERS = ("incident_desk.core.search.paging", "incident_desk.core.redaction.face")
 # Reads that may wait on an outside source (each for at most its deadline) run in threads of their own: enough
 # that every kind of request can wait at once (most only wait for one fetch already under way), never the
 # default pool.
@@ -101,14 +102,14 @@ class DeskApp:
 
     def redactor(self, text: str) -> str:
         # Imported by the first log read, not at start: compiling the redaction rules would slow every start.
-        from incident_desk.core.redact import redact
+        from incident_desk.core.redaction.face import redact
 
         return redact(text) if self.settings.redact_secrets else text
 
     @property
     def redaction(self) -> Redaction | None:
         """What searches redact before matching, with the triggers that let them skip clean lines."""
-        from incident_desk.core.redact import SECRETS
+        from incident_desk.core.redaction.face import SECRETS
 
         return SECRETS if self.settings.redact_secrets else None
 
@@ -116,7 +117,7 @@ class DeskApp:
     def cursors(self) -> CursorSeal:
         """Tags the log cursors this desk hands out, refuses any other: keyed by the shared sealing key when one
         is set, else by this installation's key in the user data dir (good across restarts)."""
-        from incident_desk.core.cursors import CursorSeal, installation_key
+        from incident_desk.core.search.cursors import CursorSeal, installation_key
 
         if self.sealing_keys:
             return CursorSeal(self.sealing_keys)
@@ -285,7 +286,7 @@ class DeskApp:
     async def change_events(self, service: str, incident_id: str, start: datetime, end: datetime) -> ChangeRead:
         """The change sources' events for ``service`` in the window (files read, commands run, off the loop and
         each bounded by its deadline and cap)."""
-        from incident_desk.core.changes import read_changes
+        from incident_desk.core.sources.changes import read_changes
 
         cancel = threading.Event()
         call = partial(read_changes, self.settings.change_sources, service, incident_id, start, end, cancel)
@@ -372,7 +373,7 @@ class DeskApp:
 
     def _tail_window(self, handle: BinaryIO) -> TailWindow:
         # Imported by the first log read: the log reader is not needed before the first answer.
-        from incident_desk.core.logfile import read_tail
+        from incident_desk.core.search.paging import read_tail
 
         settings = self.settings
         return read_tail(
@@ -415,7 +416,7 @@ def open_journal(settings: Settings) -> Journal:
     """The SQLite journal (the default), or the PostgreSQL one replicas share; ``AuditError`` names the setting."""
     if settings.audit_url is None:
         return AuditJournal(settings.audit_path, desk=settings.journal_desk)
-    from incident_desk.core.audit_pg import PostgresJournal
+    from incident_desk.core.journal.audit_pg import PostgresJournal
 
     # The password never comes from the URL (settings refuse one there): environment first, then the keychain.
     found = credentials.resolve_secret(
@@ -449,8 +450,8 @@ def open_memory(settings: Settings, journal: Journal) -> Memory:
     """The incident memory beside the journal: SQLite FTS5 in its file, or PostgreSQL full text on a team desk."""
     if isinstance(journal, AuditJournal):
         return SqliteMemory(journal.path, journal.desk)
-    from incident_desk.core.audit_pg import PostgresJournal
-    from incident_desk.core.memory_pg import PostgresMemory
+    from incident_desk.core.journal.audit_pg import PostgresJournal
+    from incident_desk.core.journal.memory_pg import PostgresMemory
 
     if not isinstance(journal, PostgresJournal):
         raise TypeError(f"no incident memory beside a {type(journal).__name__}")

@@ -16,10 +16,10 @@ from typing import BinaryIO
 
 import structlog
 
-from incident_desk.core.activity import Act, Event
-from incident_desk.core.audit import Decision, Journal
 from incident_desk.core.incidents import Incident
-from incident_desk.core.memory import SIGNATURE_HEAD_BYTES, Memory, Remembered, signature_of
+from incident_desk.core.journal.activity import Act, Event
+from incident_desk.core.journal.audit import Decision, Journal
+from incident_desk.core.journal.memory import SIGNATURE_HEAD_BYTES, Memory, Remembered, signature_of
 from incident_desk.core.outcomes import RestartOutcome
 
 logger = structlog.get_logger(__name__)

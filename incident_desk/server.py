@@ -18,12 +18,12 @@ from mcp_types import InputRequiredResult
 
 from incident_desk import __version__
 from incident_desk.app import DeskApp
-from incident_desk.client_features import HideAppViewsFromPlainClients
-from incident_desk.client_logging import RequestLogContext, serve_set_level
 from incident_desk.features import completions, timeline, tool_catalog
-from incident_desk.library_hooks import sdk_resource_templates
-from incident_desk.tool_arguments import DeskWordsForArgumentErrors
-from incident_desk.tool_selection import check_names, instructions_note, tools_off
+from incident_desk.protocol.client_features import HideAppViewsFromPlainClients
+from incident_desk.protocol.client_logging import RequestLogContext, serve_set_level
+from incident_desk.protocol.library_hooks import sdk_resource_templates
+from incident_desk.protocol.tool_arguments import DeskWordsForArgumentErrors
+from incident_desk.protocol.tool_selection import check_names, instructions_note, tools_off
 
 logger = structlog.get_logger(__name__)
 
@@ -97,7 +97,7 @@ def _install_telemetry(server: MCPServer, app: DeskApp, *, after: object) -> Non
     slow = settings.slow_call_seconds
     if not http and slow is None:
         return
-    from incident_desk.telemetry import CallTelemetry
+    from incident_desk.observability.telemetry import CallTelemetry
 
     async def target_names() -> frozenset[str]:
         tools = await server.list_tools()
@@ -122,10 +122,10 @@ def register_listed_features(server: MCPServer, app: DeskApp) -> None:
         metrics,
         prompts,
         read_tools,
-        resources_,
         restart,
         summarize,
     )
+    from incident_desk.features import resources as resources_
 
     for feature in (resources_, prompts, read_tools, summarize, restart, metrics, incident_acts, approved_acts, memory):
         feature.register(server, app)

@@ -12,8 +12,9 @@ import anyio
 import structlog
 from mcp.server.mcpserver import MCPServer
 
-from incident_desk import __version__, log
-from incident_desk.settings import Settings
+from incident_desk import __version__
+from incident_desk.observability import log
+from incident_desk.settings.model import Settings
 
 logger = structlog.get_logger(__name__)
 
@@ -40,13 +41,13 @@ def _sealing_keys(settings: Settings) -> list[bytes]:
 
 def serve(settings: Settings) -> int:
     log.configure(settings.log_level, settings.log_format)
-    from incident_desk.settings_errors import unknown_environment_variables
+    from incident_desk.settings.errors import unknown_environment_variables
 
     for warning in unknown_environment_variables(Settings.model_fields):
         logger.warning(warning)
     stop_tracing = None
     if settings.otlp_endpoint:
-        from incident_desk.tracing import start_tracing
+        from incident_desk.observability.tracing import start_tracing
 
         try:
             stop_tracing = start_tracing(settings.otlp_endpoint)
@@ -62,7 +63,7 @@ def serve(settings: Settings) -> int:
 
 def _serve(settings: Settings) -> int:
     from incident_desk.app import build_app
-    from incident_desk.core.audit import AuditError
+    from incident_desk.core.journal.audit import AuditError
     from incident_desk.server import build_server
 
     try:

@@ -15,13 +15,13 @@ from typing import Annotated
 
 from pydantic import BaseModel, Field
 
-from incident_desk import tool_results as results
 from incident_desk.app import DeskApp
-from incident_desk.core import metrics
-from incident_desk.core.activity import Event
-from incident_desk.core.audit import Decision
 from incident_desk.core.incidents import Incident
-from incident_desk.core.untrusted import one_line
+from incident_desk.core.journal.activity import Event
+from incident_desk.core.journal.audit import Decision
+from incident_desk.core.neighbours import metrics
+from incident_desk.core.neighbours.untrusted import one_line
+from incident_desk.protocol import tool_results as results
 
 DEFAULT_MINUTES_BEFORE = 30.0
 # Without minutes_after the window runs to now, but never more than this past the incident's opening.

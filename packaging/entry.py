@@ -6,7 +6,7 @@ printed here: in stdio mode stdout carries only protocol messages.
 
 import multiprocessing
 
-from incident_desk.cli import main
+from incident_desk.cli.main import main
 
 if __name__ == "__main__":
     # The timeline's helper processes are this executable started again: this line makes them helpers.

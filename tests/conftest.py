@@ -12,7 +12,7 @@ from mcp.server.mcpserver import MCPServer
 
 from incident_desk.app import DeskApp, build_app
 from incident_desk.server import build_server
-from incident_desk.settings import load_settings
+from incident_desk.settings.model import load_settings
 from tests.fakes import FakeProvider, MemoryKeyring, running_fake_provider, using_keyring
 from tests.helpers import ERAS, AppFactory
 

@@ -12,7 +12,7 @@ import random
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from incident_desk.core.memory import Remembered, signature_of
+from incident_desk.core.journal.memory import Remembered, signature_of
 
 # kind: (titles, error lines, resolutions)
 KINDS: dict[str, tuple[list[str], list[str], list[str]]] = {

@@ -19,7 +19,7 @@ from mcp.client.session import ClientRequestContext
 from mcp_types import ElicitRequestParams, ElicitResult, ErrorData
 
 from incident_desk.app import DeskApp
-from incident_desk.core.audit import Decision, Journal
+from incident_desk.core.journal.audit import Decision, Journal
 from incident_desk.server import build_server
 from tests.helpers import AppFactory
 

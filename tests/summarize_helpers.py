@@ -19,7 +19,7 @@ import structlog
 from mcp.client.session import ClientRequestContext
 from mcp_types import CallToolResult, CreateMessageRequestParams, CreateMessageResult, ErrorData, TextContent
 
-from incident_desk import log as desk_logging
+from incident_desk.observability import log as desk_logging
 from tests.fakes import FakeProvider, MemoryKeyring
 from tests.helpers import SAMPLE_1043_LOG, connect
 

@@ -20,7 +20,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import ElicitResult, InputRequiredResult, InputResponses
 
-from incident_desk import client_features
+from incident_desk.protocol import client_features
 from incident_desk.server import build_server
 from tests.alertmanager import Alertmanager, alert, needs_alertmanager, running_alertmanager
 from tests.helpers import ROOT, AppFactory, child_env, connect, text_of

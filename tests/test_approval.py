@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from incident_desk.core import approval
-from incident_desk.core.approval import Verdict, decide
+from incident_desk.core.acts import approval
+from incident_desk.core.acts.approval import Verdict, decide
 from incident_desk.core.outcomes import Answer
 
 TICKETED = {"confirm": True, "ticket": "CHG-2291"}

@@ -8,8 +8,9 @@ import anyio
 import pytest
 from starlette.types import Message, Receive, Scope, Send
 
-from incident_desk.auth import PRINCIPAL_KEY_HEADER, BearerAuth
-from incident_desk.core.approval_links import ApprovalBook, LinkRefused, Pending, person_key, strictest
+from incident_desk.core.acts.links import ApprovalBook, LinkRefused, Pending, person_key, strictest
+from incident_desk.http.bearer import BearerAuth
+from incident_desk.identity.principal import PRINCIPAL_KEY_HEADER
 
 ISSUER = "http://127.0.0.1:9/"
 ALICE = f"alice@example.test (sub alice @ {ISSUER})"

@@ -8,10 +8,10 @@ import getpass
 import anyio
 import pytest
 
-from incident_desk.core.audit import AuditError, Decision
+from incident_desk.core.journal.audit import AuditError, Decision
 from incident_desk.server import build_server
-from incident_desk.settings import load_settings
-from incident_desk.settings_errors import SettingsError
+from incident_desk.settings.errors import SettingsError
+from incident_desk.settings.model import load_settings
 from tests.approval_page_helpers import LinkFollower, visit
 from tests.helpers import AppFactory, connect, text_of
 from tests.restart_helpers import (

@@ -17,7 +17,7 @@ from mcp.client.session import ClientSession
 from mcp.server.mcpserver import MCPServer
 from mcp_types import ClientCapabilities, ElicitationCapability, FormElicitationCapability
 
-from incident_desk.log import WithholdQueryStrings
+from incident_desk.observability.log import WithholdQueryStrings
 from tests.approval_page_helpers import CSRF, LinkFollower, PageVisit, visit
 from tests.helpers import AppFactory, connect, text_of
 from tests.restart_helpers import (

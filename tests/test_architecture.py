@@ -31,7 +31,7 @@ from tests.architecture_rules import banned_api, sdk_client_talk_names
 from tests.helpers import ROOT
 
 PACKAGE = "incident_desk"
-CLIENT_FEATURES = ROOT / PACKAGE / "client_features.py"
+CLIENT_FEATURES = ROOT / PACKAGE / "protocol" / "client_features.py"
 CLIENT_TALK_ATTRIBUTES = frozenset({"client_capabilities", "send_request"})
 CONTRACTS = ("core-stands-alone", "features-stand-apart", "content-is-linear", "server-factory-importers", "no-cycles")
 BIN = Path(sys.executable).parent
@@ -65,7 +65,7 @@ def client_talk_attributes(root: Path) -> list[str]:
     """``module: attribute`` for every read of the client's capabilities or request sending outside client_features."""
     found = []
     for path in sorted(root.rglob("*.py")):
-        if path.name == CLIENT_FEATURES.name and path.parent == root:
+        if path.relative_to(root) == CLIENT_FEATURES.relative_to(ROOT / PACKAGE):
             continue
         tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
         attributes = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
@@ -95,7 +95,7 @@ def test_the_banned_api_covers_every_client_talk_name_the_sdk_has() -> None:
     assert len(offered) > 20, "the SDK scan found almost nothing: it is not looking where the SDK keeps its types"
     missing = sorted(offered - configured)
     assert missing == [], "add to [tool.ruff.lint.flake8-tidy-imports.banned-api]:\n" + "\n".join(
-        f'"{name}".msg = "only incident_desk.client_features talks to the client"' for name in missing
+        f'"{name}".msg = "only incident_desk.protocol.client_features talks to the client"' for name in missing
     )
 
 
@@ -113,12 +113,17 @@ def _planted_copy(tmp_path: Path, module_path: str, added_line: str) -> Path:
 # (contract, module, line appended, what the broken contract's report names)
 CONTRACT_PLANTS = [
     ("core-stands-alone", "core/incidents.py", "import mcp_types", "incident_desk.core.incidents -> mcp_types"),
-    ("core-stands-alone", "core/audit.py", "from mcp.server import mcpserver", "incident_desk.core.audit -> mcp"),
     (
         "core-stands-alone",
-        "core/executor.py",
-        "from incident_desk.settings import Settings",
-        "incident_desk.core.executor -> incident_desk.settings",
+        "core/journal/audit.py",
+        "from mcp.server import mcpserver",
+        "incident_desk.core.journal.audit -> mcp",
+    ),
+    (
+        "core-stands-alone",
+        "core/acts/executor.py",
+        "from incident_desk.settings.model import Settings",
+        "incident_desk.core.acts.executor -> incident_desk.settings.model",
     ),
     (
         "features-stand-apart",
@@ -138,7 +143,7 @@ CONTRACT_PLANTS = [
         "    from incident_desk.server import build_server",
         "incident_desk.features.summarize -> incident_desk.server",
     ),
-    ("content-is-linear", "core/logfile.py", "    import re", "incident_desk.core.logfile -> re"),
+    ("content-is-linear", "core/search/paging.py", "    import re", "incident_desk.core.search.paging -> re"),
     (
         "content-is-linear",
         "features/read_tools.py",
@@ -175,8 +180,12 @@ def test_every_contract_has_a_planted_import() -> None:
             "from mcp_types import CreateMessageRequest",
             "`mcp_types.CreateMessageRequest` is banned",
         ),
-        ("tool_results.py", "    from mcp.server.apps import client_supports_apps", "client_supports_apps` is banned"),
-        ("demo.py", "from mcp_types import ElicitRequest", "`mcp_types.ElicitRequest` is banned"),
+        (
+            "protocol/tool_results.py",
+            "    from mcp.server.apps import client_supports_apps",
+            "client_supports_apps` is banned",
+        ),
+        ("cli/demo.py", "from mcp_types import ElicitRequest", "`mcp_types.ElicitRequest` is banned"),
     ],
 )
 def test_the_banned_api_catches_a_planted_import(

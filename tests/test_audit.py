@@ -15,7 +15,7 @@ from pathlib import Path
 import anyio
 import pytest
 
-from incident_desk.core.audit import (
+from incident_desk.core.journal.audit import (
     SCHEMA_VERSION,
     AuditError,
     AuditJournal,
@@ -203,7 +203,7 @@ def test_recorded_decision_survives_a_kill_right_after_record(tmp_path: Path) ->
     code = (
         "import os, signal, sys\n"
         "from pathlib import Path\n"
-        "from incident_desk.core.audit import AuditJournal, Decision\n"
+        "from incident_desk.core.journal.audit import AuditJournal, Decision\n"
         "journal = AuditJournal(Path(sys.argv[1]))\n"
         "journal.record(Decision(service='checkout-api', outcome='executed', ticket='CHG-1',\n"
         "                        approver='alice', protocol_era='2025-11-25', exit_status=0))\n"

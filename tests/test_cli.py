@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 from mcp import Client, StdioServerParameters
 
-from incident_desk.cli import main
-from incident_desk.cli_parser import SUBCOMMANDS, build_parser
+from incident_desk.cli.main import main
+from incident_desk.cli.parser import SUBCOMMANDS, build_parser
 from incident_desk.client_configs import CLIENT_NAMES, detect_launcher, render_snippet
-from incident_desk.settings import load_settings
-from incident_desk.settings_errors import SettingsError
+from incident_desk.settings.errors import SettingsError
+from incident_desk.settings.model import load_settings
 from tests.fakes import MemoryKeyring
 from tests.helpers import child_env
 from tests.test_client_configs import EXPECTED, entry_of, parse

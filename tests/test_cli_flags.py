@@ -6,9 +6,9 @@ import argparse
 from pathlib import Path
 from typing import Literal, get_args, get_origin
 
-from incident_desk.cli import _settings_from
-from incident_desk.cli_parser import SERVE_FLAGS, SETTINGS_FLAGS, build_parser
-from incident_desk.settings import Settings
+from incident_desk.cli.main import _settings_from
+from incident_desk.cli.parser import SERVE_FLAGS, SETTINGS_FLAGS, build_parser
+from incident_desk.settings.model import Settings
 
 
 def _all_actions(parser: argparse.ArgumentParser) -> list[tuple[str, argparse.Action]]:

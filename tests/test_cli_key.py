@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 from mcp.server.mcpserver import MCPServer
 
-from incident_desk import cli
+from incident_desk.cli import main as cli
 from tests.fakes import FakeProvider, MemoryKeyring, failing_keyring, using_keyring
 from tests.helpers import connect, text_of
 

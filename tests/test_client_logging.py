@@ -13,7 +13,7 @@ import structlog
 from mcp.server.mcpserver import MCPServer
 from mcp_types import LoggingMessageNotificationParams
 
-from incident_desk import log
+from incident_desk.observability import log
 from tests.helpers import connect
 
 pytestmark = pytest.mark.anyio

@@ -14,8 +14,8 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp_types import CallToolResult
 
-from incident_desk.core.cursors import INSTALLATION_KEY_FILE, CursorSeal, installation_key
-from incident_desk.core.logfile import Cursor, CursorError
+from incident_desk.core.search.cursors import INSTALLATION_KEY_FILE, CursorSeal, installation_key
+from incident_desk.core.search.paging import Cursor, CursorError
 from incident_desk.server import build_server
 from tests.helpers import AppFactory, child_env, connect, text_of
 

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from incident_desk import cli, cli_parser
-from incident_desk.demo import TRANSCRIPTS
+from incident_desk.cli import main as cli
+from incident_desk.cli import parser as cli_parser
+from incident_desk.cli.demo import TRANSCRIPTS
 from tests.helpers import ERAS, ROOT
 
 GOLDEN = ROOT / "tests" / "golden" / "demo"

@@ -21,8 +21,8 @@ from mcp import Client, StdioServerParameters
 from pydantic import SecretStr
 
 from incident_desk import __version__
-from incident_desk.settings import Settings
-from incident_desk.settings_sources import CONFIG_ENV_VAR
+from incident_desk.settings.model import Settings
+from incident_desk.settings.sources import CONFIG_ENV_VAR
 from tests.helpers import ROOT, child_env, text_of
 
 SERVER_JSON = ROOT / "server.json"
@@ -223,7 +223,7 @@ async def test_the_built_wheel_passes_twine_and_serves_from_a_fresh_venv(tmp_pat
 
 def test_a_bundle_field_left_empty_is_an_unset_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     """A .mcpb host leaves ``${user_config.x}`` in place of an optional field the user did not fill in."""
-    from incident_desk.settings import load_settings
+    from incident_desk.settings.model import load_settings
 
     monkeypatch.setenv("INCIDENT_DESK_DATA_DIR", "${user_config.data_dir}")
     monkeypatch.setenv(CONFIG_ENV_VAR, "${user_config.config_file}")

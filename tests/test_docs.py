@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from incident_desk import reference_docs
+from incident_desk.cli import reference_docs
 from incident_desk.core import outcomes
 from incident_desk.core.credentials import ENV_PREFIX
-from incident_desk.settings import Settings
+from incident_desk.settings.model import Settings
 from tests.helpers import ROOT
 
 README = ROOT / "README.md"
@@ -166,7 +166,7 @@ def _fenced(text: str, language: str) -> list[str]:
 
 
 def test_the_readmes_config_example_loads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from incident_desk.settings import load_settings
+    from incident_desk.settings.model import load_settings
 
     for name in [name for name in os.environ if name.startswith(ENV_PREFIX)]:
         monkeypatch.delenv(name)

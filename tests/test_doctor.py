@@ -74,7 +74,7 @@ def test_doctor_names_what_the_desk_registers(tmp_path: Path) -> None:
 
     from incident_desk.app import build_app
     from incident_desk.server import build_server
-    from incident_desk.settings import load_settings
+    from incident_desk.settings.model import load_settings
 
     async def registered() -> tuple[list[str], list[str]]:
         server = build_server(build_app(load_settings({"audit_db": tmp_path / "probe.sqlite3"})))
@@ -87,7 +87,7 @@ def test_doctor_names_what_the_desk_registers(tmp_path: Path) -> None:
     assert completed.returncode == 0, completed.stdout + completed.stderr
     line = next(line for line in completed.stdout.splitlines() if "the desk serves" in line)
     assert "seven tools" not in line
-    from incident_desk.doctor import _NUMBER_WORDS
+    from incident_desk.cli.doctor import _NUMBER_WORDS
 
     assert f"{_NUMBER_WORDS[len(tools)]} tools ({', '.join(tools)})" in line
     for name in [*tools, *resources, "incident://{id}/log", "runbook://{service}", "postmortem"]:

@@ -12,9 +12,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from incident_desk.core import executor
-from incident_desk.core.actions import CommandAction, SimulateAction
-from incident_desk.core.executor import OUTPUT_LIMIT_BYTES, SERVICE_ENV_VAR, ExecutionResult, run_restart
+from incident_desk.core.acts import executor
+from incident_desk.core.acts.actions import CommandAction, SimulateAction
+from incident_desk.core.acts.executor import OUTPUT_LIMIT_BYTES, SERVICE_ENV_VAR, ExecutionResult, run_restart
 
 pytestmark = pytest.mark.anyio
 

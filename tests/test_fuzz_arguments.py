@@ -18,8 +18,8 @@ from mcp.server.mcpserver import MCPServer
 from mcp.shared.exceptions import MCPError
 from mcp_types import CallToolResult, TextContent
 
-from incident_desk.core.approval import TICKET
-from incident_desk.core.audit import FIELD_LIMITS
+from incident_desk.core.acts.approval import TICKET
+from incident_desk.core.journal.audit import FIELD_LIMITS
 from incident_desk.core.names import INCIDENT_ID
 from tests.helpers import connect, text_of
 from tests.restart_helpers import Operator

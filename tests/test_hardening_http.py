@@ -22,7 +22,7 @@ import pytest
 from incident_desk.app import build_app
 from incident_desk.http.serve import build_asgi
 from incident_desk.server import build_server
-from incident_desk.settings import load_settings
+from incident_desk.settings.model import load_settings
 from tests.helpers import synthetic_incidents
 from tests.http_desk import HANDSHAKE, INITIALIZE, MCP_HEADERS, TOKEN, run_desk
 from tests.http_desk import open_session as _open_session

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from mcp import Client, StdioServerParameters
 
-from incident_desk.core.redact import redact
+from incident_desk.core.redaction.face import redact
 from incident_desk.core.redaction.rules import RULES
 from tests.helpers import ROOT, AppFactory, child_env, connect
 

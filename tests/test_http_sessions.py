@@ -27,7 +27,7 @@ from incident_desk.http.peers import ClientAddress, forwarded_hops
 from incident_desk.http.serve import build_asgi
 from incident_desk.http.sessions import HANDSHAKE_GRACE_SECONDS
 from incident_desk.server import build_server
-from incident_desk.settings import load_settings
+from incident_desk.settings.model import load_settings
 from tests.helpers import text_of
 from tests.http_desk import HANDSHAKE, INITIALIZE, MCP_HEADERS, TOKEN, open_session, ping, run_desk
 

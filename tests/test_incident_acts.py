@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from incident_desk.core.activity import Act, Event
-from incident_desk.core.audit import AuditJournal, Decision
 from incident_desk.core.incidents import bundled_sample_data
+from incident_desk.core.journal.activity import Act, Event
+from incident_desk.core.journal.audit import AuditJournal, Decision
 from incident_desk.core.outcomes import EventOutcome, RestartOutcome
 from incident_desk.features.prompts import SAVE_SENTENCE
 from incident_desk.server import build_server

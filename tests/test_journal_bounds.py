@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 from mcp_types import ErrorData
 
-from incident_desk.cli import main as cli_main
-from incident_desk.core.audit import DEFAULT_DESK, FIELD_LIMITS, AuditJournal, Decision
+from incident_desk.cli.main import main as cli_main
+from incident_desk.core.journal.audit import DEFAULT_DESK, FIELD_LIMITS, AuditJournal, Decision
 from incident_desk.core.outcomes import RestartOutcome
 from tests.helpers import AppFactory, connect, text_of
 from tests.restart_helpers import SERVICE, Operator, desk, rows

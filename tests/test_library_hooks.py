@@ -1,6 +1,6 @@
 """Each reach into a library's private parts still fits the installed library, and degrades softly when it does not.
 
-A failure here names the library, its installed version and the hook (``incident_desk/library_hooks.py`` and
+A failure here names the library, its installed version and the hook (``incident_desk/protocol/library_hooks.py`` and
 ``incident_desk/core/re2_hook.py``), before any feature test fails in a way that hides why.
 """
 
@@ -23,10 +23,10 @@ from packaging.version import Version
 from uvicorn.protocols.http import h11_impl
 from uvicorn.server import ServerState
 
-from incident_desk import library_hooks
 from incident_desk.core import re2_hook
 from incident_desk.core.linear import LinearPattern
 from incident_desk.http.limits import GuardedH11Protocol, guarded_protocol
+from incident_desk.protocol import library_hooks
 from tests.helpers import ROOT, connect
 
 pytestmark = pytest.mark.anyio

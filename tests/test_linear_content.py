@@ -23,12 +23,15 @@ from typing import Any
 import pytest
 import re2
 
-from incident_desk.core import linear, log_search, logfile, timeline
-from incident_desk.core.pattern import compile_pattern
-from incident_desk.core.redact import SECRETS, redact
+from incident_desk.core import linear
 from incident_desk.core.redaction import rules as rules_module
+from incident_desk.core.redaction.face import SECRETS, redact
 from incident_desk.core.redaction.rules import RULES
 from incident_desk.core.redaction.shapes import Rule
+from incident_desk.core.search import engine as log_search
+from incident_desk.core.search import paging as logfile
+from incident_desk.core.search.pattern import compile_pattern
+from incident_desk.core.timeline import levels as timeline
 from tests.helpers import ROOT
 from tests.redact_corpus import ORDINARY_LINES, formats
 
@@ -77,7 +80,7 @@ def test_no_module_that_handles_content_imports_a_backtracking_regex() -> None:
     ["import re\n", "import re as _re\n", "from re import compile\n", "import regex\n", "x = __import__('re')\n"],
 )
 def test_the_import_scan_catches_a_planted_re(planted: str) -> None:
-    source = (PACKAGE / "core" / "logfile.py").read_text(encoding="utf-8")
+    source = (PACKAGE / "core" / "search" / "paging.py").read_text(encoding="utf-8")
     assert backtracking_imports(source) == []
     assert backtracking_imports(source + "\ndef later() -> None:\n    " + planted.replace("\n", "\n    "))
 

@@ -9,11 +9,13 @@ from typing import Any
 
 import pytest
 
-from incident_desk.core import log_runs, log_search, logfile
-from incident_desk.core.log_search import SearchSizes, search
-from incident_desk.core.logfile import Cursor, CursorError, read_page, read_tail
-from incident_desk.core.pattern import PatternError, compile_pattern
-from incident_desk.core.redact import SECRETS, redact
+from incident_desk.core.redaction.face import SECRETS, redact
+from incident_desk.core.search import engine as log_search
+from incident_desk.core.search import paging as logfile
+from incident_desk.core.search import runs as log_runs
+from incident_desk.core.search.engine import SearchSizes, search
+from incident_desk.core.search.paging import Cursor, CursorError, read_page, read_tail
+from incident_desk.core.search.pattern import PatternError, compile_pattern
 from incident_desk.server import build_server
 from tests.helpers import AppFactory, connect, text_of
 

@@ -25,7 +25,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from incident_desk.app import DeskApp
-from incident_desk.core.memory import SIGNATURE_HEAD_BYTES, Memory, SqliteMemory, normalise, signature_of
+from incident_desk.core.journal.memory import SIGNATURE_HEAD_BYTES, Memory, SqliteMemory, normalise, signature_of
 from incident_desk.core.outcomes import RestartOutcome
 from incident_desk.server import build_server
 from tests.alertmanager import alert, needs_alertmanager, running_alertmanager
@@ -80,8 +80,8 @@ def cluster() -> Iterator[Cluster]:
 
 @needs_postgres
 def test_held_out_incidents_find_their_kind_in_the_top_three_on_postgres(cluster: Cluster) -> None:
-    from incident_desk.core.audit_pg import PostgresJournal
-    from incident_desk.core.memory_pg import PostgresMemory
+    from incident_desk.core.journal.audit_pg import PostgresJournal
+    from incident_desk.core.journal.memory_pg import PostgresMemory
 
     journal = PostgresJournal(cluster.new_database(f"memory_{uuid.uuid4().hex[:12]}"), PASSWORD, desk="corpus")
     try:
@@ -150,7 +150,7 @@ async def test_similar_incidents_name_what_fixed_them_with_text_and_structure(
 async def test_a_journal_resolution_restarts_and_time_to_resolve_are_remembered(
     make_app: AppFactory, tmp_path: Path
 ) -> None:
-    from incident_desk.core.activity import Act, Event
+    from incident_desk.core.journal.activity import Act, Event
     from incident_desk.core.outcomes import EventOutcome
 
     app = make_app(data_dir=_oom_desk(tmp_path / "desk"))
@@ -327,7 +327,7 @@ async def test_replicas_of_a_team_desk_answer_the_same_and_keep_postmortems(
 
 
 def test_memory_tables_join_an_existing_journal_without_touching_its_rows(tmp_path: Path) -> None:
-    from incident_desk.core.audit import AuditJournal, Decision
+    from incident_desk.core.journal.audit import AuditJournal, Decision
 
     path = tmp_path / "journal.sqlite3"
     journal = AuditJournal(path, desk="kept")

@@ -277,7 +277,7 @@ async def test_basic_auth_from_the_environment(
 
 @needs_prometheus
 def test_doctor_s_check_of_a_service_s_prometheus(prometheus: Prometheus) -> None:
-    from incident_desk.core.metrics import MetricsConfig, check
+    from incident_desk.core.neighbours.metrics import MetricsConfig, check
 
     def no_secret(name: str) -> None:
         return None

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from incident_desk import cli
 from incident_desk.app import source_secret
-from incident_desk.core.changes import CommandChangeConfig, FilesChangeConfig, parse_record
-from incident_desk.core.metrics import alert_expression, incident_window, secret_name
-from incident_desk.settings import Settings, load_settings
-from incident_desk.settings_errors import SettingsError
+from incident_desk.cli import main as cli
+from incident_desk.core.neighbours.metrics import alert_expression, incident_window, secret_name
+from incident_desk.core.sources.changes import CommandChangeConfig, FilesChangeConfig, parse_record
+from incident_desk.settings.errors import SettingsError
+from incident_desk.settings.model import Settings, load_settings
 from tests.fakes import MemoryKeyring
 
 CONTRACT = """

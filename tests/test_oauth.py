@@ -34,9 +34,9 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from mcp_types import ElicitResult
 
-from incident_desk.oauth import IssuerUnavailable, OAuthVerifier, TokenRejected, resource_url
-from incident_desk.settings import load_settings
-from incident_desk.settings_errors import SettingsError
+from incident_desk.identity.oauth import IssuerUnavailable, OAuthVerifier, TokenRejected, resource_url
+from incident_desk.settings.errors import SettingsError
+from incident_desk.settings.model import load_settings
 from tests.helpers import ROOT, child_env, free_port, text_of
 from tests.http_desk import INITIALIZE, MCP_HEADERS, desk_env, open_session, run_desk
 from tests.oidc_provider import CLIENTS, SECRET, run_provider

@@ -14,7 +14,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult, CreateMessageResult, ElicitResult, TextContent
 from pydantic import BaseModel
 
-from incident_desk.tool_results import written_out
+from incident_desk.protocol.tool_results import written_out
 from tests.helpers import connect
 from tests.prometheus import canned_prometheus
 

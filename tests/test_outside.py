@@ -10,8 +10,8 @@ from pathlib import Path
 import anyio
 import pytest
 
-from incident_desk.core import outside
-from incident_desk.core.untrusted import cut_mark, one_line
+from incident_desk.core.neighbours import outside
+from incident_desk.core.neighbours.untrusted import cut_mark, one_line
 from tests.faulty_neighbour import HUGE_BYTES, Fault, faulty_neighbour
 
 DEADLINE = 1.0

@@ -128,23 +128,23 @@ NOT_NEEDED_TO_ANSWER = (
     "ruamel.yaml",
     "tomlkit",
     "re2",
-    "incident_desk.core.redact",
+    "incident_desk.core.redaction.face",
     "incident_desk.client_configs.merge",
     "incident_desk.client_configs.registry",
     "incident_desk.client_configs.launch",
-    "incident_desk.config_cli",
-    "incident_desk.keychain_cli",
-    "incident_desk.core.logfile",
-    "incident_desk.core.cursors",
+    "incident_desk.cli.config",
+    "incident_desk.cli.keychain",
+    "incident_desk.core.search.paging",
+    "incident_desk.core.search.cursors",
     "incident_desk.features.read_tools",
     "incident_desk.features.summarize",
     "incident_desk.features.restart",
-    "incident_desk.features.resources_",
+    "incident_desk.features.resources",
     "incident_desk.features.prompts",
-    "incident_desk.core.provider",
-    "incident_desk.core.pattern",
-    "incident_desk.telemetry",
-    "incident_desk.tracing",
+    "incident_desk.core.neighbours.provider",
+    "incident_desk.core.search.pattern",
+    "incident_desk.observability.telemetry",
+    "incident_desk.observability.tracing",
     "opentelemetry.sdk",
 )
 
@@ -153,9 +153,9 @@ NOT_NEEDED_TO_ANSWER = (
 def test_building_the_desk_served_over_stdio_imports_nothing_the_first_answer_does_not_need(tmp_path: Path) -> None:
     probe = (
         "import sys\n"
-        "import incident_desk.cli\n"
-        "from incident_desk.cli_parser import build_parser\n"
-        "from incident_desk.settings import load_settings\n"
+        "import incident_desk.cli.main\n"
+        "from incident_desk.cli.parser import build_parser\n"
+        "from incident_desk.settings.model import load_settings\n"
         "from incident_desk.app import build_app\n"
         "from incident_desk.server import build_server\n"
         "build_parser('serve')\n"
@@ -174,7 +174,7 @@ import anyio, anyio.to_thread, sys
 from mcp import Client
 from incident_desk.app import build_app
 from incident_desk.server import build_server
-from incident_desk.settings import load_settings
+from incident_desk.settings.model import load_settings
 
 hops = []
 original = anyio.to_thread.run_sync
@@ -191,7 +191,7 @@ async def main():
         await client.read_resource("incident://index")
         anyio.to_thread.run_sync = counting
         for _ in range(2):
-            before = getattr(sys.modules.get("incident_desk.core.redact"), "IMPORT_FINISHED", False)
+            before = getattr(sys.modules.get("incident_desk.core.redaction.face"), "IMPORT_FINISHED", False)
             await client.read_resource("incident://INC-1043/log")
             print(before, hops)
             hops.clear()

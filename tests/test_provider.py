@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from incident_desk.core.provider import ProviderAnswer, ProviderConfig, ProviderError, complete
+from incident_desk.core.neighbours.provider import ProviderAnswer, ProviderConfig, ProviderError, complete
 from tests.fakes import FakeProvider, running_fake_provider
 from tests.faulty_neighbour import faulty_neighbour
 

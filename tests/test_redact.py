@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from incident_desk.core.redact import MASK, redact
 from incident_desk.core.redaction import engine as redact_module
+from incident_desk.core.redaction.face import MASK, redact
 
 
 @pytest.mark.parametrize(

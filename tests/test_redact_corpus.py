@@ -20,8 +20,8 @@ import pytest
 from mcp.server.mcpserver import MCPServer
 from mcp_types import TextContent
 
-from incident_desk.core import logfile
-from incident_desk.core.redact import MASK, redact
+from incident_desk.core.redaction.face import MASK, redact
+from incident_desk.core.search import paging as logfile
 from tests.helpers import AppFactory, connect, text_of
 from tests.redact_corpus import NEXT_LINE, ORDINARY_LINES, Format, formats, leaks, shaped_lines
 from tests.restart_helpers import approve, desk, rows

@@ -15,7 +15,7 @@ import uuid
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from incident_desk.core.redact import MASK, redact
+from incident_desk.core.redaction.face import MASK, redact
 from tests.redact_corpus import formats, leaks
 
 FORMAT_COUNT = len(formats())

@@ -19,7 +19,7 @@ from typing import Any
 import anyio
 import pytest
 
-from incident_desk.settings import load_settings
+from incident_desk.settings.model import load_settings
 from tests.helpers import AppFactory, connect, text_of
 from tests.restart_helpers import (
     SERVICE,
@@ -132,8 +132,8 @@ async def test_a_killed_command_reports_the_signal_not_a_made_up_status(
     first; asyncio's watcher then logs "Unknown child process" and reports 255. The race is widened here: the
     command is left a zombie before anything else runs, and the watcher is made slow to collect it.
     """
-    from incident_desk.core import executor
-    from incident_desk.core.actions import CommandAction
+    from incident_desk.core.acts import executor
+    from incident_desk.core.acts.actions import CommandAction
 
     real_killpg, real_waitpid = os.killpg, os.waitpid
 

@@ -19,8 +19,8 @@ from typing import Any
 import anyio
 import pytest
 
-from incident_desk.cli import main as cli_main
-from incident_desk.core.audit import AuditJournal
+from incident_desk.cli.main import main as cli_main
+from incident_desk.core.journal.audit import AuditJournal
 from tests.helpers import ROOT, AppFactory, child_env, connect
 from tests.restart_helpers import (
     APPROVER,

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from mcp_types import TextContent
 
-from incident_desk.cli import main as cli_main
-from incident_desk.core.audit import AuditJournal, Decision
+from incident_desk.cli.main import main as cli_main
+from incident_desk.core.journal.audit import AuditJournal, Decision
 from incident_desk.core.outcomes import RestartOutcome
 from tests.helpers import AppFactory, connect, text_of
 from tests.restart_helpers import (
@@ -50,7 +50,7 @@ async def test_decisions_are_told_to_a_client_that_asked_for_logs(make_server: C
 async def test_a_journal_that_cannot_be_written_is_never_hidden(
     make_app: AppFactory, restarts: Restarts, monkeypatch: pytest.MonkeyPatch, failing: str
 ) -> None:
-    from incident_desk.core.audit import AuditError
+    from incident_desk.core.journal.audit import AuditError
 
     app, server = desk(make_app, services=restarts.services())
     real_record = app.journal.record

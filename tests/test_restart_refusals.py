@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from incident_desk.core.audit import AuditJournal
+from incident_desk.core.journal.audit import AuditJournal
 from tests.helpers import AppFactory, connect, text_of
 from tests.restart_helpers import (
     NO_CHANNEL,

@@ -22,7 +22,7 @@ from mcp_types import (
     InputResponses,
 )
 
-from incident_desk import client_features
+from incident_desk.protocol import client_features
 from tests.helpers import AppFactory, connect, text_of
 from tests.restart_helpers import (
     EXPECTED_SCHEMA,

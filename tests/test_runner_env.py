@@ -17,12 +17,12 @@ from typing import Any
 import anyio
 import pytest
 
-from incident_desk.core import runner
 from incident_desk.core.incidents import DataFolder
+from incident_desk.core.neighbours import runner
 from incident_desk.core.sources import IncidentSources
 from incident_desk.server import build_server
-from incident_desk.settings import load_settings
-from incident_desk.settings_errors import SettingsError
+from incident_desk.settings.errors import SettingsError
+from incident_desk.settings.model import load_settings
 from tests.alertmanager import alert, needs_alertmanager, running_alertmanager
 from tests.helpers import AppFactory, connect, text_of
 from tests.restart_helpers import SERVICE, approve, desk, rows

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from incident_desk.core import runner
+from incident_desk.core.neighbours import runner
 
 pytestmark = pytest.mark.skipif(not runner._guard_prefix(), reason="no parent-death signal here (Linux + setpriv)")
 
@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 DESK_STAND_IN = """
 import sys
-from incident_desk.core import runner
+from incident_desk.core.neighbours import runner
 command = ["sh", "-c", "sleep 300 & echo $! > gc.pid; echo $$ > c.pid; sleep 300"]
 runner.run(command, runner.TailOutput(1024), timeout=600, env={"PATH": "/usr/bin:/bin"})
 """

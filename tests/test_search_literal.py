@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from incident_desk.core import logfile
-from incident_desk.core.log_search import SearchSizes, search
-from incident_desk.core.logfile import Cursor, read_page
-from incident_desk.core.pattern import compile_pattern
-from incident_desk.core.redact import SECRETS, redact
+from incident_desk.core.redaction.face import SECRETS, redact
+from incident_desk.core.search import paging as logfile
+from incident_desk.core.search.engine import SearchSizes, search
+from incident_desk.core.search.paging import Cursor, read_page
+from incident_desk.core.search.pattern import compile_pattern
 
 
 @pytest.mark.parametrize(

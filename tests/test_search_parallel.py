@@ -15,11 +15,13 @@ from pathlib import Path
 
 import pytest
 
-from incident_desk.core import log_parallel, log_runs, log_search
-from incident_desk.core.log_runs import Run
-from incident_desk.core.log_search import SearchSizes, search
-from incident_desk.core.pattern import compile_pattern
-from incident_desk.core.redact import SECRETS
+from incident_desk.core.redaction.face import SECRETS
+from incident_desk.core.search import engine as log_search
+from incident_desk.core.search import parallel as log_parallel
+from incident_desk.core.search import runs as log_runs
+from incident_desk.core.search.engine import SearchSizes, search
+from incident_desk.core.search.pattern import compile_pattern
+from incident_desk.core.search.runs import Run
 from tests.test_search_corpus import _reference, _search_all
 
 

@@ -16,13 +16,15 @@ from typing import Any
 
 import pytest
 
-from incident_desk.core import logfile, search_processes, timeline_processes
-from incident_desk.core.log_runs import ROW
-from incident_desk.core.log_search import SearchResult, SearchSizes, search
-from incident_desk.core.logfile import Cursor
-from incident_desk.core.pattern import compile_pattern
-from incident_desk.core.redact import SECRETS
-from incident_desk.core.timeline_processes import HELPERS
+from incident_desk.core import helper_pool as timeline_processes
+from incident_desk.core.helper_pool import HELPERS
+from incident_desk.core.redaction.face import SECRETS
+from incident_desk.core.search import paging as logfile
+from incident_desk.core.search import processes as search_processes
+from incident_desk.core.search.engine import SearchResult, SearchSizes, search
+from incident_desk.core.search.paging import Cursor
+from incident_desk.core.search.pattern import compile_pattern
+from incident_desk.core.search.runs import ROW
 from tests.helpers import AppFactory, connect, pinging
 from tests.test_search_corpus import PATTERNS, _corpus, _reference
 from tests.test_timeline_responsive import big_timeline_desk

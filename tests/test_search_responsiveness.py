@@ -18,9 +18,10 @@ import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-from incident_desk.core import log_search, logfile
-from incident_desk.core.pattern import compile_pattern
-from incident_desk.core.redact import SECRETS
+from incident_desk.core.redaction.face import SECRETS
+from incident_desk.core.search import engine as log_search
+from incident_desk.core.search import paging as logfile
+from incident_desk.core.search.pattern import compile_pattern
 from tests.helpers import ROOT, AppFactory, child_env, connect, pinging
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timing]

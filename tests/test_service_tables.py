@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from incident_desk.service_tables import split_service_tables
-from incident_desk.settings import load_settings
-from incident_desk.settings_errors import SettingsError
+from incident_desk.settings.errors import SettingsError
+from incident_desk.settings.model import load_settings
+from incident_desk.settings.service_tables import split_service_tables
 
 
 def test_each_key_of_a_service_table_goes_to_its_own_setting() -> None:

@@ -8,8 +8,8 @@ import pytest
 
 from incident_desk.core.incidents import DataFolder
 from incident_desk.core.sources import IncidentSources
-from incident_desk.settings import load_settings
-from incident_desk.settings_errors import SettingsError
+from incident_desk.settings.errors import SettingsError
+from incident_desk.settings.model import load_settings
 from tests.helpers import AppFactory
 
 

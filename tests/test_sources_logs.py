@@ -13,12 +13,13 @@ from typing import Any
 
 import pytest
 
-from incident_desk.core import log_search, logfile
 from incident_desk.core.incidents import DataFolder, LogUnavailable
-from incident_desk.core.pattern import compile_pattern
+from incident_desk.core.search import engine as log_search
+from incident_desk.core.search import paging as logfile
+from incident_desk.core.search.pattern import compile_pattern
 from incident_desk.core.sources import IncidentSources
-from incident_desk.settings import load_settings
-from incident_desk.settings_errors import SettingsError
+from incident_desk.settings.errors import SettingsError
+from incident_desk.settings.model import load_settings
 
 OPENED = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 

@@ -21,8 +21,8 @@ from incident_desk.core.sources import IncidentSources
 from incident_desk.core.sources.config import FilesLogConfig
 from incident_desk.core.sources.logs import FilesLog, LogSourceError
 from incident_desk.core.sources.spool import Spool
-from incident_desk.settings import load_settings
-from incident_desk.settings_errors import SettingsError
+from incident_desk.settings.errors import SettingsError
+from incident_desk.settings.model import load_settings
 
 OPENED = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 MIB = 1024 * 1024

@@ -14,7 +14,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp.server.session import ServerSession
 from mcp_types import CallToolResult, InputRequiredResult
 
-from incident_desk import client_features
+from incident_desk.protocol import client_features
 from tests.helpers import connect, text_of
 from tests.summarize_helpers import NO_CAPABILITY, NO_PROVIDER, RAW_TEXT
 

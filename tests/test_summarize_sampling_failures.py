@@ -29,7 +29,7 @@ from mcp_types import (
     TextContent,
 )
 
-from incident_desk import client_features
+from incident_desk.protocol import client_features
 from tests.helpers import connect, text_of
 from tests.summarize_helpers import (
     NO_PROVIDER,

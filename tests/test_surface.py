@@ -381,9 +381,9 @@ async def test_a_log_that_cannot_be_read_is_a_clear_error_everywhere(
     def unreadable(*args: object, **kwargs: object) -> None:
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr("incident_desk.core.logfile.read_page", unreadable)
-    monkeypatch.setattr("incident_desk.core.log_search.search", unreadable)
-    monkeypatch.setattr("incident_desk.core.logfile.read_tail", unreadable)
+    monkeypatch.setattr("incident_desk.core.search.paging.read_page", unreadable)
+    monkeypatch.setattr("incident_desk.core.search.engine.search", unreadable)
+    monkeypatch.setattr("incident_desk.core.search.paging.read_tail", unreadable)
     expected = "Log of INC-1043 cannot be read: Permission denied"
     async with connect(make_server(), era) as client:
         page = await client.call_tool("read_incident_log", {"incidentId": "INC-1043"})

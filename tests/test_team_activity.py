@@ -8,9 +8,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from incident_desk.core.activity import Act, Event
-from incident_desk.core.audit import Decision
-from incident_desk.core.audit_pg import PostgresJournal
+from incident_desk.core.journal.activity import Act, Event
+from incident_desk.core.journal.audit import Decision
+from incident_desk.core.journal.audit_pg import PostgresJournal
 from incident_desk.core.outcomes import EventOutcome, RestartOutcome
 from incident_desk.server import build_server
 from tests.helpers import AppFactory, connect, text_of

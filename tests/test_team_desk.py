@@ -27,12 +27,12 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import ElicitResult, InputRequiredResult, InputResponses
 
-from incident_desk.core.audit import AuditError, Decision, DuplicateApproval
-from incident_desk.core.audit_pg import PostgresJournal
+from incident_desk.core.journal.audit import AuditError, Decision, DuplicateApproval
+from incident_desk.core.journal.audit_pg import PostgresJournal
+from incident_desk.core.journal.locks import ServiceBusy
 from incident_desk.core.outcomes import RestartOutcome
-from incident_desk.core.restart_locks import ServiceBusy
-from incident_desk.settings import load_settings
-from incident_desk.settings_errors import SettingsError
+from incident_desk.settings.errors import SettingsError
+from incident_desk.settings.model import load_settings
 from tests.helpers import ROOT, child_env, text_of
 from tests.http_desk import run_desk
 from tests.postgres_cluster import PASSWORD, Cluster, running_cluster, unavailable_reason

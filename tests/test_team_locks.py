@@ -19,10 +19,10 @@ from pathlib import Path
 import anyio
 import pytest
 
-from incident_desk.core.audit import Decision
-from incident_desk.core.audit_pg import PostgresJournal
+from incident_desk.core.journal.audit import Decision
+from incident_desk.core.journal.audit_pg import PostgresJournal
+from incident_desk.core.journal.locks import LockLost, ServiceBusy
 from incident_desk.core.outcomes import RestartOutcome
-from incident_desk.core.restart_locks import LockLost, ServiceBusy
 from tests.helpers import ROOT, AppFactory, child_env, connect, text_of
 from tests.http_desk import run_desk
 from tests.postgres_cluster import PASSWORD, Cluster, running_cluster, unavailable_reason

@@ -23,7 +23,7 @@ from mcp_types import ElicitResult
 
 from incident_desk.app import build_app
 from incident_desk.server import build_server
-from incident_desk.settings import load_settings
+from incident_desk.settings.model import load_settings
 from tests.helpers import ROOT, free_port
 from tests.http_desk import HANDSHAKE, MCP_HEADERS, TOKEN, desk_env, open_session, run_desk
 
@@ -284,7 +284,7 @@ def test_an_otlp_endpoint_without_the_extra_is_a_clear_refusal(tmp_path: Path) -
     probe = (
         "import sys\n"
         "sys.modules['opentelemetry.sdk'] = None\n"  # as if the [otel] extra were not installed
-        "from incident_desk.cli import main\n"
+        "from incident_desk.cli.main import main\n"
         "sys.exit(main(['--transport', 'http', '--port', '1']))\n"
     )
     done = subprocess.run(

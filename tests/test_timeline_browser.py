@@ -17,7 +17,7 @@ import pytest
 from mcp.client import advertise
 from mcp.server.apps import APP_MIME_TYPE, EXTENSION_ID
 
-from incident_desk.core.audit import Decision
+from incident_desk.core.journal.audit import Decision
 from incident_desk.core.outcomes import RestartOutcome
 from incident_desk.server import build_server
 from tests.helpers import ROOT, AppFactory, connect

@@ -6,9 +6,9 @@ import io
 import threading
 from datetime import UTC, date, datetime, timedelta
 
-from incident_desk.core import timeline
-from incident_desk.core.audit import Decision
+from incident_desk.core.journal.audit import Decision
 from incident_desk.core.outcomes import RestartOutcome
+from incident_desk.core.timeline import levels as timeline
 
 DAY = date(2026, 11, 29)
 LOG = (

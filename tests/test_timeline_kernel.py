@@ -12,7 +12,10 @@ from datetime import UTC, date, datetime
 
 import pytest
 
-from incident_desk.core import timeline, timeline_counts, timeline_patterns, timeline_scan
+from incident_desk.core.timeline import counts as timeline_counts
+from incident_desk.core.timeline import kernel as timeline_scan
+from incident_desk.core.timeline import levels as timeline
+from incident_desk.core.timeline import patterns as timeline_patterns
 
 DAY = date(2026, 11, 29)
 # The desk's pattern as RE2 reads it (bytes, ASCII classes; RE2's \s is [\t\n\f\r ], without \v).

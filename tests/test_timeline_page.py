@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from incident_desk import cli
-from incident_desk.core.audit import Decision
+from incident_desk.cli import main as cli
+from incident_desk.core.journal.audit import Decision
 from incident_desk.core.outcomes import RestartOutcome
 from tests.helpers import AppFactory
 from tests.test_timeline_browser import VIEW_DIR, _harness_ready

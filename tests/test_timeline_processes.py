@@ -21,8 +21,11 @@ from typing import Any
 
 import pytest
 
-from incident_desk.core import timeline, timeline_chunks, timeline_processes
-from incident_desk.core.timeline_processes import HELPERS, count_stretch
+from incident_desk.core import helper_pool
+from incident_desk.core.helper_pool import HELPERS
+from incident_desk.core.timeline import chunks as timeline_chunks
+from incident_desk.core.timeline import levels as timeline
+from incident_desk.core.timeline.helped import count_stretch, stretch_counts
 from tests.test_timeline_kernel import DAY, _as_counts, _hostile_line, _reference
 
 CHUNK = 4096
@@ -35,7 +38,7 @@ def stretches(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
     ready (a pass hands over to helpers only once they are)."""
     assert HELPERS.start(2, wait_seconds=60)
     taken: list[Any] = []
-    real = timeline_processes.stretch_counts
+    real = stretch_counts
 
     def watched(*args: Any, **kwargs: Any) -> Iterator[Any]:
         for stretch in real(*args, **kwargs):
@@ -195,7 +198,7 @@ def test_a_helper_killed_mid_pass_costs_only_speed(tmp_path: Path, stretches: li
 def test_a_hung_helper_is_left_after_its_stretch_deadline(
     tmp_path: Path, stretches: list[Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(timeline_processes, "STRETCH_SECONDS", 0.5)
+    monkeypatch.setattr(helper_pool, "STRETCH_SECONDS", 0.5)
     data = _hostile(22, 6000)
     path = _log(tmp_path, data)
     _scan(path, processes=2)
@@ -236,7 +239,7 @@ def test_a_second_pass_meanwhile_counts_alone(tmp_path: Path, stretches: list[An
 
 def test_after_three_lost_passes_in_a_row_the_desk_counts_alone(tmp_path: Path, stretches: list[Any]) -> None:
     path = _log(tmp_path, _hostile(24, 2000))
-    for _ in range(timeline_processes.GIVE_UP_AFTER):
+    for _ in range(helper_pool.GIVE_UP_AFTER):
         HELPERS.failed("a test's")
     with HELPERS.lent(2) as helpers:
         assert helpers == []
@@ -247,7 +250,7 @@ def test_after_three_lost_passes_in_a_row_the_desk_counts_alone(tmp_path: Path, 
 def test_an_idle_helper_ends_and_the_next_pass_starts_another(
     tmp_path: Path, stretches: list[Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(timeline_processes, "IDLE_SECONDS", 0.5)
+    monkeypatch.setattr(helper_pool, "IDLE_SECONDS", 0.5)
     HELPERS.end_all()
     assert HELPERS.start(2, wait_seconds=60)
     path = _log(tmp_path, _hostile(26, 2000))

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from incident_desk.core import timeline, timeline_cache
-from incident_desk.core.timeline_cache import TimelineCache
+from incident_desk.core.timeline import cache as timeline_cache
+from incident_desk.core.timeline import levels as timeline
+from incident_desk.core.timeline.cache import TimelineCache
 
 DAY = date(2026, 11, 29)
 _LINE = re.compile(

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from mcp.server.mcpserver import MCPServer
 
-from incident_desk import reference_docs
+from incident_desk.cli import reference_docs
 from incident_desk.features import TOOL_FEATURES, tool_catalog
 from incident_desk.http.oauth_bearer import OAuthBearer
-from incident_desk.tool_kinds import READ_SCOPE, ToolKind, ToolKinds, read
-from incident_desk.tool_selection import tools_off
+from incident_desk.protocol.tool_kinds import READ_SCOPE, ToolKind, ToolKinds, read
+from incident_desk.protocol.tool_selection import tools_off
 from tests.helpers import connect
 
 pytestmark = pytest.mark.anyio

@@ -8,10 +8,10 @@ from collections.abc import Callable
 import pytest
 from mcp.server.mcpserver import MCPServer
 
-from incident_desk.cli import main as cli_main
+from incident_desk.cli.main import main as cli_main
 from incident_desk.features import tool_catalog
-from incident_desk.settings_errors import SettingsError
-from incident_desk.tool_selection import acting_tools, read_tools
+from incident_desk.protocol.tool_selection import acting_tools, read_tools
+from incident_desk.settings.errors import SettingsError
 from tests.helpers import connect, text_of
 
 pytestmark = pytest.mark.anyio

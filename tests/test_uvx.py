@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from mcp import Client, StdioServerParameters
 
-from incident_desk.cli import main
+from incident_desk.cli.main import main
 from incident_desk.client_configs import uvx_launcher
 from incident_desk.features import tool_catalog
 from tests.helpers import ROOT, SAMPLE_1043_LOG, child_env, text_of

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from incident_desk.core.audit import is_postgres_url
 from incident_desk.core.credentials import ENV_PREFIX, SECRET_SETTINGS
-from incident_desk.settings import Settings, load_settings
-from incident_desk.settings_errors import SettingsError
-from incident_desk.settings_sources import CONFIG_ENV_VAR
+from incident_desk.core.journal.audit import is_postgres_url
+from incident_desk.settings.errors import SettingsError
+from incident_desk.settings.model import Settings, load_settings
+from incident_desk.settings.sources import CONFIG_ENV_VAR
 
 # How a desk serves: a client starts its desk over stdio, whatever the shell that ran `config` serves with.
 _SERVING_SETTINGS = frozenset({"transport", "host", "port", "stateless", "allowed_hosts", "allowed_origins"})

@@ -32,7 +32,7 @@ import structlog
 
 from incident_desk.core.datafiles import DESCRIPTORS_SUPPORTED, DataRoot, Directory, Refused
 from incident_desk.core.names import INCIDENT_ID, SERVICE_NAME, is_safe_name
-from incident_desk.core.untrusted import one_line
+from incident_desk.core.neighbours.untrusted import one_line
 
 log = structlog.get_logger(__name__)
 

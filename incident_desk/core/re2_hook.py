@@ -1,4 +1,4 @@
-"""RE2's private match entry point, fenced like the hooks of ``incident_desk.library_hooks``.
+"""RE2's private match entry point, fenced like the hooks of ``incident_desk.protocol.library_hooks``.
 
 It lives in ``core`` because ``core`` imports nothing outside it. google-re2's public ``search`` wraps every call
 in a generator that re-encodes offsets; its private ``_Regexp._regexp.Match`` with the ``_Anchor`` values is one

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from importlib import import_module
 
-from incident_desk.tool_kinds import ToolDeclaration, ToolKinds, merged
+from incident_desk.protocol.tool_kinds import ToolDeclaration, ToolKinds, merged
 
 # The feature modules that declare tools, in the order the server registers them.
 TOOL_FEATURES = (

@@ -17,17 +17,20 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, InputRequiredResult
 from pydantic import BaseModel, Field
 
-from incident_desk import auth, client_features, out_of_band
-from incident_desk import tool_results as results
 from incident_desk.app import DeskApp, NoSilences
-from incident_desk.client_features import NoAnswerKind
-from incident_desk.core import approval, outcomes
-from incident_desk.core.activity import MAX_NOTE_CHARS, Act, Event, stamp
-from incident_desk.core.audit import AuditError, DuplicateApproval
+from incident_desk.approvals import out_of_band
+from incident_desk.core import outcomes
+from incident_desk.core.acts import approval
 from incident_desk.core.incidents import DeskError, Incident
+from incident_desk.core.journal.activity import MAX_NOTE_CHARS, Act, Event, stamp
+from incident_desk.core.journal.audit import AuditError, DuplicateApproval
 from incident_desk.core.outcomes import EVENT_OUTCOME_OF, ActWords, EventOutcome
 from incident_desk.core.sources.silences import SilenceError
-from incident_desk.tool_kinds import ToolKinds, act
+from incident_desk.identity import principal
+from incident_desk.protocol import client_features
+from incident_desk.protocol import tool_results as results
+from incident_desk.protocol.client_features import NoAnswerKind
+from incident_desk.protocol.tool_kinds import ToolKinds, act
 
 log = structlog.get_logger(__name__)
 
@@ -73,7 +76,7 @@ class _Journal:
 
     def __init__(self, app: DeskApp, ctx: Context, incident_id: str, act: Act) -> None:
         self.app, self.incident_id, self.act = app, incident_id, act
-        self.actor = auth.approver(ctx)
+        self.actor = principal.approver(ctx)
         self.era = client_features.view(ctx).era
 
     async def __call__(
@@ -157,7 +160,7 @@ async def _approval(
                 mode=mode,
                 binding=binding,
                 journal=journal.step,
-                requester_key=auth.approver_key(ctx),
+                requester_key=principal.approver_key(ctx),
             )
             if isinstance(asked, out_of_band.PageAnswer):
                 journal.actor = asked.approver

@@ -11,10 +11,9 @@ from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp_types import CallToolResult
 from pydantic import BaseModel, Field
 
-from incident_desk import auth, client_features
-from incident_desk import tool_results as results
 from incident_desk.app import DeskApp
-from incident_desk.core.activity import (
+from incident_desk.core.incidents import DeskError, UnknownIncident
+from incident_desk.core.journal.activity import (
     MAX_ACTIVITY_EVENTS,
     MAX_NOTE_CHARS,
     Act,
@@ -22,8 +21,7 @@ from incident_desk.core.activity import (
     format_activity,
     stamp,
 )
-from incident_desk.core.audit import AuditError
-from incident_desk.core.incidents import DeskError, UnknownIncident
+from incident_desk.core.journal.audit import AuditError
 from incident_desk.core.outcomes import (
     ACKNOWLEDGED,
     ALREADY_ACKNOWLEDGED,
@@ -35,7 +33,10 @@ from incident_desk.core.outcomes import (
     EventOutcome,
 )
 from incident_desk.core.sources.silences import SilenceError
-from incident_desk.tool_kinds import ToolKinds, note, read
+from incident_desk.identity import principal
+from incident_desk.protocol import client_features
+from incident_desk.protocol import tool_results as results
+from incident_desk.protocol.tool_kinds import ToolKinds, note, read
 
 IncidentId = Annotated[str, Field(description="Incident id, e.g. INC-1042")]
 
@@ -117,7 +118,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
         """Acknowledge an incident: the journal records who took it and when (no approval form needed)."""
         if (problem := await _known(incidentId)) is not None:
             return results.error(problem)
-        actor = auth.approver(ctx)
+        actor = principal.approver(ctx)
         try:
             standing = (await app.standings()).get(incidentId)
             if standing is not None and standing.acknowledged is not None:
@@ -156,7 +157,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
             return results.error(NOTE_EMPTY.render())
         if (problem := await _known(incidentId)) is not None:
             return results.error(problem)
-        actor = auth.approver(ctx)
+        actor = principal.approver(ctx)
         event = Event(
             desk=app.desk_name,
             incident_id=incidentId,

@@ -12,16 +12,17 @@ from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp_types import CallToolResult
 from pydantic import BaseModel, Field
 
-from incident_desk import auth, client_features
-from incident_desk import tool_results as results
 from incident_desk.app import DeskApp
-from incident_desk.core.activity import Act, Event, stamp
-from incident_desk.core.audit import AuditError
 from incident_desk.core.incidents import DeskError
-from incident_desk.core.memory import MAX_POSTMORTEM_CHARS, MAX_SIMILAR, MemoryError_, Postmortem, Similar
+from incident_desk.core.journal.activity import Act, Event, stamp
+from incident_desk.core.journal.audit import AuditError
+from incident_desk.core.journal.memory import MAX_POSTMORTEM_CHARS, MAX_SIMILAR, MemoryError_, Postmortem, Similar
+from incident_desk.core.neighbours.untrusted import one_line
 from incident_desk.core.outcomes import EventOutcome
-from incident_desk.core.untrusted import one_line
-from incident_desk.tool_kinds import ToolKinds, note, read
+from incident_desk.identity import principal
+from incident_desk.protocol import client_features
+from incident_desk.protocol import tool_results as results
+from incident_desk.protocol.tool_kinds import ToolKinds, note, read
 
 MAX_QUERY_CHARS = 2000
 DEFAULT_SIMILAR = 5
@@ -147,7 +148,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
             incident = await app.incident(incidentId)
         except DeskError as exc:
             return results.error(str(exc))
-        author = auth.approver(ctx)
+        author = principal.approver(ctx)
         event = Event(
             desk=app.desk_name,
             incident_id=incidentId,

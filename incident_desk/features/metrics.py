@@ -10,12 +10,12 @@ from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult
 from pydantic import BaseModel, Field
 
-from incident_desk import tool_results as results
 from incident_desk import what_changed
 from incident_desk.app import DeskApp
 from incident_desk.core.incidents import DeskError
-from incident_desk.core.metrics import MetricsUnavailable
-from incident_desk.tool_kinds import ToolKinds, read
+from incident_desk.core.neighbours.metrics import MetricsUnavailable
+from incident_desk.protocol import tool_results as results
+from incident_desk.protocol.tool_kinds import ToolKinds, read
 
 # Prometheus is a neighbour in the open world, but asking it changes nothing.
 

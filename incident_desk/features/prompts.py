@@ -10,9 +10,9 @@ from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 from pydantic import Field
 
 from incident_desk.app import DeskApp
-from incident_desk.core.activity import MAX_ACTIVITY_EVENTS, describe
-from incident_desk.core.audit import AuditError
 from incident_desk.core.incidents import LogUnavailable, UnknownIncident
+from incident_desk.core.journal.activity import MAX_ACTIVITY_EVENTS, describe
+from incident_desk.core.journal.audit import AuditError
 
 DEFAULT_AUDIENCE = "the engineering team"
 

@@ -11,14 +11,15 @@ from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult
 from pydantic import BaseModel, Field
 
-from incident_desk import tool_results as results
 from incident_desk.app import DeskApp
-from incident_desk.core import log_search, logfile
-from incident_desk.core.activity import STATES, IncidentState, Standing, stamp, state_of
-from incident_desk.core.audit import MAX_RECENT_DECISIONS, AuditError, format_decisions
 from incident_desk.core.incidents import DeskError, Listing
-from incident_desk.core.pattern import MAX_PATTERN_LENGTH, PatternError, compile_pattern
-from incident_desk.tool_kinds import ToolKinds, read
+from incident_desk.core.journal.activity import STATES, IncidentState, Standing, stamp, state_of
+from incident_desk.core.journal.audit import MAX_RECENT_DECISIONS, AuditError, format_decisions
+from incident_desk.core.search import engine as log_search
+from incident_desk.core.search import paging as logfile
+from incident_desk.core.search.pattern import MAX_PATTERN_LENGTH, PatternError, compile_pattern
+from incident_desk.protocol import tool_results as results
+from incident_desk.protocol.tool_kinds import ToolKinds, read
 
 MAX_PAGE_LINES = 5_000
 MAX_MATCHES = 1_000
@@ -269,7 +270,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
         Each call scans for at most a couple of seconds; when it stops early it says so and hands a cursor.
         """
         try:
-            from incident_desk.core.redact import MASK
+            from incident_desk.core.redaction.face import MASK
 
             regex = compile_pattern(pattern, ignore_case=ignoreCase, mask=MASK)
             start = app.cursors.decode(incidentId, cursor) if cursor else logfile.START

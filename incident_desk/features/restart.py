@@ -10,13 +10,12 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, InputRequiredResult, TextContent
 from pydantic import BaseModel, Field
 
-from incident_desk import auth, client_features, client_logging, out_of_band
-from incident_desk import tool_results as results
 from incident_desk.app import DeskApp
-from incident_desk.client_features import NoAnswerKind
-from incident_desk.core import approval, executor
-from incident_desk.core.actions import SimulateAction
-from incident_desk.core.audit import FIELD_LIMITS, AuditError, Decision, DuplicateApproval, cut
+from incident_desk.approvals import out_of_band
+from incident_desk.core.acts import approval, executor
+from incident_desk.core.acts.actions import SimulateAction
+from incident_desk.core.journal.audit import FIELD_LIMITS, AuditError, Decision, DuplicateApproval, cut
+from incident_desk.core.journal.locks import Holding, LockLost, ServiceBusy, this_replica
 from incident_desk.core.outcomes import (
     REPLAYED,
     RESTART,
@@ -29,8 +28,11 @@ from incident_desk.core.outcomes import (
     UNKNOWN_SERVICE,
     RestartOutcome,
 )
-from incident_desk.core.restart_locks import Holding, LockLost, ServiceBusy, this_replica
-from incident_desk.tool_kinds import ToolKinds, restart
+from incident_desk.identity import principal
+from incident_desk.protocol import client_features, client_logging
+from incident_desk.protocol import tool_results as results
+from incident_desk.protocol.client_features import NoAnswerKind
+from incident_desk.protocol.tool_kinds import ToolKinds, restart
 
 log = structlog.get_logger(__name__)
 
@@ -160,7 +162,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
         ctx: Context, service: str
     ) -> Annotated[CallToolResult, RestartReport] | InputRequiredResult:
         client = client_features.view(ctx)
-        approver = auth.approver(ctx)
+        approver = principal.approver(ctx)
         record = _Recorder(ctx, app, service, approver, client.era)
 
         known = await app.known_services()
@@ -199,7 +201,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
                     mode=mode,
                     binding=binding,
                     journal=record.step,
-                    requester_key=auth.approver_key(ctx),
+                    requester_key=principal.approver_key(ctx),
                 )
                 if isinstance(asked, out_of_band.PageAnswer):
                     record.approver = approver = asked.approver
@@ -293,7 +295,7 @@ async def _approved_restart(
         await record.quietly(RestartOutcome.FAILED, ticket=ticket, detail=f"{why} while the restart ran; it was killed")
         raise
     # Command output is shown to the client and kept in the journal: it gets the same redaction as logs.
-    from incident_desk.core.redact import redact
+    from incident_desk.core.redaction.face import redact
 
     output = redact(run.output)
     if isinstance(action, SimulateAction):

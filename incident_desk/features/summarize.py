@@ -9,12 +9,12 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, InputRequiredResult
 from pydantic import BaseModel, Field
 
-from incident_desk import client_features, client_logging
-from incident_desk import tool_results as results
 from incident_desk.app import DeskApp
-from incident_desk.core import provider
 from incident_desk.core.incidents import DeskError
-from incident_desk.tool_kinds import ToolKinds, read
+from incident_desk.core.neighbours import provider
+from incident_desk.protocol import client_features, client_logging
+from incident_desk.protocol import tool_results as results
+from incident_desk.protocol.tool_kinds import ToolKinds, read
 
 log = structlog.get_logger(__name__)
 

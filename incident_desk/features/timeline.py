@@ -17,15 +17,16 @@ from mcp.server.apps import Apps, ResourceCsp
 from mcp_types import CallToolResult
 from pydantic import BaseModel, Field
 
-from incident_desk import tool_results as results
 from incident_desk import what_changed
 from incident_desk.app import DeskApp
-from incident_desk.core import metrics, timeline
-from incident_desk.core.activity import MAX_ACTIVITY_EVENTS, Event
-from incident_desk.core.audit import MAX_RECENT_DECISIONS, Decision
 from incident_desk.core.incidents import DeskError, Incident
-from incident_desk.core.timeline_cache import TimelineCache
-from incident_desk.tool_kinds import ToolKinds, read
+from incident_desk.core.journal.activity import MAX_ACTIVITY_EVENTS, Event
+from incident_desk.core.journal.audit import MAX_RECENT_DECISIONS, Decision
+from incident_desk.core.neighbours import metrics
+from incident_desk.core.timeline import levels as timeline
+from incident_desk.core.timeline.cache import TimelineCache
+from incident_desk.protocol import tool_results as results
+from incident_desk.protocol.tool_kinds import ToolKinds, read
 
 VIEW_URI = "ui://incident-desk/timeline"
 

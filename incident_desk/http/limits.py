@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 
 import h11
 
-from incident_desk.library_hooks import uvicorn_h11_protocol
+from incident_desk.protocol.library_hooks import uvicorn_h11_protocol
 
 if TYPE_CHECKING:
     from uvicorn.protocols.http.h11_impl import H11Protocol as _Protocol

@@ -16,9 +16,10 @@ import structlog
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from incident_desk.auth import PRINCIPAL_HEADER, PRINCIPAL_KEY_HEADER, is_open_path
-from incident_desk.oauth import IssuerUnavailable, OAuthVerifier, TokenRejected
-from incident_desk.tool_kinds import READ_SCOPE, SCOPES
+from incident_desk.http.bearer import is_open_path
+from incident_desk.identity.oauth import IssuerUnavailable, OAuthVerifier, TokenRejected
+from incident_desk.identity.principal import PRINCIPAL_HEADER, PRINCIPAL_KEY_HEADER
+from incident_desk.protocol.tool_kinds import READ_SCOPE, SCOPES
 
 logger = structlog.get_logger(__name__)
 

@@ -19,20 +19,21 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp
 
-from incident_desk import __version__, out_of_band
+from incident_desk import __version__
 from incident_desk.app import DeskApp
-from incident_desk.approval_page import page_routes
-from incident_desk.approval_signin import OpenIDSignIn
-from incident_desk.auth import HEALTH_PATH, BearerAuth
-from incident_desk.eras import era_features
+from incident_desk.approvals import out_of_band
+from incident_desk.approvals.page import page_routes
+from incident_desk.approvals.signin import OpenIDSignIn
+from incident_desk.http.bearer import HEALTH_PATH, BearerAuth
 from incident_desk.http.limits import guarded_protocol
 from incident_desk.http.oauth_bearer import OAuthBearer
 from incident_desk.http.peers import ClientAddress, RebindingGuard
 from incident_desk.http.replica import ReplicaTag
 from incident_desk.http.sessions import SessionLimiter
-from incident_desk.oauth import IssuerUnavailable, OAuthVerifier, resource_url, verifier_for
-from incident_desk.settings import Settings, is_loopback
-from incident_desk.telemetry import CONTENT_TYPE, CallTelemetry
+from incident_desk.identity.oauth import IssuerUnavailable, OAuthVerifier, resource_url, verifier_for
+from incident_desk.observability.telemetry import CONTENT_TYPE, CallTelemetry
+from incident_desk.protocol.eras import era_features
+from incident_desk.settings.model import Settings, is_loopback
 
 if TYPE_CHECKING:
     import uvicorn

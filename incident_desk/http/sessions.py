@@ -31,7 +31,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from incident_desk.auth import PRINCIPAL_HEADER
+from incident_desk.identity.principal import PRINCIPAL_HEADER
 
 logger = logging.getLogger(__name__)
 

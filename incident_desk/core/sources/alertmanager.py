@@ -15,12 +15,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from incident_desk.core import outside
 from incident_desk.core.incidents import Incident, opened_time
-from incident_desk.core.metrics import alert_expression
 from incident_desk.core.names import INCIDENT_ID, SERVICE_NAME, is_safe_name
+from incident_desk.core.neighbours import outside
+from incident_desk.core.neighbours.metrics import alert_expression
+from incident_desk.core.neighbours.untrusted import one_line
 from incident_desk.core.sources.config import AlertmanagerSourceConfig
-from incident_desk.core.untrusted import one_line
 
 SecretReader = Callable[[], str | None]
 

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
 
 from incident_desk.core.names import SERVICE_NAME, is_safe_name
-from incident_desk.core.runner import check_pass_env
+from incident_desk.core.neighbours.runner import check_pass_env
 
 DEFAULT_LOOKBACK_MINUTES = 30.0
 # What a command log's argv may name; anything else in braces is refused when the config is loaded.

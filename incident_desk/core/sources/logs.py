@@ -26,8 +26,8 @@ from glob import glob
 from pathlib import Path
 from typing import BinaryIO
 
-from incident_desk.core import runner
 from incident_desk.core.datafiles import OUTSIDE, DataRoot, Refused
+from incident_desk.core.neighbours import runner
 from incident_desk.core.sources.config import CommandLogConfig, FilesLogConfig, JournaldLogConfig, window_values
 from incident_desk.core.sources.spool import Spool
 

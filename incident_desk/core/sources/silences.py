@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from incident_desk.core import outside
+from incident_desk.core.neighbours import outside
+from incident_desk.core.neighbours.untrusted import one_line
 from incident_desk.core.sources.alertmanager import AlertmanagerSource, SourceDown
-from incident_desk.core.untrusted import one_line
 
 
 class SilenceError(Exception):

@@ -1,0 +1,1 @@
+"""The `incident-desk` command: serving, and the subcommands that manage keys, the journal, clients and docs."""

@@ -1,0 +1,101 @@
+"""``incident-desk timeline ID [--html FILE]``: the timeline for people whose client does not render MCP Apps.
+
+It asks an in-process desk for ``show_incident_timeline`` exactly as a client would, prints the text timeline,
+and with ``--html`` writes the same view the app-rendering clients show as one self-contained page: the built
+view with the tool's structured content inside it and a Content-Security-Policy that allows no load at all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import html
+import json
+import os
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from incident_desk.settings.model import Settings
+
+# The page may run its own inline script and style, and load nothing: no network, no file, not even an image.
+_CSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:"
+
+
+class TimelineUnavailable(Exception):
+    """The desk answered the timeline with an error (an unknown incident, an unreadable log); the message is its."""
+
+
+async def _call(settings: Settings, incident_id: str) -> tuple[str, dict[str, Any]]:
+    from mcp import Client
+
+    from incident_desk.app import build_app
+    from incident_desk.server import build_server
+
+    app = build_app(settings)
+    try:
+        async with Client(build_server(app), mode="legacy") as client:
+            result = await client.call_tool("show_incident_timeline", {"incidentId": incident_id})
+    finally:
+        app.journal.close()
+    text = "\n".join(str(getattr(block, "text", "")) for block in result.content)
+    if result.is_error or result.structured_content is None:
+        raise TimelineUnavailable(text or f"no timeline for {incident_id}")
+    return text, dict(result.structured_content)
+
+
+def timeline_of(settings: Settings, incident_id: str) -> tuple[str, dict[str, Any]]:
+    """The text timeline and the structured content, as ``show_incident_timeline`` answers them."""
+    return anyio.run(_call, settings, incident_id)
+
+
+def render_page(view: str, timeline: dict[str, Any]) -> str:
+    """The built view with ``timeline`` inside it (JSON that cannot close its script element) and a strict CSP."""
+    if "<head>" not in view or "</body>" not in view:
+        raise ValueError("the built view has no <head> or </body>: rebuild app/timeline")
+    data = json.dumps(timeline, ensure_ascii=False, sort_keys=True)
+    data = data.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    title = html.escape(f"{timeline.get('incident_id', '')} timeline: {timeline.get('title', '')}")
+    head = f'<head>\n    <meta http-equiv="Content-Security-Policy" content="{_CSP}" />'
+    page = view.replace("<head>", head, 1).replace("<title>Incident timeline</title>", f"<title>{title}</title>", 1)
+    embedded = f'<script type="application/json" id="timeline-data">{data}</script>\n  </body>'
+    return page.replace("</body>", embedded, 1)
+
+
+def write_page(path: Path, page: str) -> None:
+    """Write the page whole or not at all: a temporary file beside it, then renamed over (a link is replaced,
+    never written through)."""
+    target = path.expanduser().absolute()
+    fd, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(page)
+        umask = os.umask(0)
+        os.umask(umask)
+        Path(temporary).chmod(0o666 & ~umask)
+        Path(temporary).replace(target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            Path(temporary).unlink()
+        raise
+
+
+def run_timeline(settings: Settings, incident_id: str, html_path: Path | None) -> int:
+    from incident_desk.features.timeline import view_html
+
+    try:
+        text, timeline = timeline_of(settings, incident_id)
+    except TimelineUnavailable as exc:
+        sys.stderr.write(f"incident-desk: {exc}\n")
+        return 1
+    sys.stdout.write(text + "\n")
+    if html_path is not None:
+        try:
+            write_page(html_path, render_page(view_html(), timeline))
+        except OSError as exc:
+            sys.stderr.write(f"incident-desk: cannot write {html_path}: {exc.strerror or exc}\n")
+            return 1
+        sys.stderr.write(f"incident-desk: wrote {html_path}: open it in a browser (it loads nothing from anywhere)\n")
+    return 0

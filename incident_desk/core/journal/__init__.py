@@ -1,0 +1,1 @@
+"""The desk's durable memory: the audit journal, incident activity, restart locks, incident memory."""

@@ -1,0 +1,1 @@
+"""Every neighbour the desk calls: HTTP (deadline, size cap), commands, providers, metrics."""

@@ -1,0 +1,468 @@
+"""Log search: the lines matching a pattern, from a cursor on, until a match limit or the scan's budget.
+
+RE2 scans raw bytes a window at a time, without the interpreter lock, after a SIMD prefilter finds the lines that
+hold one of the pattern's literals; only candidate lines are decoded, redacted and checked again as shown. Runs
+of whole lines are read in fixed stretches into a small pool of buffers (``core.log_parallel``), each stretch
+read, searched for where its first raw match may be and its newlines counted by one thread while the bytes are in
+cache (counts are remembered for bytes searched before, ``core.run_indexes``), so memory stays flat and the scan
+skips a run without a candidate and numbers lines only where a match needs one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
+from typing import TYPE_CHECKING, Any, BinaryIO, cast
+
+from incident_desk.core.helper_pool import default_processes
+from incident_desk.core.scan_budget import SCAN_BUDGET_BYTES, ScanBudget, StopReason
+from incident_desk.core.search.literals import LiteralSet, searches
+from incident_desk.core.search.paging import (
+    MAX_LINE_BYTES,
+    START,
+    Cursor,
+    Line,
+    LogSource,
+    Redactor,
+    check_cursor,
+    cut,
+    decode,
+    decode_after,
+    identity,
+    may_dangle,
+    opened,
+)
+from incident_desk.core.search.parallel import ParallelRuns, PreparedRun, free_workers
+from incident_desk.core.search.processes import STRETCH_BYTES, helped_scan
+from incident_desk.core.search.run_indexes import RUN_INDEXES, RunIndex
+from incident_desk.core.search.runs import (
+    ROW,
+    HugeLine,
+    LineNumbers,
+    RawReader,
+    Run,
+    RunState,
+    newlines_and_long_lines,
+    undecodable_lines,
+)
+
+if TYPE_CHECKING:
+    from incident_desk.core.redaction.face import Redaction
+    from incident_desk.core.search.pattern import SearchPattern
+
+_WINDOW_SECONDS = 0.02  # a window's scan time: how often budgets and cancellation are looked at
+_PAUSE_SECONDS = 0.002  # after a window of candidates, the interpreter lock is left to other threads this long
+
+
+@dataclass(frozen=True)
+class SearchSizes:
+    """The sizes a search works in. The defaults keep memory flat; tests pass small ones to put every boundary
+    (reads, windows, index pieces) through a small log.
+
+    ``read_bytes``: each read buffer (a longer line is skipped to its end, its head kept);
+    ``first_window``/``min_window``: the first window RE2 scans, and the least one as windows are sized to a
+    scan time; ``index_piece``: how much of a run the newline index compares at a time (a multiple of ``ROW``);
+    ``workers``: how many threads read, index and prefilter runs (0: the searching thread; None: decided by the
+    machine's load, ``log_parallel.free_workers``); ``stretch_bytes``: a helper process's share at a time, and a
+    log of two or more of them is prefiltered by helpers (``core.search_processes``).
+    """
+
+    read_bytes: int = 1024 * 1024
+    first_window: int = 256 * 1024
+    min_window: int = 16 * 1024
+    index_piece: int = 128 * ROW
+    workers: int | None = None
+    stretch_bytes: int = STRETCH_BYTES
+
+    def __post_init__(self) -> None:
+        if self.read_bytes <= MAX_LINE_BYTES:
+            raise ValueError(f"read_bytes must exceed a line's shown length ({MAX_LINE_BYTES}): {self.read_bytes}")
+        if not 0 < self.min_window <= self.first_window:
+            raise ValueError(f"windows must be positive, the first at least the least: {self}")
+        if self.index_piece <= 0 or self.index_piece % ROW:
+            raise ValueError(f"index_piece must be a positive multiple of {ROW}: {self.index_piece}")
+        if self.workers is not None and self.workers < 0:
+            raise ValueError(f"workers must not be negative: {self.workers}")
+        if self.stretch_bytes <= 0:
+            raise ValueError(f"stretch_bytes must be positive: {self.stretch_bytes}")
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    matches: list[Line]
+    next_cursor: Cursor | None
+    scanned_bytes: int
+    total_bytes: int
+    stopped: StopReason
+
+
+def _keep(run: Run) -> None:
+    """Where a finished scan's runs go: nowhere, their buffers are freed with the reader."""
+
+
+# A line ending in a run of base64 may be the last line of a private key's body; the key block above it says so.
+_BASE64_BYTES = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/="
+
+
+def _ends_in_base64(raw: bytes) -> bool:
+    """Whether ``raw`` ends (before a carriage return) in two or more base64 characters: two byte tests."""
+    tail = raw[-3:-1] if raw.endswith(b"\r") else raw[-2:]
+    return len(tail) == 2 and not tail.translate(None, _BASE64_BYTES)
+
+
+# How far back a search looks for the start of that key block: a 4096-bit RSA key in PEM is about 3.3 KB.
+_KEY_CONTEXT_BYTES = 16 * 1024
+
+
+class _Search:
+    """One call's scan: the state shared by the runs it reads, and the rules for when it stops."""
+
+    def __init__(
+        self,
+        pattern: SearchPattern,
+        finder: Any,
+        redactor: Redactor,
+        limit: int,
+        start: Cursor,
+        budget: ScanBudget,
+        sizes: SearchSizes,
+        fileno: int,
+    ) -> None:
+        self.pattern, self.finder, self.redactor, self.limit = pattern, finder, redactor, limit
+        # The literals say where a match of the pattern itself may be; one of redaction's triggers may be elsewhere.
+        literals = (pattern.literal,) if pattern.literal is not None else pattern.prefilter
+        self.literals = literals if finder is pattern.block else None
+        self.fileno = fileno  # read with pread for context, never moving the scan's own position
+        status = os.fstat(fileno)
+        self.log = (status.st_dev, status.st_ino)  # whose run indexes are remembered
+        self.start, self.budget, self.sizes = start, budget, sizes
+        self.matches: list[Line] = []
+        self.line = start.line  # the number of the line at self.offset, once the pending count is added
+        self.pending: RunState | None = None  # the last run scanned, until finish_pending
+        self.offset = start.offset  # how far the scan has got: always the start of a line
+        self.stopped: StopReason | None = None
+        self.window = sizes.first_window
+        self.indexer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="log-index")
+        self.scratch: Any = None
+        import stringzilla  # only searches need it (and numpy): imported on the first, not at start-up
+
+        # A SIMD substring search: RE2 finds "needle-xyz" by looking for its first byte, n, which is everywhere in a
+        # log, and bytes.find is slower still (docs/performance.md has the figures).
+        # One case-insensitive pass finds all the case variants of a window (a superset of RE2's matches of it).
+        folded = stringzilla.utf8_uncased_search
+        self.searches = () if self.literals is None else searches(self.literals, stringzilla.find, folded)
+        self.prefilter = None if self.literals is None else LiteralSet(self.literals, stringzilla.find, folded)
+        self.release: Callable[[Run], None] = _keep  # a finished run's buffer, back to the reader
+
+    def make_scratch(self) -> Any:
+        import numpy as np
+
+        return np.empty(self.sizes.index_piece, dtype=np.bool_)
+
+    def clear_until(self, buffer: bytearray, length: int) -> int:
+        """A line start in a run before which no line holds a raw match (``length``: none in the run does).
+
+        Run by whoever reads the run (a worker, or the scan itself), over the whole run or as much of it as RE2
+        covers in a window's time; the scan skips its windows before it. Windows are whole lines, so a match a
+        window holds is one the run holds too.
+        """
+        if self.literals is not None:
+            hits = [find(buffer, literal, 0, length) for find, literal in self.searches]
+            found = min((hit for hit in hits if hit >= 0), default=-1)
+            return length if found < 0 else buffer.rfind(b"\n", 0, found) + 1
+        # RE2 a window of whole lines at a time, for at most a window's scan time: a slow pattern then delays
+        # the scan's look at its budgets (reading inline) no more than a window of its own would.
+        position, began = 0, time.monotonic()
+        with memoryview(buffer) as view:
+            while position < length:
+                end = buffer.find(b"\n", min(position + self.sizes.first_window, length) - 1, length) + 1 or length
+                match = self.finder.search(view[position:end])
+                if match is not None:
+                    return buffer.rfind(b"\n", 0, position + match.start()) + 1
+                position = end
+                if time.monotonic() - began >= _WINDOW_SECONDS:
+                    break
+        return position
+
+    def should_stop(self, offset: int, *, out_of_bytes: bool = False) -> bool:
+        """Whether a budget ran out or the call was cancelled; only once the scan has moved, so each call does.
+
+        ``out_of_bytes``: the next line would take the scan past its byte budget.
+        """
+        if offset == self.start.offset:
+            return False
+        self.stopped = self.budget.stop_reason(offset - self.start.offset, out_of_bytes=out_of_bytes)
+        return self.stopped is not None
+
+    def consider(self, number: int, raw: bytes, true_length: int, offset: int) -> None:
+        """Decode and redact one candidate line; keep it if the pattern matches what would be shown."""
+        text = decode(cut(raw, true_length), self.redactor)
+        if self.pattern.matches(text) and self.redactor is not identity:
+            if _ends_in_base64(raw):
+                # A private key's short last body line is only recognisable by the key block above it: shown
+                # alone, it would be unmasked. Redact it as a page would, with the lines before it.
+                text = self._redacted_in_context(raw, true_length, offset)
+            before = self._line_before(offset)
+            if before is not None and may_dangle(before):
+                # The value of a name that ends the line before ("password:" then the value).
+                text = decode_after(before, text.encode("utf-8", "surrogatepass"), self.redactor)
+        if self.pattern.matches(text):
+            self.matches.append(Line(number, text))
+            if len(self.matches) >= self.limit:
+                self.stopped = "match limit"
+
+    def _line_before(self, offset: int) -> bytes | None:
+        """The end of the line before the one at ``offset``, read with pread (the scan's position stays)."""
+        if offset <= 0:
+            return None
+        start = max(0, offset - 1 - MAX_LINE_BYTES)
+        data = os.pread(self.fileno, offset - 1 - start, start)
+        return data[data.rfind(b"\n") + 1 :]
+
+    def _redacted_in_context(self, raw: bytes, true_length: int, offset: int) -> str:
+        """The line at ``offset`` as shown after redacting it together with up to _KEY_CONTEXT_BYTES before it."""
+        start = max(0, offset - _KEY_CONTEXT_BYTES)
+        before = os.pread(self.fileno, offset - start, start)
+        if start > 0:
+            before = before[before.find(b"\n") + 1 :]  # from the first whole line
+        if b"private" not in before.lower():  # no key block began above: the line alone was right
+            return decode(cut(raw, true_length), self.redactor)
+        shown = decode(before + cut(raw, true_length), self.redactor)
+        return shown[shown.rfind("\n") + 1 :]
+
+    def finish_pending(self) -> bool:
+        """Finish the previous run: its special lines left after its last candidate, and its newline count.
+
+        Deferred so that counting its newlines overlaps with reading and scanning the next run; done before that
+        run numbers or shows a line, stops, or ends (after which the previous run's buffer is read into). True
+        when one of its lines reached the match limit.
+        """
+        pending, self.pending = self.pending, None
+        if pending is None:
+            return False
+        for start, end in pending.specials_before(pending.run.length + 1):
+            if self._candidate(pending, start, end):
+                return True
+        self.line += pending.newlines()
+        self.release(pending.run)
+        return False
+
+    def huge_line(self, line: HugeLine) -> None:
+        if self.finish_pending() or self.should_stop(line.offset):
+            return
+        self.consider(self.line, line.head, line.length, line.offset)
+        self.line += 1
+        self.offset = line.offset + line.length + 1
+
+    def run(self, run: Run) -> None:
+        """Scan one run of lines window by window; only candidate lines are decoded, redacted and re-checked.
+
+        The run's newlines are counted, and its long (and undecodable) lines found, on the indexer thread while
+        this thread scans it and reads and scans the next; the scan waits for that index only to number a
+        candidate or where it stops, and at the next run's end (see ``finish_pending``).
+        """
+        if isinstance(run, PreparedRun):
+            index, clear_until = run.index, run.clear_until
+        else:
+            if self.scratch is None:  # for runs read line by line, indexed on the indexer thread
+                self.scratch = self.make_scratch()
+            index, clear_until = self.indexer.submit(self._index, run, self.scratch), 0
+        state = RunState(run, index, LineNumbers(run.buffer, lambda: self.line))
+        buffer, length = run.buffer, run.length
+
+        def candidate(start: int, end: int) -> bool:
+            return self.finish_pending() or self._candidate(state, start, end)
+
+        position = 0
+        candidates = 0
+        with memoryview(buffer) as view:
+            while position < length:
+                end = self._window_end(run, position)
+                over_bytes = run.offset + end - self.start.offset > self.budget.max_bytes
+                if self.should_stop(run.offset + position, out_of_bytes=over_bytes):
+                    stopped, self.stopped = self.stopped, None  # the previous run's lines come first
+                    if self.finish_pending():
+                        return
+                    self.stopped = stopped
+                    for start, stop in state.specials_before(position):
+                        if self._candidate(state, start, stop):
+                            return
+                    self.offset, self.line = run.offset + position, state.numbers.at(position)
+                    return
+                if end <= clear_until:  # no line of this window holds a raw match
+                    position = end
+                    continue
+                began = time.monotonic()
+                hit_from = position
+                while hit_from < end:
+                    search_from, search_end = hit_from, end
+                    if self.prefilter is not None:
+                        # Every match contains one of the literals: RE2 runs only on the lines that have one.
+                        found = self.prefilter.first(buffer, hit_from, end)
+                        if found < 0:
+                            break
+                        search_from = buffer.rfind(b"\n", hit_from, found) + 1 or hit_from
+                        search_end = buffer.find(b"\n", found, end)
+                        search_end = end if search_end < 0 else search_end
+                    hit = self.finder.search(view[search_from:search_end])
+                    if hit is None:
+                        if search_end >= end:
+                            break
+                        hit_from = search_end + 1
+                        continue
+                    line_start = buffer.rfind(b"\n", search_from, search_from + hit.start()) + 1 or search_from
+                    if line_start >= end:
+                        break  # an empty match after the window's last newline: that line is the next window's
+                    line_end = buffer.find(b"\n", line_start, length)
+                    line_end = length if line_end < 0 else line_end
+                    for start, stop in state.specials_before(line_start + 1):
+                        if start != line_start and candidate(start, stop):
+                            return
+                    if candidate(line_start, line_end):
+                        return
+                    hit_from = line_end + 1
+                    candidates += 1
+                if candidates:
+                    # Deciding candidates is Python work that holds the interpreter lock; a pause after each
+                    # window lets the event loop (and the threads serving stdio) take it without waiting.
+                    time.sleep(_PAUSE_SECONDS)
+                    candidates = 0
+                self._resize_window(end - position, time.monotonic() - began)
+                position = end
+        if self.finish_pending():  # the previous run's buffer is the next one read into
+            return
+        self.offset = run.offset + length
+        self.pending = state
+
+    def _index(self, run: Run, scratch: Any) -> tuple[int, list[tuple[int, int]]]:
+        """The run's newline count and its special lines: too long to scan raw, or (when it matters) not UTF-8.
+
+        Remembered across searches for the same bytes at the same place of the same log (``core.run_indexes``).
+        """
+        key = (*self.log, run.offset, run.length)
+        digest = RUN_INDEXES.digest(run.buffer, run.length)
+        known = RUN_INDEXES.get(key, digest)
+        blind = self.pattern.replacement_blind
+        if known is None or (not blind and known.undecodable is None):
+            if known is None:
+                newlines, long_lines = newlines_and_long_lines(run, scratch)
+                known = RunIndex(newlines, tuple(long_lines), None)
+            if not blind:
+                known = dataclasses.replace(known, undecodable=tuple(undecodable_lines(run)))
+            RUN_INDEXES.put(key, digest, known)
+        if blind or not known.undecodable:
+            return known.newlines, list(known.long_lines)
+        return known.newlines, sorted(set(known.long_lines) | set(known.undecodable))
+
+    def _candidate(self, state: RunState, start: int, end: int) -> bool:
+        """Consider the line at ``start``..``end`` of a run; True when that stopped the scan (the match limit)."""
+        number = state.numbers.at(start)
+        run = state.run
+        self.consider(number, bytes(run.buffer[start:end]), end - start, run.offset + start)
+        if self.stopped is None:
+            return False
+        self.offset, self.line = run.offset + end + 1, number + 1
+        return True
+
+    def _window_end(self, run: Run, position: int) -> int:
+        """The end of the next window: whole lines, about ``self.window`` bytes of them, within the byte budget."""
+        buffer, length = run.buffer, run.length
+        left = self.budget.max_bytes - (run.offset + position - self.start.offset)
+        window = max(1, min(self.window, left))
+        if length - position <= window:
+            return length
+        newline = buffer.rfind(b"\n", position, position + window)
+        if newline < 0:
+            newline = buffer.find(b"\n", position + window, length)
+        return length if newline < 0 else newline + 1
+
+    def _resize_window(self, scanned: int, elapsed: float) -> None:
+        """Aim each window at _WINDOW_SECONDS, so budgets and cancellation are seen that often at any speed."""
+        rate = scanned / max(elapsed, 1e-6)
+        self.window = int(min(self.sizes.read_bytes, max(self.sizes.min_window, rate * _WINDOW_SECONDS)))
+
+
+def search(
+    source: LogSource,
+    pattern: SearchPattern,
+    *,
+    cursor: Cursor = START,
+    limit: int,
+    byte_budget: int = SCAN_BUDGET_BYTES,
+    time_budget: float | None = None,
+    redaction: Redaction | None = None,
+    cancelled: threading.Event | None = None,
+    sizes: SearchSizes = SearchSizes(),
+    processes: int | None = None,
+) -> SearchResult:
+    """Lines matching ``pattern`` from ``cursor`` on, until ``limit`` matches, a budget, cancellation or the end.
+
+    RE2 scans raw bytes a window at a time, without the interpreter lock. Only candidate lines are decoded and
+    redacted, and a line is returned only if the pattern matches its text as shown (redacted, cut), so a search
+    cannot probe a secret's value. Candidates are the lines with a raw match, plus every line whose shown text
+    could match where its raw bytes do not: lines redaction may change (unless the pattern cannot touch the
+    mask), lines cut for length, and lines that are not UTF-8 (unless the pattern cannot match U+FFFD). Each call
+    moves on by at least one line, however long, so paging with next_cursor always ends. ``time_budget``,
+    ``byte_budget`` and ``cancelled`` make the scan's ``ScanBudget``. ``processes``: helper processes that
+    prefilter a big log's stretches for a pattern with literals (default
+    ``timeline_processes.default_processes()``; 0: this process reads alone).
+    """
+    budget = ScanBudget.starting_now(time_budget=time_budget, byte_budget=byte_budget, cancelled=cancelled)
+    if redaction is None or pattern.mask_blind:
+        finder = pattern.block
+    else:
+        finder = pattern.block_with(redaction.trigger_pattern())
+    redactor = redaction.apply if redaction is not None else identity
+    with opened(source) as handle:
+        total = handle.seek(0, os.SEEK_END)
+        check_cursor(handle, cursor, total)
+        scan = _Search(pattern, finder, redactor, limit, cursor, budget, sizes, handle.fileno())
+        processes = default_processes() if processes is None else processes
+        try:
+            if processes and scan.literals is not None and total - cursor.offset >= 2 * sizes.stretch_bytes:
+                helped_scan(scan, handle, total, processes, partial(_read_and_scan, scan, handle))
+            if scan.stopped is None:
+                _read_and_scan(scan, handle, scan.offset, None)
+        finally:
+            scan.indexer.shutdown(wait=True)
+    next_cursor: Cursor | None = Cursor(scan.line, scan.offset)
+    if scan.stopped is None or scan.offset >= total:
+        next_cursor = None
+    return SearchResult(
+        matches=scan.matches,
+        next_cursor=next_cursor,
+        scanned_bytes=scan.offset - cursor.offset,
+        total_bytes=total,
+        stopped="end of log" if scan.stopped is None or next_cursor is None else scan.stopped,
+    )
+
+
+def _read_and_scan(scan: _Search, handle: BinaryIO, start: int, end: int | None) -> None:
+    """Read the log from ``start`` to ``end`` (line starts; None: its end) and scan it, until the scan stops."""
+    # Every handle the desk reads is a binary file object that can read straight into a buffer.
+    sizes = scan.sizes
+    workers = free_workers() if sizes.workers is None else sizes.workers
+    reader = ParallelRuns(
+        cast(RawReader, handle), start, sizes.read_bytes, scan._index, scan.clear_until, scan.make_scratch, workers, end
+    )
+    scan.release = reader.release
+    try:
+        for run in reader.runs():
+            if isinstance(run, HugeLine):
+                scan.huge_line(run)
+            else:
+                scan.run(run)
+            if scan.stopped is not None:
+                return
+        scan.finish_pending()
+    finally:
+        reader.close()  # the workers and the indexer read buffers that are reused: they must be done first
+        # The reader holds the scan (its index and prefilter) and the scan the reader (release): without this
+        # cycle both, and the read buffers, are freed on return rather than at the next garbage collection.
+        scan.release = _keep

@@ -1,0 +1,1 @@
+"""What the desk tells its operator: logs on stderr, metrics, slow calls and traces."""
