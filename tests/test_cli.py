@@ -529,3 +529,15 @@ def test_key_and_token_offer_no_flag_they_ignore(command: str) -> None:
     assert "--config" in options, "the config file may name the keychain service"
     with pytest.raises(SystemExit):
         build_parser(command).parse_args([command, "show", "--data-dir", "/srv/desk"])
+
+
+def test_a_gemini_entry_says_it_shadows_the_extensions_server(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Gemini CLI lets a settings.json server win over an extension's server of the same name: say so."""
+    target = tmp_path / "settings.json"
+    assert main(["config", "gemini-cli", "--write", "--path", str(target)]) == 0
+    assert "takes precedence over the incident-desk Gemini extension's server" in capsys.readouterr().err
+    assert main(["config", "gemini-cli", "--write", "--path", str(target), "--name", "desk-local"]) == 0
+    assert "takes precedence" not in capsys.readouterr().err
+    assert set(json.loads(target.read_text(encoding="utf-8"))["mcpServers"]) == {"incident-desk", "desk-local"}

@@ -41,7 +41,8 @@ def test_the_plugin_and_extension_carry_the_packages_version_and_the_desk() -> N
     assert plugin["version"] == extension["version"] == __version__
     for manifest, root in ((plugin, "${CLAUDE_PLUGIN_ROOT}"), (extension, "${extensionPath}")):
         server = manifest["mcpServers"]["incident-desk"]
-        assert [server["command"], *server["args"]] == ["uvx", "--from", root, "incident-desk"]
+        # Offline like every other uvx entry: a client that drops the shell's certificate settings still starts it.
+        assert [server["command"], *server["args"]] == ["uvx", "--offline", "--from", root, "incident-desk"]
     assert (ROOT / extension["contextFileName"]).is_file()
     front = SKILL.read_text(encoding="utf-8").split("---")[1]
     assert "name: incident-triage" in front

@@ -16,6 +16,14 @@ if TYPE_CHECKING:
     from incident_desk.client_configs import Launcher
 
 
+# The server name in gemini-extension.json; Gemini CLI lets a settings.json entry of the same name win.
+EXTENSION_SERVER = "incident-desk"
+GEMINI_SHADOWS_EXTENSION = (
+    "note: this settings.json entry takes precedence over the incident-desk Gemini extension's server of the same "
+    "name; if you use the extension, remove this entry or write it with --name another-name"
+)
+
+
 def run_config(args: argparse.Namespace) -> int:
     """Print or write the entry; stdout is the snippet alone (it gets piped), every remark goes to stderr."""
     from incident_desk import client_configs
@@ -35,6 +43,8 @@ def run_config(args: argparse.Namespace) -> int:
                 err(f"{args.name} in {report.path} is already up to date; nothing written")
             else:
                 err(f"{args.name} {'updated in' if report.replaced else 'added to'} {report.path}{backup}")
+            if args.client == "gemini-cli" and args.name == EXTENSION_SERVER:
+                notes.append(GEMINI_SHADOWS_EXTENSION)
         else:
             snippet = client_configs.render_snippet(
                 args.client, launcher, http_url=args.http_url, env=env, token=token, name=args.name
