@@ -23,7 +23,7 @@ from incident_desk.protocol.client_features import HideAppViewsFromPlainClients
 from incident_desk.protocol.client_logging import RequestLogContext, serve_set_level
 from incident_desk.protocol.library_hooks import sdk_resource_templates
 from incident_desk.protocol.tool_arguments import DeskWordsForArgumentErrors
-from incident_desk.protocol.tool_selection import check_names, instructions_note, tools_off
+from incident_desk.protocol.tool_selection import AnswerTurnedOffTools, check_names, instructions_note, tools_off
 
 logger = structlog.get_logger(__name__)
 
@@ -75,6 +75,8 @@ def build_server(app: DeskApp, *, defer_features: bool = False) -> MCPServer:
         extensions=[timeline.extension(app)],
     )
     server.middleware.append(DeskWordsForArgumentErrors(server))
+    if off := _tools_off(app):
+        server.middleware.append(AnswerTurnedOffTools(off))
     _install_telemetry(server, app, after=log_context)
     serve_set_level(server, app.log_levels)
     completions.register(server, app)

@@ -36,6 +36,10 @@ async def test_read_only_serves_no_acting_tool_and_says_so(make_server: Callable
     assert "This desk is read-only" in instructions
     assert f"Turned off on this desk by its operator: {', '.join(acting_tools(tool_catalog()))}." in instructions
     assert refused.is_error and "restart_service" in text_of(refused)
+    assert text_of(refused) == (
+        "restart_service is turned off on this desk: this desk is read-only (read_only = true) and serves no "
+        "acting tool."
+    )
 
 
 async def test_enabled_and_disabled_tools_pick_the_tools(make_server: Callable[..., MCPServer]) -> None:
@@ -47,6 +51,13 @@ async def test_enabled_and_disabled_tools_pick_the_tools(make_server: Callable[.
         instructions = client.instructions or ""
     assert listed == ["acknowledge_incident", "list_incidents"]
     assert "get_runbook" in instructions.rsplit("Turned off", 1)[1]
+    async with connect(server, "legacy") as client:
+        disabled = await client.call_tool("get_runbook", {"service": "payments-api"})
+        unchosen = await client.call_tool("search_incident_log", {"incidentId": "INC-1042", "pattern": "x"})
+    assert disabled.is_error and "get_runbook is turned off on this desk: its operator turned it off" in (
+        text_of(disabled)
+    )
+    assert unchosen.is_error and "only the tools named in enabled_tools" in text_of(unchosen)
 
 
 def test_an_unknown_tool_name_is_refused_naming_the_setting(
@@ -57,6 +68,9 @@ def test_an_unknown_tool_name_is_refused_naming_the_setting(
     monkeypatch.setenv("INCIDENT_DESK_ENABLED_TOOLS", '["list_incidents", "restart_everything"]')
     assert cli_main(["tools"]) == 2
     assert "enabled_tools: no such tool restart_everything" in capsys.readouterr().err
+    monkeypatch.setenv("INCIDENT_DESK_ENABLED_TOOLS", '["list_incidents", "restart_servce"]')
+    assert cli_main(["tools"]) == 2
+    assert "no such tool restart_servce (did you mean restart_service?)" in capsys.readouterr().err
 
 
 def test_the_tools_command_prints_what_a_configuration_serves(capsys: pytest.CaptureFixture[str]) -> None:
