@@ -541,3 +541,39 @@ def test_a_gemini_entry_says_it_shadows_the_extensions_server(
     assert main(["config", "gemini-cli", "--write", "--path", str(target), "--name", "desk-local"]) == 0
     assert "takes precedence" not in capsys.readouterr().err
     assert set(json.loads(target.read_text(encoding="utf-8"))["mcpServers"]) == {"incident-desk", "desk-local"}
+
+
+def test_config_for_an_oauth_desk_names_its_issuer_and_sends_no_token(capsys: pytest.CaptureFixture[str]) -> None:
+    """A desk that publishes Protected Resource Metadata signs people in itself: no static token hint."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    asked: list[str] = []
+
+    class Metadata(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            asked.append(self.path)
+            found = self.path == "/.well-known/oauth-protected-resource/mcp"
+            body = json.dumps({"resource": "x", "authorization_servers": ["https://id.example/\nrealms/sre"]})
+            self.send_response(200 if found else 404)
+            self.send_header("content-type", "application/json")
+            self.end_headers()
+            self.wfile.write(body.encode() if found else b"{}")
+
+        def log_message(self, *_: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Metadata)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/mcp"
+    try:
+        assert main(["config", "gemini-cli", "--http-url", url, "--token"]) == 0
+    finally:
+        server.shutdown()
+        server.server_close()
+    captured = capsys.readouterr()
+    assert asked == ["/.well-known/oauth-protected-resource/mcp"]
+    assert "signs people in with OAuth at https://id.example/" in captured.err
+    assert "realms/sre\n" not in captured.err, "the issuer is untrusted text, shown as one line"
+    assert "--token is not used" in captured.err and "add --token" not in captured.err
+    assert "headers" not in http_entry("gemini-cli", captured.out)

@@ -91,8 +91,16 @@ def _http_token(args: argparse.Namespace) -> tuple[bool, list[str]]:
             "serves with the settings it was started with (drop --http-url for a desk of the client's own)"
         )
     host = urlsplit(args.http_url).hostname  # None: not a URL, which the entry itself refuses with the reason
-    spec, token = client_spec(args.client), args.token or (host is not None and not is_loopback(host))
     notes = [f"the client will see the desk serving {args.http_url}"]
+    issuer = _oauth_issuer(args.http_url) if host is not None else None
+    if issuer is not None:
+        notes.append(
+            f"the desk at {args.http_url} signs people in with OAuth at {issuer}: the client signs you in when it "
+            "connects, so the entry sends no token"
+            + ("; --token is not used" if args.token else "")
+        )
+        return False, notes
+    spec, token = client_spec(args.client), args.token or (host is not None and not is_loopback(host))
     if not token:
         notes.append("no Authorization header: right for a loopback desk without a token; add --token if it has one")
     elif spec.http_token is None and spec.http_supported:
@@ -103,6 +111,41 @@ def _http_token(args: argparse.Namespace) -> tuple[bool, list[str]]:
     else:
         notes.append(f"the entry sends the bearer token through {spec.http_token}, which the client fills in")
     return token, notes
+
+
+# How long `config --http-url` waits for the desk's OAuth metadata, and how much of it it reads.
+_METADATA_SECONDS = 5.0
+_METADATA_BYTES = 64 * 1024
+
+
+def _oauth_issuer(url: str) -> str | None:
+    """The issuer a desk at ``url`` names in its Protected Resource Metadata (RFC 9728), or None when it has none
+    (a token or loopback desk) or cannot be reached; what it answers is untrusted text, shown as one line."""
+    import json
+    from urllib.parse import urlsplit, urlunsplit
+
+    from incident_desk.core.neighbours import outside
+    from incident_desk.core.neighbours.untrusted import one_line
+
+    parts = urlsplit(url)
+    metadata = urlunsplit((parts.scheme, parts.netloc, "/.well-known/oauth-protected-resource" + parts.path, "", ""))
+    request = outside.Request(
+        "GET",
+        metadata,
+        what=f"the desk's OAuth metadata ({metadata})",
+        deadline_seconds=_METADATA_SECONDS,
+        max_bytes=_METADATA_BYTES,
+        headers={"Accept": "application/json"},
+    )
+    try:
+        response = outside.exchange(request)
+        document = json.loads(response.content) if response.is_success else None
+    except (outside.OutsideError, ValueError):
+        return None
+    servers = document.get("authorization_servers") if isinstance(document, dict) else None
+    if not isinstance(servers, list) or not servers or not isinstance(servers[0], str):
+        return None
+    return one_line(servers[0], 200)
 
 
 def _uvx_cache_notes(launcher: Launcher, source: str) -> list[str]:
