@@ -189,3 +189,24 @@ def test_the_corpus_exercises_redaction_both_ways(tmp_path: Path) -> None:
     assert len(_reference(log, "hunter2", False, redacting=False)) > 10
     assert len(_reference(log, "REDACTED", False, redacting=True)) > len(_reference(log, "REDACTED", False, False))
     assert any(number > 300 for number, _text in _reference(log, "ERROR", False, redacting=True))
+
+
+def test_a_search_for_the_mask_finds_every_masked_line_of_a_key_block(tmp_path: Path) -> None:
+    """A body line of a key block whose BEGIN has a log prefix is masked only because its END follows; alone it
+    looks like any base64. A search aimed at the mask finds it as a page shows it, with the lines around it."""
+    body = [
+        b"12:00:01 app INFO line 1",
+        b'{"k": "-----BEGIN EC PRIVATE KEY-----',
+        b"96heCZ1JqePQprl8oEEs9K7oKa1a72bhWTIL+Hp904qgFrhc9nSfX3M0jQXn0rHv",
+        b"Fix/GHi/PwikdD6xBYA7kBPytWCRDvBWWj5/v/TLU+Md+qZUiGPB/h/cQBQv9PuK",
+        b"U4w03vMpH7uho+88Xli0mg9sCKdm0lRD/B0tw/udRdZEdrJp1MimmgzwTTS7M/8Z",
+        b"-----END PRIVATE KEY-----",
+        b"12:00:02 app INFO line 2",
+    ]
+    log = tmp_path / "log.txt"
+    log.write_bytes(b"\n".join(body) + b"\n")
+    shown = _reference(log, r"\[REDACTED\]", False, redacting=True)
+    assert [number for number, _text in shown] == [3, 4, 5]
+    for sizes in (SearchSizes(), SearchSizes(read_bytes=16 * 1024, first_window=1024, min_window=512)):
+        assert _search_all(log, r"\[REDACTED\]", False, True, limit=1000, sizes=sizes) == shown
+        assert _search_all(log, "REDACTED", True, True, limit=1, sizes=sizes) == shown

@@ -116,6 +116,12 @@ def _ends_in_base64(raw: bytes) -> bool:
     return len(tail) == 2 and not tail.translate(None, _BASE64_BYTES)
 
 
+def _all_base64(raw: bytes) -> bool:
+    """Whether ``raw`` (before a carriage return) is base64 alone, as a PEM key body line is: one byte test."""
+    line = raw[:-1] if raw.endswith(b"\r") else raw
+    return len(line) >= 2 and not line.translate(None, _BASE64_BYTES)
+
+
 # How far back a search looks for the start of that key block: a 4096-bit RSA key in PEM is about 3.3 KB.
 _KEY_CONTEXT_BYTES = 16 * 1024
 
@@ -203,7 +209,9 @@ class _Search:
     def consider(self, number: int, raw: bytes, true_length: int, offset: int) -> None:
         """Decode and redact one candidate line; keep it if the pattern matches what would be shown."""
         text = decode(cut(raw, true_length), self.redactor)
-        if self.pattern.matches(text) and self.redactor is not identity:
+        # A key body line may be masked only by its block: a pattern aimed at the mask must see it so.
+        maybe_masked_by_block = not self.pattern.mask_blind and _all_base64(raw)
+        if self.redactor is not identity and (maybe_masked_by_block or self.pattern.matches(text)):
             if _ends_in_base64(raw):
                 # A private key's short last body line is only recognisable by the key block above it: shown
                 # alone, it would be unmasked. Redact it as a page would, with the lines before it.
@@ -226,15 +234,19 @@ class _Search:
         return data[data.rfind(b"\n") + 1 :]
 
     def _redacted_in_context(self, raw: bytes, true_length: int, offset: int) -> str:
-        """The line at ``offset`` as shown after redacting it together with up to _KEY_CONTEXT_BYTES before it."""
+        """The line at ``offset`` as shown after redacting it together with up to _KEY_CONTEXT_BYTES on each side:
+        the block's BEGIN above, and its END below, which decides whether a body line with a log prefix is key."""
         start = max(0, offset - _KEY_CONTEXT_BYTES)
         before = os.pread(self.fileno, offset - start, start)
         if start > 0:
             before = before[before.find(b"\n") + 1 :]  # from the first whole line
         if b"private" not in before.lower():  # no key block began above: the line alone was right
             return decode(cut(raw, true_length), self.redactor)
-        shown = decode(before + cut(raw, true_length), self.redactor)
-        return shown[shown.rfind("\n") + 1 :]
+        after = os.pread(self.fileno, _KEY_CONTEXT_BYTES, offset + true_length + 1)
+        after = after[: after.rfind(b"\n") + 1] if len(after) == _KEY_CONTEXT_BYTES else after
+        # Redaction keeps the number of lines, so the line is the one after as many newlines as ``before`` has.
+        shown = decode(before + cut(raw, true_length) + (b"\n" + after if after else b""), self.redactor)
+        return shown.split("\n")[before.count(b"\n")]
 
     def finish_pending(self) -> bool:
         """Finish the previous run: its special lines left after its last candidate, and its newline count.
