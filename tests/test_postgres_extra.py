@@ -102,6 +102,7 @@ def test_psycopg_is_the_postgres_extra_and_the_tests_install_it() -> None:
         "psycopg-pool",
         "psycopg[binary]",
     ]
+    assert "incident-desk[postgres]" in project["optional-dependencies"]["test"]
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     (install,) = [line for line in ci.splitlines() if "uv pip install" in line and "-e" in line]
     assert "postgres" in install.split("-e", 1)[1], "the test run needs psycopg for tests/test_team_desk.py"
