@@ -40,6 +40,7 @@ from incident_desk.core.sources import IncidentSources, silences
 from incident_desk.core.sources.alertmanager import AlertmanagerSource
 from incident_desk.memory_keeper import MemoryKeeper
 from incident_desk.protocol.client_logging import ClientLogLevels
+from incident_desk.settings.errors import SettingsError
 from incident_desk.settings.model import Settings, user_data_dir
 
 if TYPE_CHECKING:
@@ -49,6 +50,8 @@ if TYPE_CHECKING:
     from incident_desk.core.sources.changes import ChangeRead
 
 logger = structlog.get_logger(__name__)
+# How to add the PostgreSQL journal's driver to an install made without it.
+POSTGRES_INSTALL = 'pip install "incident-desk[postgres]" or uv tool install "incident-desk[postgres]"'
 T = TypeVar("T")
 # Logs up to this size are read on the caller's thread when the data directory's last look is fresh: reading and
 # redacting them costs the loop about as much as a hop to a worker thread and back (docs/performance.md); beyond
@@ -412,10 +415,24 @@ def source_secret(settings: Settings) -> Callable[[str], str | None]:
     return lookup
 
 
+def require_postgres_driver() -> None:
+    """psycopg comes with the ``postgres`` extra, which a desktop install goes without: say how to add it."""
+    try:
+        import psycopg  # noqa: F401
+        import psycopg_pool  # noqa: F401
+    except ImportError as exc:
+        raise SettingsError(
+            f"audit_db is a PostgreSQL URL, but the PostgreSQL driver is not installed ({exc}); install the "
+            f"desk with its postgres extra: {POSTGRES_INSTALL}"
+        ) from None
+
+
 def open_journal(settings: Settings) -> Journal:
-    """The SQLite journal (the default), or the PostgreSQL one replicas share; ``AuditError`` names the setting."""
+    """The SQLite journal (the default), or the PostgreSQL one replicas share; ``AuditError`` names the setting,
+    ``SettingsError`` the extra to install when the PostgreSQL driver is missing."""
     if settings.audit_url is None:
         return AuditJournal(settings.audit_path, desk=settings.journal_desk)
+    require_postgres_driver()
     from incident_desk.core.journal.audit_pg import PostgresJournal
 
     # The password never comes from the URL (settings refuse one there): environment first, then the keychain.

@@ -58,7 +58,6 @@ def format_held(held: list[HeldLock]) -> str:
 def run_locks(settings: Settings, action: str, service: str | None, reason: str | None) -> int:
     from incident_desk.app import open_journal
     from incident_desk.core.journal.audit import AuditError, Decision
-    from incident_desk.core.journal.audit_pg import PostgresJournal
     from incident_desk.core.outcomes import RestartOutcome
 
     if settings.audit_url is None:
@@ -69,6 +68,9 @@ def run_locks(settings: Settings, action: str, service: str | None, reason: str 
         return 2
     try:
         journal = open_journal(settings)
+        # Only now, with the driver known to be installed: the postgres extra is optional.
+        from incident_desk.core.journal.audit_pg import PostgresJournal
+
         assert isinstance(journal, PostgresJournal)
         try:
             if action == "list":
