@@ -96,8 +96,7 @@ def _http_token(args: argparse.Namespace) -> tuple[bool, list[str]]:
     if issuer is not None:
         notes.append(
             f"the desk at {args.http_url} signs people in with OAuth at {issuer}: the client signs you in when it "
-            "connects, so the entry sends no token"
-            + ("; --token is not used" if args.token else "")
+            "connects, so the entry sends no token" + ("; --token is not used" if args.token else "")
         )
         return False, notes
     spec, token = client_spec(args.client), args.token or (host is not None and not is_loopback(host))
