@@ -86,8 +86,8 @@ class DeskApp:
     sealing_keys: list[bytes] = field(default_factory=list)
     log_levels: ClientLogLevels = field(default_factory=ClientLogLevels)
     memory: MemoryKeeper | None = None
-    # The out-of-band approvals pending on this desk (out_of_band.ApprovalDesk), made on first use.
-    approval_desk: object | None = field(default=None, init=False, repr=False, compare=False)
+    # The out-of-band approvals pending on this desk (out_of_band.ApprovalStore), made on first use.
+    approval_store: object | None = field(default=None, init=False, repr=False, compare=False)
     _readers_loaded: bool = field(default=False, init=False, repr=False)
 
     @property

@@ -20,7 +20,7 @@ from incident_desk.core.incidents import Incident
 from incident_desk.core.journal.activity import Act, Event
 from incident_desk.core.journal.audit import Decision, Journal
 from incident_desk.core.journal.memory import SIGNATURE_HEAD_BYTES, Memory, Remembered, signature_of
-from incident_desk.core.outcomes import RestartOutcome
+from incident_desk.core.outcomes import Outcome
 
 logger = structlog.get_logger(__name__)
 
@@ -29,7 +29,7 @@ LogReader = Callable[[str, Callable[[BinaryIO], bytes]], bytes]
 RESTARTS_LOOKED_AT = 500
 # Incidents remembered in one write (one transaction, one sync to disk).
 BATCH = 100
-_RESTARTED = frozenset({RestartOutcome.EXECUTED, RestartOutcome.SIMULATED})
+_RESTARTED = frozenset({Outcome.EXECUTED, Outcome.SIMULATED})
 
 
 def _head(handle: BinaryIO) -> bytes:

@@ -55,7 +55,7 @@ class ChangeEventOut(BaseModel):
     source: str = Field(description="The [[change_sources]] entry it came from")
 
 
-class DeskAct(BaseModel):
+class ActRecord(BaseModel):
     """Something the desk did (a restart decision today; more kinds of act can join)."""
 
     time: datetime
@@ -68,7 +68,7 @@ ACT_TEXT_CHARS = 80
 
 WrittenOutSeries = Annotated[MetricSeries, results.written_out(MetricSeries)]
 WrittenOutChange = Annotated[ChangeEventOut, results.written_out(ChangeEventOut)]
-WrittenOutAct = Annotated[DeskAct, results.written_out(DeskAct)]
+WrittenOutAct = Annotated[ActRecord, results.written_out(ActRecord)]
 
 
 @dataclass(frozen=True)
@@ -164,10 +164,10 @@ async def gather_metrics(
     return Gathered([metric_series_out(s) for s in found], [f"{p.name}: {p.reason}" for p in problems], notes, window)
 
 
-def restart_acts(decisions: Sequence[Decision]) -> list[DeskAct]:
+def restart_acts(decisions: Sequence[Decision]) -> list[ActRecord]:
     """The journal's restart decisions as acts of the desk, oldest first."""
     return [
-        DeskAct(
+        ActRecord(
             time=d.time,
             kind="restart",
             summary=f"restart {d.outcome}" + (f" {d.ticket}" if d.ticket else "") + f" by {d.approver}",
@@ -176,11 +176,11 @@ def restart_acts(decisions: Sequence[Decision]) -> list[DeskAct]:
     ]
 
 
-def activity_acts(events: Sequence[Event]) -> list[DeskAct]:
+def activity_acts(events: Sequence[Event]) -> list[ActRecord]:
     """An incident's acts that took effect (acknowledge, note, silence, unsilence, resolve), oldest first; the kind
     is the act, so the view styles each kind its own way."""
     return [
-        DeskAct(
+        ActRecord(
             time=e.time,
             kind=str(e.act),
             summary=f"{e.act} by {e.actor}"

@@ -23,7 +23,7 @@ from incident_desk.core.journal.audit import (
     DuplicateApproval,
     format_decisions,
 )
-from incident_desk.core.outcomes import RestartOutcome
+from incident_desk.core.outcomes import RESTART_OUTCOMES, Outcome
 
 pytestmark = pytest.mark.anyio
 
@@ -54,7 +54,7 @@ def test_round_trip_keeps_every_field(journal: AuditJournal) -> None:
     when = datetime(2026, 3, 1, 12, 30, 45, 123456, tzinfo=UTC)
     original = Decision(
         service="payments",
-        outcome=RestartOutcome.FAILED,
+        outcome=Outcome.FAILED,
         ticket="CHG-7",
         approver="bob@example",
         protocol_era="2026-07-28",
@@ -96,11 +96,11 @@ def test_recent_is_newest_first_and_limited(journal: AuditJournal) -> None:
 
 
 def test_every_outcome_is_accepted_and_unknown_ones_are_not(journal: AuditJournal) -> None:
-    for outcome in RestartOutcome:
+    for outcome in RESTART_OUTCOMES:
         journal.record(_decision(outcome=outcome.value))
-    assert {d.outcome for d in journal.recent(limit=100)} == set(RestartOutcome)
+    assert {d.outcome for d in journal.recent(limit=100)} == set(RESTART_OUTCOMES)
     # lock_broken: an operator broke a stuck restart lock; approval_requested and page_opened: out-of-band steps
-    assert len(RestartOutcome) == 18
+    assert len(RESTART_OUTCOMES) == 18
     with pytest.raises(ValueError, match="unknown audit outcome"):
         _decision(outcome="rebooted")
 

@@ -50,7 +50,7 @@ def test_a_changed_outcome_text_makes_the_outcomes_page_stale(monkeypatch: pytes
 
 def test_a_changed_act_text_makes_the_outcomes_page_stale(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "outcomes.md" not in reference_docs.stale_pages()
-    changed = outcomes.OutcomeText("note", outcomes.EventOutcome.DONE, "NOTE SAVED on {id}")
+    changed = outcomes.OutcomeText("note", outcomes.Outcome.DONE, "NOTE SAVED on {id}")
     monkeypatch.setattr(outcomes, "NOTE_ADDED", changed)
     assert reference_docs.stale_pages() == ["outcomes.md"]
 

@@ -18,7 +18,7 @@ from mcp.shared.exceptions import MCPError
 from incident_desk.core.incidents import bundled_sample_data
 from incident_desk.core.journal.activity import Act, Event
 from incident_desk.core.journal.audit import AuditJournal, Decision
-from incident_desk.core.outcomes import EventOutcome, RestartOutcome
+from incident_desk.core.outcomes import Outcome
 from incident_desk.features.prompts import SAVE_SENTENCE
 from incident_desk.server import build_server
 from tests.helpers import AppFactory, connect, text_of
@@ -115,7 +115,7 @@ async def test_desk_name_setting_names_the_desk(make_app: AppFactory, tmp_path: 
     first = make_app(desk_name="team-a")
     second = make_app(desk_name="team-a")
     third = make_app(desk_name="team-b")
-    first.journal.record_event(Event("ignored", "INC-1042", Act.NOTE, EventOutcome.DONE, "os:alice", "hello"))
+    first.journal.record_event(Event("ignored", "INC-1042", Act.NOTE, Outcome.DONE, "os:alice", "hello"))
     assert [e.text for e in second.journal.activity("INC-1042")] == ["hello"]
     assert [e.desk for e in second.journal.activity("INC-1042")] == ["team-a"]  # written as the journal's desk
     assert third.journal.activity("INC-1042") == []
@@ -153,8 +153,8 @@ def test_a_version_1_sqlite_journal_is_upgraded_in_place_without_losing_rows(tmp
     kept = journal.recent(10)
     assert [d.ticket for d in kept] == ["CHG-2", "CHG-1", "CHG-0"]
     assert journal.count() == 3
-    journal.record(Decision("payments-api", RestartOutcome.DECLINED, None, "os:bob", "2025-11-25"))
-    journal.record_event(Event("upgraded", "INC-1042", Act.ACKNOWLEDGE, EventOutcome.DONE, "os:bob"))
+    journal.record(Decision("payments-api", Outcome.DECLINED, None, "os:bob", "2025-11-25"))
+    journal.record_event(Event("upgraded", "INC-1042", Act.ACKNOWLEDGE, Outcome.DONE, "os:bob"))
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
         assert conn.execute("SELECT COUNT(*) FROM decisions WHERE desk = 'upgraded'").fetchone()[0] == 4

@@ -19,7 +19,7 @@ from mcp_types import ErrorData
 
 from incident_desk.cli.main import main as cli_main
 from incident_desk.core.journal.audit import DEFAULT_DESK, FIELD_LIMITS, AuditJournal, Decision
-from incident_desk.core.outcomes import RestartOutcome
+from incident_desk.core.outcomes import Outcome
 from tests.helpers import AppFactory, connect, text_of
 from tests.restart_helpers import SERVICE, Operator, desk, rows
 
@@ -80,7 +80,7 @@ def test_every_stored_field_is_cut_and_marked(tmp_path: Path) -> None:
     journal.record(
         Decision(
             service=_huge("s"),
-            outcome=RestartOutcome.FAILED,
+            outcome=Outcome.FAILED,
             ticket=_huge("t"),
             approver=_huge("a"),
             protocol_era=_huge("e"),
@@ -100,9 +100,7 @@ def test_a_nonce_is_never_cut(tmp_path: Path) -> None:
     journal = AuditJournal(tmp_path / "audit.sqlite3")
     with pytest.raises(ValueError, match="nonce of 65 characters"):
         journal.record(
-            Decision(
-                service="x", outcome=RestartOutcome.APPROVED, ticket="T", approver="a", protocol_era="e", nonce="n" * 65
-            )
+            Decision(service="x", outcome=Outcome.APPROVED, ticket="T", approver="a", protocol_era="e", nonce="n" * 65)
         )
     assert journal.count() == 0
 

@@ -26,7 +26,7 @@ from mcp.shared.exceptions import MCPError
 
 from incident_desk.app import DeskApp
 from incident_desk.core.journal.memory import SIGNATURE_HEAD_BYTES, Memory, SqliteMemory, normalise, signature_of
-from incident_desk.core.outcomes import RestartOutcome
+from incident_desk.core.outcomes import Outcome
 from incident_desk.server import build_server
 from tests.alertmanager import alert, needs_alertmanager, running_alertmanager
 from tests.helpers import AppFactory, child_env, connect, synthetic_incidents, text_of
@@ -151,7 +151,7 @@ async def test_a_journal_resolution_restarts_and_time_to_resolve_are_remembered(
     make_app: AppFactory, tmp_path: Path
 ) -> None:
     from incident_desk.core.journal.activity import Act, Event
-    from incident_desk.core.outcomes import EventOutcome
+    from incident_desk.core.outcomes import Outcome
 
     app = make_app(data_dir=_oom_desk(tmp_path / "desk"))
     await _served(app)
@@ -163,7 +163,7 @@ async def test_a_journal_resolution_restarts_and_time_to_resolve_are_remembered(
                 desk=app.desk_name,
                 incident_id="INC-1",
                 act=act,
-                outcome=EventOutcome.DONE,
+                outcome=Outcome.DONE,
                 actor="alice",
                 text=text,
                 time=resolved_at,
@@ -332,7 +332,7 @@ def test_memory_tables_join_an_existing_journal_without_touching_its_rows(tmp_pa
     path = tmp_path / "journal.sqlite3"
     journal = AuditJournal(path, desk="kept")
     journal.record(
-        Decision(service="db", outcome=RestartOutcome.EXECUTED, ticket="CHG-1", approver="a", protocol_era="legacy")
+        Decision(service="db", outcome=Outcome.EXECUTED, ticket="CHG-1", approver="a", protocol_era="legacy")
     )
     memory = SqliteMemory(path, "kept")
     SqliteMemory(path, "kept")  # opened again, as every start does: nothing is created twice

@@ -16,7 +16,7 @@ from mcp_types import TextContent
 
 from incident_desk.cli.main import main as cli_main
 from incident_desk.core.journal.audit import AuditJournal, Decision
-from incident_desk.core.outcomes import RestartOutcome
+from incident_desk.core.outcomes import Outcome
 from tests.helpers import AppFactory, connect, text_of
 from tests.restart_helpers import (
     APPROVER,
@@ -106,7 +106,7 @@ def _journal_with(path: Path, *decisions: tuple[str, str | None, int | None]) ->
         journal.record(
             Decision(
                 service=SERVICE,
-                outcome=RestartOutcome(outcome),
+                outcome=Outcome(outcome),
                 ticket=ticket,
                 approver="os:alice",
                 protocol_era="2026-07-28",

@@ -11,7 +11,7 @@ import pytest
 from incident_desk.core.journal.activity import Act, Event
 from incident_desk.core.journal.audit import Decision
 from incident_desk.core.journal.audit_pg import PostgresJournal
-from incident_desk.core.outcomes import EventOutcome, RestartOutcome
+from incident_desk.core.outcomes import Outcome
 from incident_desk.server import build_server
 from tests.helpers import AppFactory, connect, text_of
 from tests.postgres_cluster import PASSWORD, Cluster, running_cluster, unavailable_reason
@@ -83,8 +83,8 @@ def test_a_version_1_postgres_journal_is_upgraded_in_place(cluster: Cluster, jou
     try:
         assert journal.schema_version() == 2
         assert [d.ticket for d in journal.recent(10)] == ["CHG-2", "CHG-1", "CHG-0"]
-        journal.record(Decision("payments-api", RestartOutcome.DECLINED, None, "os:bob", "2025-11-25"))
-        journal.record_event(Event("upgraded", "INC-1042", Act.NOTE, EventOutcome.DONE, "os:bob", "kept"))
+        journal.record(Decision("payments-api", Outcome.DECLINED, None, "os:bob", "2025-11-25"))
+        journal.record_event(Event("upgraded", "INC-1042", Act.NOTE, Outcome.DONE, "os:bob", "kept"))
         assert journal.count() == 4
         assert [e.text for e in journal.activity("INC-1042")] == ["kept"]
     finally:

@@ -30,7 +30,7 @@ from mcp_types import ElicitResult, InputRequiredResult, InputResponses
 from incident_desk.core.journal.audit import AuditError, Decision, DuplicateApproval
 from incident_desk.core.journal.audit_pg import PostgresJournal
 from incident_desk.core.journal.locks import ServiceBusy
-from incident_desk.core.outcomes import RestartOutcome
+from incident_desk.core.outcomes import Outcome
 from incident_desk.settings.errors import SettingsError
 from incident_desk.settings.model import load_settings
 from tests.helpers import ROOT, child_env, text_of
@@ -115,13 +115,11 @@ def _outcomes(url: str) -> list[str]:
 def test_the_postgres_journal_keeps_decisions_and_refuses_a_nonce_twice_across_replicas(journal_url: str) -> None:
     first, second = _journal(journal_url), _journal(journal_url)
     try:
-        decision = Decision(SERVICE, RestartOutcome.APPROVED, "CHG-1", "os:alice", "2026-07-28", nonce="n" * 32)
+        decision = Decision(SERVICE, Outcome.APPROVED, "CHG-1", "os:alice", "2026-07-28", nonce="n" * 32)
         first.record(decision)
         with pytest.raises(DuplicateApproval):
             second.record(decision)
-        second.record(
-            Decision(SERVICE, RestartOutcome.REFUSED_STALE, "CHG-1", "os:alice", "2026-07-28", detail="replayed")
-        )
+        second.record(Decision(SERVICE, Outcome.REFUSED_STALE, "CHG-1", "os:alice", "2026-07-28", detail="replayed"))
         assert [str(d.outcome) for d in first.recent()] == ["refused_stale", "approved"]
         assert first.count() == 2 and first.schema_version() == 2
         first.probe()  # doctor's check: written, read back, rolled back

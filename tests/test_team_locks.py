@@ -22,7 +22,7 @@ import pytest
 from incident_desk.core.journal.audit import Decision
 from incident_desk.core.journal.audit_pg import PostgresJournal
 from incident_desk.core.journal.locks import LockLost, ServiceBusy
-from incident_desk.core.outcomes import RestartOutcome
+from incident_desk.core.outcomes import Outcome
 from tests.helpers import ROOT, AppFactory, child_env, connect, text_of
 from tests.http_desk import run_desk
 from tests.postgres_cluster import PASSWORD, Cluster, running_cluster, unavailable_reason
@@ -406,6 +406,6 @@ async def test_a_nul_in_a_ticket_on_postgres_is_refused_with_a_journal_row(
 
 
 def test_journal_fields_escape_what_postgres_cannot_store() -> None:
-    decision = Decision("a\x00b", RestartOutcome.APPROVED, "t\ud800", "os:x", "2025-11-25", detail="x\x00")
+    decision = Decision("a\x00b", Outcome.APPROVED, "t\ud800", "os:x", "2025-11-25", detail="x\x00")
     assert (decision.service, decision.ticket, decision.detail) == ("a\\x00b", "t\\ud800", "x\\x00")
     assert json.dumps(decision.service)  # a plain string, storable anywhere

@@ -13,7 +13,7 @@ from mcp.client import advertise
 from mcp.server.apps import APP_MIME_TYPE, EXTENSION_ID
 
 from incident_desk.core.journal.audit import Decision
-from incident_desk.core.outcomes import RestartOutcome
+from incident_desk.core.outcomes import Outcome
 from incident_desk.server import build_server
 from tests.helpers import AppFactory, connect, text_of
 
@@ -28,14 +28,14 @@ async def test_the_timeline_of_the_sample_incident(make_app: AppFactory, era: st
     app.journal.record(
         Decision(
             "payments-api",
-            RestartOutcome.SIMULATED,
+            Outcome.SIMULATED,
             "CHG-7",
             "ana",
             era,
             time=datetime(2026, 11, 29, 10, 59, 30, tzinfo=UTC),
         )
     )
-    app.journal.record(Decision("search-api", RestartOutcome.DECLINED, None, "bo", era))
+    app.journal.record(Decision("search-api", Outcome.DECLINED, None, "bo", era))
     async with connect(build_server(app), era) as client:
         result = await client.call_tool("show_incident_timeline", {"incidentId": "INC-1042"})
     assert not result.is_error, result.content

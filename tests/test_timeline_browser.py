@@ -18,7 +18,7 @@ from mcp.client import advertise
 from mcp.server.apps import APP_MIME_TYPE, EXTENSION_ID
 
 from incident_desk.core.journal.audit import Decision
-from incident_desk.core.outcomes import RestartOutcome
+from incident_desk.core.outcomes import Outcome
 from incident_desk.server import build_server
 from tests.helpers import ROOT, AppFactory, connect
 
@@ -60,9 +60,7 @@ async def _render(tmp_path: Path, make_app: AppFactory, harness: Path) -> dict[s
     entry.joinpath("log.txt").write_text(LOG)
     app = make_app(data_dir=tmp_path / "desk")
     restart_time = datetime(2026, 11, 29, 10, 3, 10, tzinfo=UTC)
-    app.journal.record(
-        Decision("payments-api", RestartOutcome.SIMULATED, "CHG-1", "ana", "2026-07-28", time=restart_time)
-    )
+    app.journal.record(Decision("payments-api", Outcome.SIMULATED, "CHG-1", "ana", "2026-07-28", time=restart_time))
     apps = advertise(EXTENSION_ID, {"mimeTypes": [APP_MIME_TYPE]})
     async with connect(build_server(app), "legacy", extensions=[apps]) as client:
         tool = next(t for t in (await client.list_tools()).tools if t.name == "show_incident_timeline")

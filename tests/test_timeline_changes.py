@@ -18,7 +18,7 @@ from mcp.server.apps import APP_MIME_TYPE, EXTENSION_ID
 
 from incident_desk.app import DeskApp
 from incident_desk.core.journal.audit import Decision
-from incident_desk.core.outcomes import RestartOutcome
+from incident_desk.core.outcomes import Outcome
 from incident_desk.server import build_server
 from tests.helpers import AppFactory, connect, text_of
 from tests.prometheus import Prometheus, canned_prometheus, needs_prometheus
@@ -55,7 +55,7 @@ def change_sources(tmp_path: Path, opened: datetime) -> list[dict[str, Any]]:
 
 
 def _record_restart(app: DeskApp, at: datetime, era: str) -> None:
-    app.journal.record(Decision(SERVICE, RestartOutcome.SIMULATED, "CHG-9", "ana", era, time=at))
+    app.journal.record(Decision(SERVICE, Outcome.SIMULATED, "CHG-9", "ana", era, time=at))
 
 
 @needs_prometheus

@@ -7,7 +7,7 @@ import threading
 from datetime import UTC, date, datetime, timedelta
 
 from incident_desk.core.journal.audit import Decision
-from incident_desk.core.outcomes import RestartOutcome
+from incident_desk.core.outcomes import Outcome
 from incident_desk.core.timeline import levels as timeline
 
 DAY = date(2026, 11, 29)
@@ -102,9 +102,9 @@ def test_cancelled_before_reading() -> None:
 def test_service_decisions_oldest_first_for_that_service_only() -> None:
     t0 = _at(11, 0)
     decisions = [
-        Decision("payments-api", RestartOutcome.DECLINED, None, "ana", "2026-07-28", time=t0 + timedelta(minutes=5)),
-        Decision("search-api", RestartOutcome.SIMULATED, "CHG-2", "bo", "2026-07-28", time=t0),
-        Decision("payments-api", RestartOutcome.SIMULATED, "CHG-1", "ana", "2026-07-28", time=t0),
+        Decision("payments-api", Outcome.DECLINED, None, "ana", "2026-07-28", time=t0 + timedelta(minutes=5)),
+        Decision("search-api", Outcome.SIMULATED, "CHG-2", "bo", "2026-07-28", time=t0),
+        Decision("payments-api", Outcome.SIMULATED, "CHG-1", "ana", "2026-07-28", time=t0),
     ]
     picked = timeline.service_decisions(decisions, "payments-api")
     assert [d.outcome for d in picked] == ["simulated", "declined"]

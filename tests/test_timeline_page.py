@@ -15,7 +15,7 @@ import pytest
 
 from incident_desk.cli import main as cli
 from incident_desk.core.journal.audit import Decision
-from incident_desk.core.outcomes import RestartOutcome
+from incident_desk.core.outcomes import Outcome
 from tests.helpers import AppFactory
 from tests.test_timeline_browser import VIEW_DIR, _harness_ready
 
@@ -41,9 +41,7 @@ def _desk(tmp_path: Path, make_app: AppFactory) -> Path:
     entry.joinpath("log.txt").write_text(LOG)
     app = make_app(data_dir=tmp_path / "desk")
     restart_time = datetime(2026, 11, 29, 10, 6, 40, tzinfo=UTC)  # at the right edge: its label must stay inside
-    app.journal.record(
-        Decision("payments-api", RestartOutcome.SIMULATED, "CHG-1", "ana", "2026-07-28", time=restart_time)
-    )
+    app.journal.record(Decision("payments-api", Outcome.SIMULATED, "CHG-1", "ana", "2026-07-28", time=restart_time))
     app.journal.close()
     return tmp_path / "desk"
 

@@ -70,8 +70,8 @@ def _page_journal(journal: Journal) -> StepJournal:
     return step
 
 
-class ApprovalDesk:
-    """One desk's pending approvals and where their page is served."""
+class ApprovalStore:
+    """The pending out-of-band approvals of one DeskApp, and where their page is served."""
 
     def __init__(self, app: DeskApp) -> None:
         # The page and its sign-in (Starlette, PyJWT and cryptography) load with the first out-of-band approval,
@@ -94,11 +94,11 @@ class ApprovalDesk:
         return await wait_for_decision(self.book, pending)
 
 
-def desk_of(app: DeskApp) -> ApprovalDesk:
-    """The app's approval desk (one per DeskApp)."""
-    if not isinstance(app.approval_desk, ApprovalDesk):
-        app.approval_desk = ApprovalDesk(app)
-    return app.approval_desk
+def approval_store(app: DeskApp) -> ApprovalStore:
+    """The app's approval store (one per DeskApp), made on first use."""
+    if not isinstance(app.approval_store, ApprovalStore):
+        app.approval_store = ApprovalStore(app)
+    return app.approval_store
 
 
 async def ask_out_of_band(
@@ -122,8 +122,8 @@ async def ask_out_of_band(
     | client_features.Ask
     | client_features.PendingShown
 ):
-    desk = desk_of(app)
-    book = desk.book
+    store = approval_store(app)
+    book = store.book
     timeout = app.settings.approval_timeout_seconds
     pending: Pending | None = None
     era = client_features.view(ctx)
@@ -144,7 +144,7 @@ async def ask_out_of_band(
             # The client retries the call after showing the pending text: it finds its approval again.
             pending = book.waiting_for(binding, requester)
     if pending is not None:
-        return await _settled(desk, pending)
+        return await _settled(store, pending)
     if (no_channel := client_features.link_channel(ctx)) is not None:
         return no_channel
     pending, link = book.request(
@@ -159,12 +159,12 @@ async def ask_out_of_band(
         journal=_page_journal(journal),
         requester_key=requester_key,
     )
-    url = desk.page_base() + "/approvals/" + link
+    url = store.page_base() + "/approvals/" + link
     log.info("out-of-band approval requested", approval=pending.public_id, act=act, target=target)
     await journal(StepRow("requested", requester, f"{mode} approval {pending.public_id} requested by {requester}"))
 
     async def until_decided() -> None:
-        await desk.wait_for_decision(pending)
+        await store.wait_for_decision(pending)
 
     try:
         sent = await client_features.send_approval_link(
@@ -187,18 +187,18 @@ async def ask_out_of_band(
     if sent.refused is not None:
         book.consume(pending)
         return PageAnswer(client_features.Answered(sent.refused, {}, pending.nonce), requester)
-    return await _settled(desk, pending)
+    return await _settled(store, pending)
 
 
 async def _settled(
-    desk: ApprovalDesk, pending: Pending
+    store: ApprovalStore, pending: Pending
 ) -> PageAnswer | client_features.NoAnswer | client_features.PendingShown:
     """Wait for the page's decision (a 2026 retry waits too, bounded by the link's expiry); the link is spent
     whatever becomes of the wait. A decision the page could not journal is an ``AuditError``: nothing runs."""
     try:
-        state = await desk.wait_for_decision(pending)
+        state = await store.wait_for_decision(pending)
     finally:
-        desk.book.consume(pending)
+        store.book.consume(pending)
     nonce, approver = pending.nonce, pending.approver or ""
     if state in ("approved", "declined") and not pending.decision_journalled:
         raise AuditError(pending.journal_problem or f"the approval page's decision ({state}) was never journalled")

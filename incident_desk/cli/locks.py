@@ -58,7 +58,7 @@ def format_held(held: list[HeldLock]) -> str:
 def run_locks(settings: Settings, action: str, service: str | None, reason: str | None) -> int:
     from incident_desk.app import open_journal
     from incident_desk.core.journal.audit import AuditError, Decision
-    from incident_desk.core.outcomes import RestartOutcome
+    from incident_desk.core.outcomes import Outcome
 
     if settings.audit_url is None:
         err(SQLITE_LOCKS.format(location=settings.audit_path))
@@ -86,7 +86,7 @@ def run_locks(settings: Settings, action: str, service: str | None, reason: str 
                 f"restart lock broken by {who}: it was {broken.holder.describe()} (session {broken.backend_pid}); "
                 f"reason: {reason.strip()}"
             )
-            journal.record(Decision(service, RestartOutcome.LOCK_BROKEN, None, who, "cli", detail=detail))
+            journal.record(Decision(service, Outcome.LOCK_BROKEN, None, who, "cli", detail=detail))
         finally:
             journal.close()
     except AuditError as exc:

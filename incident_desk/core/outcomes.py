@@ -24,9 +24,11 @@ class Answer(StrEnum):
     NO_TICKET = "no_ticket"
 
 
-class RestartOutcome(StrEnum):
-    """What became of one restart request: the ``outcome`` of its journal row."""
+class Outcome(StrEnum):
+    """What became of one act: the ``outcome`` of its journal row, a restart's decision or an incident's event.
+    One enum, because the approval flow that writes most of them is one; each journal takes its own subset."""
 
+    DONE = "done"
     APPROVED = "approved"
     EXECUTED = "executed"
     SIMULATED = "simulated"
@@ -42,46 +44,25 @@ class RestartOutcome(StrEnum):
     CLIENT_ERROR = "client_error"
     REFUSED_STALE = "refused_stale"
     REFUSED_BUSY = "refused_busy"
-    LOCK_BROKEN = "lock_broken"
-    APPROVAL_REQUESTED = "approval_requested"  # out-of-band: the link was sent (approver column: the requester)
-    PAGE_OPENED = "page_opened"  # out-of-band: someone opened the approval page
-
-
-class EventOutcome(StrEnum):
-    """What became of one incident act: ``done`` for an act that took effect, else why it did not."""
-
-    DONE = "done"
-    APPROVED = "approved"
-    FAILED = "failed"
-    DECLINED = "declined"
-    CANCELLED = "cancelled"
-    UNTICKED = "unticked"
-    NO_TICKET = "no_ticket"
-    TIMED_OUT = "timed_out"
-    REFUSED_NO_CHANNEL = "refused_no_channel"
-    REFUSED_STALE = "refused_stale"
     REFUSED = "refused"
-    DISCONNECTED = "disconnected"
-    CLIENT_ERROR = "client_error"
-    APPROVAL_REQUESTED = "approval_requested"  # out-of-band: the link was sent (actor: the requester)
+    LOCK_BROKEN = "lock_broken"
+    APPROVAL_REQUESTED = "approval_requested"  # out-of-band: the link was sent (by: the requester)
     PAGE_OPENED = "page_opened"  # out-of-band: someone opened the approval page
 
 
-# A refused answer is journalled under the same name for a restart and for an incident act.
-RESTART_OUTCOME_OF: dict[Answer, RestartOutcome] = {
-    Answer.APPROVED: RestartOutcome.APPROVED,
-    Answer.UNTICKED: RestartOutcome.UNTICKED,
-    Answer.DECLINED: RestartOutcome.DECLINED,
-    Answer.CANCELLED: RestartOutcome.CANCELLED,
-    Answer.NO_TICKET: RestartOutcome.NO_TICKET,
+# What the audit journal takes for a restart: an act that runs a command, so never plainly "done".
+RESTART_OUTCOMES: frozenset[Outcome] = frozenset(Outcome) - {Outcome.DONE, Outcome.REFUSED}
+# What an incident's activity log takes: ``done`` for an act that took effect, else why it did not.
+EVENT_OUTCOMES: frozenset[Outcome] = frozenset(Outcome) - {
+    Outcome.EXECUTED,
+    Outcome.SIMULATED,
+    Outcome.REFUSED_UNKNOWN_SERVICE,
+    Outcome.REFUSED_BUSY,
+    Outcome.LOCK_BROKEN,
 }
-EVENT_OUTCOME_OF: dict[Answer, EventOutcome] = {
-    Answer.APPROVED: EventOutcome.APPROVED,
-    Answer.UNTICKED: EventOutcome.UNTICKED,
-    Answer.DECLINED: EventOutcome.DECLINED,
-    Answer.CANCELLED: EventOutcome.CANCELLED,
-    Answer.NO_TICKET: EventOutcome.NO_TICKET,
-}
+
+# A refused answer is journalled under its own name, for a restart and for an incident act alike.
+OUTCOME_OF: dict[Answer, Outcome] = {answer: Outcome(answer.value) for answer in Answer}
 
 # Why an approved act did not happen, after its refusal word ("NOT RESTARTED -- operator declined").
 REFUSAL_REASONS: dict[Answer, str] = {
@@ -142,7 +123,7 @@ class ActWords:
 
     def refusal_texts(self, target: str) -> list[OutcomeText]:
         """Every text of the act's refusals while asking for, and checking, its approval (``target`` is the
-        placeholder of what it acts on). The outcome names are the same in both journals' enums."""
+        placeholder of what it acts on). The outcome names are the same in both journals."""
         refused = [OutcomeText(self.verb, str(answer), self.refused_text(answer)) for answer in REFUSAL_REASONS]
         return [
             *refused,
@@ -167,37 +148,37 @@ UNSILENCE = ActWords(
 )
 
 # The texts beyond the approval's, act by act.
-RESTART_EXECUTED = OutcomeText("restart", RestartOutcome.EXECUTED, RESTART.done + "\ncommand exited 0 after {seconds}s")
+RESTART_EXECUTED = OutcomeText("restart", Outcome.EXECUTED, RESTART.done + "\ncommand exited 0 after {seconds}s")
 RESTART_SIMULATED = OutcomeText(
     "restart",
-    RestartOutcome.SIMULATED,
+    Outcome.SIMULATED,
     RESTART.done + " (simulated)\nsimulated: no restart command is configured for {service}, so nothing was executed",
 )
 RESTART_FAILED = OutcomeText(
-    "restart", RestartOutcome.FAILED, "RESTART FAILED {service} under {ticket} -- the restart command {why}"
+    "restart", Outcome.FAILED, "RESTART FAILED {service} under {ticket} -- the restart command {why}"
 )
 RESTART_LOCK_LOST = OutcomeText(
-    "restart", RestartOutcome.FAILED, "RESTART FAILED {service} under {ticket} -- {lost}; the command was killed"
+    "restart", Outcome.FAILED, "RESTART FAILED {service} under {ticket} -- {lost}; the command was killed"
 )
-RESTART_BUSY = OutcomeText("restart", RestartOutcome.REFUSED_BUSY, RESTART.refusal("{busy}"))
+RESTART_BUSY = OutcomeText("restart", Outcome.REFUSED_BUSY, RESTART.refusal("{busy}"))
 UNKNOWN_SERVICE = OutcomeText(
-    "restart", RestartOutcome.REFUSED_UNKNOWN_SERVICE, "No such service: {service}. Known services: {known}"
+    "restart", Outcome.REFUSED_UNKNOWN_SERVICE, "No such service: {service}. Known services: {known}"
 )
 ACT_FAILED = {
-    words.verb: OutcomeText(words.verb, EventOutcome.FAILED, words.refusal("{error}")) for words in (SILENCE, UNSILENCE)
+    words.verb: OutcomeText(words.verb, Outcome.FAILED, words.refusal("{error}")) for words in (SILENCE, UNSILENCE)
 }
-ACKNOWLEDGED = OutcomeText("acknowledge", EventOutcome.DONE, "ACKNOWLEDGED {id} by {actor}")
+ACKNOWLEDGED = OutcomeText("acknowledge", Outcome.DONE, "ACKNOWLEDGED {id} by {actor}")
 ALREADY_ACKNOWLEDGED = OutcomeText("acknowledge", "", "{id} was already acknowledged by {actor} at {time}Z")
 NOT_ACKNOWLEDGED = OutcomeText("acknowledge", "", "NOT ACKNOWLEDGED -- the audit journal cannot be written: {error}")
-NOTE_ADDED = OutcomeText("note", EventOutcome.DONE, "NOTE ADDED to {id} by {actor}")
+NOTE_ADDED = OutcomeText("note", Outcome.DONE, "NOTE ADDED to {id} by {actor}")
 NOTE_TOO_LONG = OutcomeText(
     "note", "", "NOTE NOT ADDED -- the note is {length} characters long; a note is at most {limit}"
 )
 NOTE_EMPTY = OutcomeText("note", "", "NOTE NOT ADDED -- the note is empty")
 NOTE_NOT_ADDED = OutcomeText("note", "", "NOTE NOT ADDED -- the audit journal cannot be written: {error}")
-RESOLVED = OutcomeText("resolve", EventOutcome.DONE, RESOLVE.done)
-SILENCED = OutcomeText("silence", EventOutcome.DONE, SILENCE.done)
-UNSILENCED = OutcomeText("unsilence", EventOutcome.DONE, UNSILENCE.done)
+RESOLVED = OutcomeText("resolve", Outcome.DONE, RESOLVE.done)
+SILENCED = OutcomeText("silence", Outcome.DONE, SILENCE.done)
+UNSILENCED = OutcomeText("unsilence", Outcome.DONE, UNSILENCE.done)
 
 
 def all_outcome_texts() -> list[OutcomeText]:
@@ -226,7 +207,7 @@ def all_outcome_texts() -> list[OutcomeText]:
         ACT_FAILED["unsilence"],
         *UNSILENCE.refusal_texts("{id}"),
         *(
-            OutcomeText(words.verb, RestartOutcome.APPROVAL_REQUESTED, PENDING_TEXT)
+            OutcomeText(words.verb, Outcome.APPROVAL_REQUESTED, PENDING_TEXT)
             for words in (RESTART, RESOLVE, SILENCE, UNSILENCE)
         ),
     ]

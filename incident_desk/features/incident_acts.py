@@ -30,7 +30,7 @@ from incident_desk.core.outcomes import (
     NOTE_EMPTY,
     NOTE_NOT_ADDED,
     NOTE_TOO_LONG,
-    EventOutcome,
+    Outcome,
 )
 from incident_desk.core.sources.silences import SilenceError
 from incident_desk.identity import principal
@@ -131,7 +131,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
                 desk=app.desk_name,
                 incident_id=incidentId,
                 act=Act.ACKNOWLEDGE,
-                outcome=EventOutcome.DONE,
+                outcome=Outcome.DONE,
                 actor=actor,
                 text=note or "",
                 protocol_era=client_features.view(ctx).era,
@@ -162,7 +162,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
             desk=app.desk_name,
             incident_id=incidentId,
             act=Act.NOTE,
-            outcome=EventOutcome.DONE,
+            outcome=Outcome.DONE,
             actor=actor,
             text=text,
             protocol_era=client_features.view(ctx).era,

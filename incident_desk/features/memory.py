@@ -18,7 +18,7 @@ from incident_desk.core.journal.activity import Act, Event, stamp
 from incident_desk.core.journal.audit import AuditError
 from incident_desk.core.journal.memory import MAX_POSTMORTEM_CHARS, MAX_SIMILAR, MemoryError_, Postmortem, Similar
 from incident_desk.core.neighbours.untrusted import one_line
-from incident_desk.core.outcomes import EventOutcome
+from incident_desk.core.outcomes import Outcome
 from incident_desk.identity import principal
 from incident_desk.protocol import client_features
 from incident_desk.protocol import tool_results as results
@@ -153,7 +153,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
             desk=app.desk_name,
             incident_id=incidentId,
             act=Act.POSTMORTEM,
-            outcome=EventOutcome.DONE,
+            outcome=Outcome.DONE,
             actor=author,
             text=f"postmortem saved ({len(markdown)} characters): postmortem://{incidentId}",
             protocol_era=client_features.view(ctx).era,

@@ -127,7 +127,7 @@ def serve_approval_page(server: MCPServer, app: DeskApp) -> None:
     settings = app.settings
     host = "127.0.0.1" if settings.host in ("0.0.0.0", "::") else settings.host  # noqa: S104 - compared, not bound
     host = f"[{host}]" if ":" in host else host
-    approvals = out_of_band.desk_of(app)
+    approvals = out_of_band.approval_store(app)
     approvals.base_url = (settings.public_url or f"http://{host}:{settings.port}").rstrip("/")
     if isinstance(approvals.identity, OpenIDSignIn):
         approvals.identity.public_base = approvals.base_url

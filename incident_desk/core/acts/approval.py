@@ -13,7 +13,7 @@ from typing import Any
 
 from incident_desk.core.journal.audit import FIELD_LIMITS, cut
 from incident_desk.core.names import ALNUM, NameShape
-from incident_desk.core.outcomes import RESTART, ActWords, Answer
+from incident_desk.core.outcomes import RESTART, ActWords, Answer, Outcome
 
 TICKET = NameShape(ALNUM, ALNUM + "_.:#/-", 64)
 # A ticket longer than the journal keeps whole is refused with its own text, and kept cut (marked as cut).
@@ -92,3 +92,26 @@ def decide_act(words: ActWords, action: str, content: dict[str, Any], done: Call
     if ticket is None or not TICKET.fullmatch(ticket):
         return Verdict(Answer.NO_TICKET, words.refused_text(Answer.NO_TICKET), ticket)
     return Verdict(Answer.APPROVED, done(ticket), ticket)
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One row an approved act leaves, whichever journal keeps it (a restart's decision, an incident's event): the
+    flow writes these, each act turns them into its own journal's row."""
+
+    outcome: Outcome
+    who: str
+    detail: str = ""
+    ticket: str | None = None
+    nonce: str | None = None
+    exit_status: int | None = None
+
+
+@dataclass(frozen=True)
+class Approved:
+    """A ticketed yes not yet spent: its nonce is journalled before the act runs, unless the approval page already
+    journalled it (``journalled``)."""
+
+    ticket: str
+    nonce: str
+    journalled: bool = False

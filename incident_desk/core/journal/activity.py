@@ -14,7 +14,7 @@ from enum import StrEnum
 from typing import Literal
 
 from incident_desk.core.journal.fields import FIELD_LIMITS, cut, storable
-from incident_desk.core.outcomes import EventOutcome
+from incident_desk.core.outcomes import EVENT_OUTCOMES, Outcome
 
 # The most characters of a note: long enough for a hand-off, short enough to read in a list of events. A longer
 # one is refused with its length, never cut, so no one's note is silently shortened.
@@ -53,7 +53,7 @@ class Event:
     desk: str
     incident_id: str
     act: Act
-    outcome: EventOutcome
+    outcome: Outcome
     actor: str
     text: str = ""
     ticket: str | None = None
@@ -64,7 +64,10 @@ class Event:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "act", Act(self.act))
-        object.__setattr__(self, "outcome", EventOutcome(self.outcome))
+        outcome = Outcome(self.outcome)
+        if outcome not in EVENT_OUTCOMES:
+            raise ValueError(f"{outcome!r} is not an incident event's outcome")
+        object.__setattr__(self, "outcome", outcome)
         for name, limit in EVENT_LIMITS.items():
             value = getattr(self, name)
             if value is not None:
@@ -75,7 +78,7 @@ class Event:
 
     @property
     def took_effect(self) -> bool:
-        return self.outcome == EventOutcome.DONE
+        return self.outcome == Outcome.DONE
 
 
 @dataclass(frozen=True)
@@ -134,7 +137,7 @@ def event_from_row(row: Sequence[object]) -> Event:
         desk=str(desk),
         incident_id=str(incident_id),
         act=Act(str(act)),
-        outcome=EventOutcome(str(outcome)),
+        outcome=Outcome(str(outcome)),
         actor=str(actor),
         text=str(text or ""),
         ticket=None if ticket is None else str(ticket),

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit, urlunsplit
 from incident_desk.core.journal.activity import Event, event_from_row
 from incident_desk.core.journal.fields import FIELD_LIMITS, cut, storable
 from incident_desk.core.journal.locks import ProcessLocks, RestartLocks
-from incident_desk.core.outcomes import RestartOutcome
+from incident_desk.core.outcomes import RESTART_OUTCOMES, Outcome
 
 __all__ = ["FIELD_LIMITS", "cut", "storable"]
 
@@ -139,7 +139,7 @@ class Decision:
     """One journal row. ``id`` is set only on decisions read back from the journal."""
 
     service: str
-    outcome: RestartOutcome
+    outcome: Outcome
     ticket: str | None
     approver: str
     protocol_era: str
@@ -152,10 +152,13 @@ class Decision:
     def __post_init__(self) -> None:
         # Rows read back carry plain text: an outcome this version does not know fails here, named.
         try:
-            object.__setattr__(self, "outcome", RestartOutcome(self.outcome))
+            outcome: Outcome | None = Outcome(self.outcome)
         except ValueError:
-            known = ", ".join(o.value for o in RestartOutcome)
-            raise ValueError(f"unknown audit outcome {self.outcome!r} (known: {known})") from None
+            outcome = None
+        if outcome not in RESTART_OUTCOMES:
+            known = ", ".join(o.value for o in Outcome if o in RESTART_OUTCOMES)
+            raise ValueError(f"unknown audit outcome {self.outcome!r} (known: {known})")
+        object.__setattr__(self, "outcome", outcome)
         for name, limit in FIELD_LIMITS.items():
             value = getattr(self, name)
             if value is not None:

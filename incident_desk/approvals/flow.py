@@ -1,0 +1,221 @@
+"""The one approval flow of every approved act (restart, resolve, silence, unsilence, and the acts to come).
+
+Ask in band (``client_features.ask_approval``, both eras) or on the desk's page (``out_of_band``), refuse on no
+channel, a stale round or no answer, decide on the answer (``core.acts.approval``), and journal each step once,
+the approval single-use by its nonce. An act brings only what is its own: how its rows are written (a
+:class:`Recorder`'s ``write``), its report, its words, and what it does once approved. Kept in one place so a fix
+to the flow reaches every act.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Protocol
+
+import anyio
+import structlog
+from mcp.server.mcpserver import Context
+from mcp_types import CallToolResult, InputRequiredResult
+from pydantic import BaseModel
+
+from incident_desk.app import DeskApp
+from incident_desk.approvals import out_of_band
+from incident_desk.core.acts import approval
+from incident_desk.core.acts.approval import Approved, Entry
+from incident_desk.core.journal.audit import AuditError, DuplicateApproval
+from incident_desk.core.outcomes import OUTCOME_OF, REPLAYED, ActWords, Outcome
+from incident_desk.identity import principal
+from incident_desk.protocol import client_features
+from incident_desk.protocol import tool_results as results
+from incident_desk.protocol.client_features import NoAnswerKind
+
+log = structlog.get_logger(__name__)
+
+# The journal outcome of a question that got no usable answer, by why: the same for every act.
+NO_ANSWER: dict[NoAnswerKind, Outcome] = {
+    "timed_out": Outcome.TIMED_OUT,
+    "disconnected": Outcome.DISCONNECTED,
+    "client_error": Outcome.CLIENT_ERROR,
+    "malformed": Outcome.CLIENT_ERROR,
+}
+
+# The journal outcome of each out-of-band approval step: the same for every act.
+STEP_OUTCOME: dict[out_of_band.Step, Outcome] = {
+    "requested": Outcome.APPROVAL_REQUESTED,
+    "opened": Outcome.PAGE_OPENED,
+    "approved": Outcome.APPROVED,
+    "declined": Outcome.DECLINED,
+}
+
+
+class Report(Protocol):
+    """An act's structured result for an outcome of the flow."""
+
+    def __call__(
+        self, outcome: Outcome, *, ticket: str | None = None, reason: str | None = None, approver: str | None = None
+    ) -> BaseModel: ...
+
+
+class Recorder:
+    """Journals an act's rows as its actor, each write shielded from cancellation so none is lost.
+
+    ``write`` turns an :class:`Entry` into the act's own journal row; ``said`` names the log events (a decision,
+    a page step), ``fields`` what every log line carries, ``tell`` passes a decision on to the client.
+    """
+
+    def __init__(
+        self,
+        write: Callable[[Entry], Awaitable[None]],
+        actor: str,
+        *,
+        said: tuple[str, str],
+        fields: Mapping[str, object],
+        tell: Callable[[str, dict[str, Any]], Awaitable[None]] | None = None,
+    ) -> None:
+        self._write, self.actor, self._said, self._fields, self._tell = write, actor, said, dict(fields), tell
+
+    async def __call__(
+        self,
+        outcome: Outcome,
+        *,
+        ticket: str | None = None,
+        detail: str = "",
+        nonce: str | None = None,
+        exit_status: int | None = None,
+    ) -> None:
+        entry = Entry(outcome, self.actor, detail, ticket=ticket, nonce=nonce, exit_status=exit_status)
+        with anyio.CancelScope(shield=True):
+            await self._write(entry)
+        fields = {**self._fields, "outcome": str(outcome), "ticket": ticket}
+        log.info(self._said[0], **fields)
+        if self._tell is not None:
+            await self._tell(self._said[0], fields)
+
+    async def step(self, row: out_of_band.StepRow) -> None:
+        """An out-of-band approval's step, as ``row.who``. The page's steps come from its own request, maybe on its
+        own thread and event loop: journal and log only, nothing sent to this call's client."""
+        entry = Entry(STEP_OUTCOME[row.step], row.who or self.actor, row.detail, ticket=row.ticket, nonce=row.nonce)
+        with anyio.CancelScope(shield=True):
+            await self._write(entry)
+        log.info(self._said[1], **self._fields, outcome=str(entry.outcome))
+
+    async def quietly(self, outcome: Outcome, **fields: Any) -> str | None:
+        """Record where the call's answer must not change (after the act ran, or on the way out of a cancelled
+        call): a journal failure is returned (and logged), never raised."""
+        try:
+            await self(outcome, **fields)
+        except AuditError as exc:
+            log.error("audit journal write failed", **self._fields, outcome=str(outcome), error=str(exc))
+            return str(exc)
+        return None
+
+
+Asked = Approved | CallToolResult | InputRequiredResult
+
+
+async def ask(
+    ctx: Context,
+    app: DeskApp,
+    record: Recorder,
+    words: ActWords,
+    *,
+    question: str,
+    binding: dict[str, str],
+    target: str,
+    service: str | None,
+    reason: str,
+    report: Report,
+    before_asking: Callable[[], Awaitable[CallToolResult | None]] | None = None,
+) -> Asked:
+    """Ask the human for the act ``words`` names, as the act's and the service's ``approval`` says: an
+    :class:`Approved` (not yet spent: see :func:`spend`), or the result to return as it is.
+
+    Nobody is asked when the journal could not take the answer (``AuditError``), nor when ``before_asking`` has
+    a result (what would turn the human's yes into a refusal anyway)."""
+    await app.check_journal_writable()
+    if before_asking is not None and (refused := await before_asking()) is not None:
+        return refused
+    form = client_features.ApprovalForm(question, approval.form_schema(words.what))
+    timeout = app.settings.approval_timeout_seconds
+    mode = app.settings.approval_for(words.verb, service)
+    page_journalled = False  # the approval page wrote the decision's row itself
+    try:
+        if mode == "in-band":
+            answer = await client_features.ask_approval(ctx, form, timeout=timeout, binding=binding)
+        else:
+            asked = await out_of_band.ask_out_of_band(
+                ctx,
+                app,
+                act=words.verb,
+                target=target,
+                question=question,
+                reason=reason,
+                requester=record.actor,
+                mode=mode,
+                binding=binding,
+                journal=record.step,
+                requester_key=principal.approver_key(ctx),
+            )
+            if isinstance(asked, out_of_band.PageAnswer):
+                record.actor = asked.approver
+                answer, page_journalled = asked.answer, asked.journalled
+            elif isinstance(asked, client_features.PendingShown):
+                return results.ok(asked.text, report(Outcome.APPROVAL_REQUESTED, reason=asked.text))
+            else:
+                answer = asked
+    except anyio.get_cancelled_exc_class():
+        await record.quietly(Outcome.DISCONNECTED, detail="the call was cancelled while the question was open")
+        raise
+    return await _settle(record, words, answer, page_journalled, timeout, target, report)
+
+
+async def _settle(
+    record: Recorder,
+    words: ActWords,
+    answer: client_features.Answered
+    | client_features.Ask
+    | client_features.NoChannel
+    | client_features.StaleRound
+    | client_features.NoAnswer,
+    page_journalled: bool,
+    timeout: float,
+    target: str,
+    report: Report,
+) -> Asked:
+    """The ladder after asking: no channel, a stale round, no answer, then the verdict; each journalled once."""
+    if isinstance(answer, client_features.Ask):
+        return answer.result
+    if isinstance(answer, client_features.NoChannel):
+        await record(Outcome.REFUSED_NO_CHANNEL, detail=answer.reason)
+        refused = report(Outcome.REFUSED_NO_CHANNEL, approver=record.actor, reason=answer.reason)
+        return results.ok(words.no_channel_text(target), refused)
+    if isinstance(answer, client_features.StaleRound):
+        await record(Outcome.REFUSED_STALE, detail=answer.reason)
+        return results.error(words.refusal(answer.reason))
+    if isinstance(answer, client_features.NoAnswer):
+        unanswered = NO_ANSWER[answer.kind]
+        await record(unanswered, detail=answer.reason)
+        text = words.timed_out_text(timeout) if answer.kind == "timed_out" else words.refusal(answer.reason)
+        return results.ok(text, report(unanswered, approver=record.actor, reason=answer.reason))
+    # The act's own text comes once it is done (a silence's id, say): the approved verdict's is not shown.
+    verdict = approval.decide_act(words, answer.action, answer.content, lambda ticket: f"approved under {ticket}")
+    if not verdict.approved or verdict.ticket is None:
+        refused_outcome = OUTCOME_OF[verdict.outcome]
+        if not page_journalled:
+            await record(refused_outcome, ticket=verdict.ticket)
+        shown = report(refused_outcome, ticket=verdict.ticket, approver=record.actor, reason=verdict.text)
+        return results.ok(verdict.text, shown)
+    return Approved(ticket=verdict.ticket, nonce=answer.nonce, journalled=page_journalled)
+
+
+async def spend(record: Recorder, words: ActWords, approved: Approved, detail: str = "") -> CallToolResult | None:
+    """Journal the approval with its nonce before the act runs (unless the approval page did): an answer used
+    twice is refused, and the refusal journalled (the result to return)."""
+    if approved.journalled:
+        return None
+    try:
+        await record(Outcome.APPROVED, ticket=approved.ticket, detail=detail, nonce=approved.nonce)
+    except DuplicateApproval:
+        await record(Outcome.REFUSED_STALE, ticket=approved.ticket, detail=f"replayed approval {approved.nonce}")
+        return results.error(words.refusal(REPLAYED))
+    return None
