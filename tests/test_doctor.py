@@ -128,3 +128,17 @@ def test_doctor_warns_about_an_unknown_desk_variable(tmp_path: Path) -> None:
         "[warn] environment: INCIDENT_DESK_DATADIR is not a setting of this desk and is ignored; did you mean "
         "INCIDENT_DESK_DATA_DIR?" in completed.stdout
     )
+
+
+def test_doctor_says_how_each_act_is_approved(tmp_path: Path) -> None:
+    plain = _doctor(tmp_path)
+    assert "  - approvals: every act in band" in plain.stdout
+    config = tmp_path / "desk.toml"
+    config.write_text('[act_approval]\nrestart = "out-of-band"\n[services.search-api]\napproval = "out-of-band"\n')
+    completed = _doctor(tmp_path, "--config", str(config))
+    assert completed.returncode == 0, completed.stdout + completed.stderr
+    assert (
+        "  - approvals on the desk's page instead: restart: out-of-band; service search-api: out-of-band"
+        in completed.stdout
+    )
+    assert "APPROVAL PENDING" in completed.stdout and "every act in band" not in completed.stdout

@@ -230,10 +230,30 @@ def _check_serving(settings: Settings, config_file: Path | None, report: Callabl
         "  - client with sampling: summarize_incident answers with the client's model (mode=sampled)\n"
         "  - client without sampling: the configured provider"
         f" ({settings.provider}), else the raw log with SAMPLING_UNAVAILABLE\n"
-        "  - client with form elicitation: restart_service asks a human for approval and a change ticket\n"
-        "  - client without elicitation: restart_service refuses with ELICITATION_UNAVAILABLE\n"
-        "  See client_configs/README.md for which desktop client supports what.\n"
+        + "".join(f"  - {line}\n" for line in approval_lines(settings))
+        + "  See client_configs/README.md for which desktop client supports what.\n"
     )
+
+
+def approval_lines(settings: Settings) -> list[str]:
+    """How each act is approved on this desk, as a client meets it: in band by default, else on the page."""
+    overrides = [f"{act}: {mode}" for act, mode in sorted(settings.act_approval.items()) if mode != "in-band"]
+    overrides += [
+        f"service {service}: {mode}" for service, mode in sorted(settings.service_approval.items()) if mode != "in-band"
+    ]
+    lines = [
+        "client with form elicitation: an in-band act (restart, resolve, silence, unsilence) asks a human for "
+        "approval and a change ticket in the client's own form",
+        "client without elicitation: an in-band act refuses with ELICITATION_UNAVAILABLE",
+    ]
+    if not overrides:
+        return [*lines, "approvals: every act in band (no [act_approval] or per-service approval set)"]
+    return [
+        *lines,
+        f"approvals on the desk's page instead: {'; '.join(overrides)} (the strictest of an act's and its "
+        "service's mode wins); a client with URL elicitation opens the link, any other gets APPROVAL PENDING "
+        "with it, and second-person needs a signed-in approver other than the requester",
+    ]
 
 
 async def _check_issuer(settings: Settings) -> tuple[bool, str]:
