@@ -98,6 +98,7 @@ def users_shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "desk.toml").write_text('log_level = "debug"\n')
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("INCIDENT_DESK_AUDIT_DB")
+    monkeypatch.delenv("INCIDENT_DESK_ACT_LIMITS")  # the tests' own "off", no setting of this user's
     monkeypatch.setenv("INCIDENT_DESK_PROVIDER", "openai")
     monkeypatch.setenv("INCIDENT_DESK_PROVIDER_MODEL", "llama3.1")
     monkeypatch.setenv("INCIDENT_DESK_PROVIDER_BASE_URL", "http://127.0.0.1:11434/v1")
