@@ -220,9 +220,7 @@ class DeskApp:
 
     async def fresh_incident(self, incident_id: str) -> Incident:
         """The incident as its source shows it now (an Alertmanager is asked again, not its cache)."""
-        for source in self.sources.sources:
-            if isinstance(source, AlertmanagerSource) and incident_id.startswith(source.id_prefix):
-                source.forget()
+        self.sources.forget(incident_id)
         return await self.incident(incident_id)
 
     def _alertmanager(self, incident: Incident) -> AlertmanagerSource:
