@@ -173,7 +173,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
         # Ask only when able: a journal that cannot take the answer, or a service another restart holds, would
         # turn the human's yes into a refusal. A journal that fails here raises AuditError: nothing is asked.
         await app.check_journal_writable()
-        holder = await app.journal.locks.holder(service)
+        holder = await app.restart_lock_holder(service)
         if holder is not None:
             busy = ServiceBusy(service, holder)
             await record(
@@ -244,7 +244,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
         # A second approved restart of a service is refused rather than run on top of the first: in this process
         # (SQLite), or on any replica sharing the PostgreSQL journal.
         try:
-            async with app.journal.locks.hold(service, f"{this_replica()} for {approver}") as holding:
+            async with app.restart_lock(service, f"{this_replica()} for {approver}") as holding:
                 nonce = None if page_journalled else answer.nonce
                 return await _approved_restart(ctx, app, service, verdict, nonce, record, approver, holding)
         except ServiceBusy as busy:

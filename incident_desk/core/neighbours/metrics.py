@@ -177,6 +177,50 @@ def _stamp(moment: datetime) -> str:
     return f"{moment.timestamp():.3f}"
 
 
+async def fetch_all(
+    config: MetricsConfig,
+    service: str,
+    secret: SecretReader,
+    queries: Mapping[str, str],
+    window: Window,
+    max_points: int,
+) -> tuple[list[Series], list[QueryProblem]]:
+    """Every named query over the window, asked at once, each in an outside call's thread with its deadline and
+    abandoned when the request is cancelled; MetricsUnavailable (the first query's) when Prometheus cannot answer,
+    a QueryProblem for each query it refuses. Series and problems come in the queries' order."""
+    import functools
+
+    import anyio.to_thread
+
+    from incident_desk.core.neighbours import outside
+
+    answers: dict[str, list[Series] | QueryProblem | MetricsUnavailable] = {}
+
+    async def ask(name: str, query: str) -> None:
+        call = functools.partial(fetch_series, config, service, secret, name, query, window, max_points)
+        try:
+            answers[name] = await anyio.to_thread.run_sync(
+                call, limiter=outside.outside_threads(), abandon_on_cancel=True
+            )
+        except MetricsUnavailable as exc:
+            answers[name] = exc
+
+    async with anyio.create_task_group() as group:
+        for name, query in queries.items():
+            group.start_soon(ask, name, query)
+    series: list[Series] = []
+    problems: list[QueryProblem] = []
+    for name in queries:
+        answer = answers[name]
+        if isinstance(answer, MetricsUnavailable):
+            raise answer
+        if isinstance(answer, QueryProblem):
+            problems.append(answer)
+        else:
+            series.extend(answer)
+    return series, problems
+
+
 def fetch_series(
     config: MetricsConfig, service: str, secret: SecretReader, name: str, query: str, window: Window, max_points: int
 ) -> list[Series] | QueryProblem:
