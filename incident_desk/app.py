@@ -36,7 +36,7 @@ from incident_desk.core.incidents import (
 from incident_desk.core.journal.activity import Event, Standing, standings
 from incident_desk.core.journal.audit import AuditJournal, Decision, Journal
 from incident_desk.core.journal.locks import Holder, Holding
-from incident_desk.core.journal.memory import Memory, MemoryError_, Postmortem, Remembered, Similar, SqliteMemory
+from incident_desk.core.journal.memory import Memory, MemoryUnavailable, Postmortem, Remembered, Similar, SqliteMemory
 from incident_desk.core.neighbours import metrics, outside
 from incident_desk.core.search.sealed import LogPageRead, LogSearchRead
 from incident_desk.core.sources import IncidentSources, silences
@@ -182,7 +182,7 @@ class DeskApp:
 
     def _keeper(self) -> MemoryKeeper:
         if self.memory is None:
-            raise MemoryError_("this desk keeps no incident memory")
+            raise MemoryUnavailable("this desk keeps no incident memory")
         return self.memory
 
     async def remember_now(self, incident: Incident) -> Remembered:
@@ -190,7 +190,7 @@ class DeskApp:
         return await anyio.to_thread.run_sync(self._keeper().remember_now, incident)
 
     async def similar_incidents(self, text: str, exclude: str | None, limit: int) -> list[Similar]:
-        """Past incidents of this desk closest to ``text``, best first (MemoryError_)."""
+        """Past incidents of this desk closest to ``text``, best first (MemoryUnavailable)."""
         return await anyio.to_thread.run_sync(self._keeper().memory.similar, text, exclude, limit)
 
     async def save_postmortem(self, postmortem: Postmortem) -> None:

@@ -10,7 +10,7 @@ from mcp_types import CallToolResult
 from pydantic import BaseModel, Field
 
 from incident_desk.app import DeskApp
-from incident_desk.core.incidents import DeskError, Listing
+from incident_desk.core.incidents import DataError, Listing
 from incident_desk.core.journal.activity import STATES, IncidentState, Standing, stamp, state_of
 from incident_desk.core.journal.audit import MAX_RECENT_DECISIONS, AuditError, format_decisions
 from incident_desk.core.search import paging as logfile
@@ -225,8 +225,8 @@ def register(server: MCPServer, app: DeskApp) -> None:
         """Read one page of an incident's raw log, oldest line first; page on with next_cursor."""
         try:
             page = await app.read_page(incidentId, cursor, limit)
-        except (DeskError, logfile.CursorError) as exc:
-            return results.error(str(exc))
+        except (DataError, logfile.CursorError) as exc:
+            return results.failed(exc)
         next_cursor = page.next_cursor
         structured = LogPage(
             incident_id=incidentId,
@@ -258,8 +258,8 @@ def register(server: MCPServer, app: DeskApp) -> None:
         """
         try:
             found = await app.search(incidentId, pattern, cursor, limit, ignore_case=ignoreCase)
-        except (DeskError, PatternError, logfile.CursorError) as exc:
-            return results.error(str(exc))
+        except (DataError, PatternError, logfile.CursorError) as exc:
+            return results.failed(exc)
         next_cursor = found.next_cursor
         structured = LogSearch(
             incident_id=incidentId,
@@ -284,8 +284,8 @@ def register(server: MCPServer, app: DeskApp) -> None:
         """Return a service's runbook (Markdown)."""
         try:
             markdown = await app.runbook(service)
-        except DeskError as exc:
-            return results.error(str(exc))
+        except DataError as exc:
+            return results.failed(exc)
         return results.ok(markdown, Runbook(service=service, markdown=markdown))
 
     @TOOLS.tool(server)
@@ -299,7 +299,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
             decisions = await app.recent_decisions(limit)
         except AuditError as exc:
             # The journal names itself and why (a PostgreSQL that is down says so, within about a second).
-            return results.error(str(exc))
+            return results.failed(exc)
         entries = [
             AuditEntry(
                 time=d.time,

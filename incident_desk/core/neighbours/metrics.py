@@ -17,6 +17,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from incident_desk.core import errors
 from incident_desk.core.neighbours.untrusted import one_line
 
 if TYPE_CHECKING:  # the HTTP client is imported by the first query, not by loading the settings
@@ -65,7 +66,7 @@ def secret_name(service: str) -> str:
     return f"metrics-{service}"
 
 
-class MetricsUnavailable(Exception):
+class MetricsUnavailable(errors.Unavailable):
     """Prometheus gave no usable answer; the message names it and why, never a secret."""
 
 

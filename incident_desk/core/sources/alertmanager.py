@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any, BinaryIO
 
+from incident_desk.core import errors
 from incident_desk.core.incidents import Incident, Listing, opened_time
 from incident_desk.core.names import INCIDENT_ID, SERVICE_NAME, is_safe_name
 from incident_desk.core.neighbours import outside
@@ -25,7 +26,7 @@ from incident_desk.core.sources.config import AlertmanagerSourceConfig
 SecretReader = Callable[[], str | None]
 
 
-class SourceDown(Exception):
+class SourceDown(errors.Unavailable):
     """The source could not be asked; the message names the source and the reason, never a secret."""
 
 

@@ -26,6 +26,7 @@ from glob import glob
 from pathlib import Path
 from typing import BinaryIO
 
+from incident_desk.core import errors
 from incident_desk.core.datafiles import OUTSIDE, DataRoot, Refused
 from incident_desk.core.neighbours import runner
 from incident_desk.core.sources.config import CommandLogConfig, FilesLogConfig, JournaldLogConfig, window_values
@@ -35,7 +36,7 @@ _CHUNK = 1024 * 1024
 _OUTSIDE_ROOTS = "leads outside the allowed roots"
 
 
-class LogSourceError(Exception):
+class LogSourceError(errors.Unavailable):
     """A service's log cannot be produced; the message is safe to show a client (no secrets, no environment)."""
 
 
