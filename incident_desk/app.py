@@ -24,6 +24,7 @@ import anyio.to_thread
 import structlog
 
 from incident_desk.core import credentials
+from incident_desk.core.acts.preview import SilenceTarget, covered_by_labels
 from incident_desk.core.incidents import (
     DataFolder,
     Incident,
@@ -231,6 +232,39 @@ class DeskApp:
         """The silences muting the incident now, as its Alertmanager shows them (SilenceError)."""
         source = self._alertmanager(incident)
         return [await self._outside(silences.read, source, silence_id) for silence_id in incident.silenced_by]
+
+    async def alerts_silenced_by_labels(self, incident: Incident) -> list[Incident]:
+        """Every alert of the incident's Alertmanager that a silence of its labels would cover now."""
+        listing = await self.listing()
+        same_source = (found for found in listing.incidents.values() if found.source == incident.source)
+        return covered_by_labels(incident.labels, same_source)
+
+    async def silence_targets(self, incident: Incident) -> list[SilenceTarget]:
+        """Each silence muting the incident now: who made it, when it ends, every alert it covers, and whether
+        this desk made it for this incident (its journal's silence acts say so, not the silence's own words)."""
+        muting = await self.silences_of(incident)
+        listing = await self.listing()
+        events = await self.activity(incident.id, 500)
+        made_here = {
+            event.text.split()[1]
+            for event in events
+            if event.act == "silence" and event.outcome == "done" and event.text.startswith("silence ")
+        }
+        return [
+            SilenceTarget(
+                silence_id=silence.id,
+                created_by=silence.created_by,
+                ends_at=silence.ends_at,
+                covered=tuple(
+                    sorted(
+                        (found for found in listing.incidents.values() if silence.id in found.silenced_by),
+                        key=lambda found: found.id,
+                    )
+                ),
+                made_here=silence.id in made_here,
+            )
+            for silence in muting
+        ]
 
     async def fresh_incident(self, incident_id: str) -> Incident:
         """The incident as its source shows it now (an Alertmanager is asked again, not its cache)."""
