@@ -1,11 +1,16 @@
 """The ``incident-triage`` skill served by the desk (Skills extension, SEP-2640), through a real client in both
-eras, and the resource every client reads."""
+eras, the resource every client reads, and MCP Inspector's own conformance and digest checks."""
 
 from __future__ import annotations
 
 import hashlib
+import json
+import platform
+import subprocess
+import sys
 from collections.abc import Callable
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,7 +22,8 @@ from mcp_types import Request
 from pydantic import BaseModel, ConfigDict
 
 from incident_desk.features import skills
-from tests.helpers import ROOT, text_of
+from tests.helpers import ROOT, child_env, text_of
+from tests.npm_tools import INSPECTOR, node_22, npm_tool
 
 URI = "skill://incident-triage/SKILL.md"
 PACKAGED = resources.files("incident_desk") / "data" / "skills" / "incident-triage" / "SKILL.md"
@@ -124,3 +130,54 @@ def test_the_frontmatter_reader_agrees_with_a_yaml_parser_and_refuses_what_it_ca
             skills.frontmatter(f"---\nname: x\n{line}\n---\nbody\n")
     with pytest.raises(ValueError, match="new flat key"):
         skills.frontmatter("---\nname: x\nname: y\n---\n")
+
+
+def _inspector(*args: str, server: list[str], tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    if sys.platform != "linux" or platform.machine() != "x86_64":
+        pytest.skip("Inspector 2 needs node 22, which tests/npm_tools.py installs for Linux x64 only")
+    inspector = npm_tool(INSPECTOR, "mcp-inspector")
+    env = child_env(tmp_path / "audit.sqlite3", PATH=f"{node_22()}:/usr/local/bin:/usr/bin:/bin", HOME=str(tmp_path))
+    return subprocess.run(
+        [str(inspector), "--cli", *server, *args], capture_output=True, text=True, timeout=120, env=env, cwd=ROOT
+    )
+
+
+DESK = [sys.executable, "-m", "incident_desk"]
+# The desk with the digest of its skill spoiled: what a tampered or stale manifest looks like to a host.
+SPOILED_DESK = [
+    sys.executable,
+    "-c",
+    "import dataclasses\n"
+    "from incident_desk.features import skills\n"
+    "load = skills.load\n"
+    "skills.load = lambda name: dataclasses.replace(load(name), digest='sha256:' + '0' * 64)\n"
+    "from incident_desk.cli.main import main\n"
+    "raise SystemExit(main(['serve']))\n",
+]
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize("protocol_era", ["legacy", "modern"])
+@pytest.mark.parametrize("method", ["skills/list", "skills/get"])
+def test_mcp_inspector_verifies_the_served_skill(tmp_path: Path, protocol_era: str, method: str) -> None:
+    chosen = ["--uri", URI] if method == "skills/get" else []
+    verify = ["--method", method, *chosen, "--verify", "--require-digests"]
+    done = _inspector("--protocol-era", protocol_era, *verify, server=DESK, tmp_path=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr[-2000:]
+    (report,) = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert (report["uri"], report["outcome"], report["conformance"], report["frontmatter"]) == (
+        URI,
+        "verified",
+        [],
+        [],
+    )
+    assert [(file["uri"], file["status"]) for file in report["files"]] == [(URI, "verified")]
+
+
+@pytest.mark.subprocess
+def test_mcp_inspector_fails_a_desk_whose_digest_does_not_match(tmp_path: Path) -> None:
+    done = _inspector(
+        "--protocol-era", "modern", "--method", "skills/list", "--verify", server=SPOILED_DESK, tmp_path=tmp_path
+    )
+    assert done.returncode == 7, done.stdout + done.stderr[-2000:]
+    assert '"status":"mismatch"' in done.stdout
