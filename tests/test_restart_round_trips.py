@@ -61,7 +61,9 @@ async def test_2026_round_trip_asks_the_form_and_a_replayed_answer_does_not_act_
         request = first.input_requests[key]
         assert request.method == "elicitation/create"
         assert isinstance(request.params, ElicitRequestFormParams)
-        assert (request.params.message, request.params.requested_schema) == (QUESTION, EXPECTED_SCHEMA)
+        first_line, preview = request.params.message.split("\n")
+        assert (first_line, request.params.requested_schema) == (QUESTION, EXPECTED_SCHEMA)
+        assert preview == f"Will run: {restarts.services()[SERVICE]['argv']}"
 
         answered = await client.session.call_tool(
             "restart_service", {"service": SERVICE}, input_responses=ACCEPT, request_state=state

@@ -86,13 +86,19 @@ async def test_an_approved_silence_mutes_exactly_that_alert_and_unsilence_expire
         schema = schemas[name]
         assert schema is not None and result.structured_content is not None
         jsonschema.validate(result.structured_content, schema, format_checker=FORMAT_CHECKER)
-    (question, lift) = [asked.message for asked in operator.asked]
+    (question, lift) = [asked.message.split("\n") for asked in operator.asked]
     assert re.fullmatch(
         rf"Silence {incident_id} \(HighLatency on payments-api\) for 30 minutes\? "
         rf"Its alerts stay silent until {STAMP}\.",
-        question,
+        question[0],
     )
-    assert lift == f"Lift the silence on {incident_id}?"
+    # What the approver sees it will touch: every alert its matchers cover now, the matchers, and why.
+    assert question[1:] == [
+        f"Will silence 1 alert(s): HighLatency ({incident_id})",
+        'Matchers: alertname="HighLatency", service="payments-api", severity="critical"',
+        "Requested because: deploy",
+    ]
+    assert lift[0] == f"Lift the silence on {incident_id}?"
     match = re.fullmatch(
         rf"SILENCED {incident_id} until ({STAMP}) under CHG-77 \(silence ([0-9a-f-]+)\)\n.*", text_of(silenced)
     )
@@ -100,6 +106,11 @@ async def test_an_approved_silence_mutes_exactly_that_alert_and_unsilence_expire
     silence_id = match.group(2)
     (made,) = silences_made
     assert made["id"] == silence_id and made["createdBy"] == APPROVER
+    assert len(lift) == 2 and re.fullmatch(
+        rf"Will expire silence {silence_id} made by {re.escape(APPROVER)}, ending {STAMP}, "
+        rf"covering 1 alert\(s\): HighLatency \({incident_id}\)",
+        lift[1],
+    ), lift
     assert sorted((m["name"], m["value"], m["isRegex"], m.get("isEqual", True)) for m in made["matchers"]) == [
         ("alertname", "HighLatency", False, True),
         ("service", "payments-api", False, True),

@@ -45,6 +45,7 @@ async def test_resources_and_templates_are_listed(make_server: Callable[..., MCP
     assert listed == [
         "resource audit://recent name=audit-recent mime=text/plain",
         "resource incident://index name=incident-index mime=text/plain",
+        "resource skill://incident-triage/SKILL.md name=incident-triage mime=text/markdown",
         "resource ui://incident-desk/timeline name=incident-timeline mime=text/html;profile=mcp-app",
     ]
     assert sorted(f"template {t.uri_template} name={t.name}" for t in templates) == [

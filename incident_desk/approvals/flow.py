@@ -22,8 +22,10 @@ from incident_desk.app import DeskApp
 from incident_desk.approvals import out_of_band
 from incident_desk.core.acts import approval
 from incident_desk.core.acts.approval import Approved, Entry
+from incident_desk.core.acts.preview import Preview, shown_reason
+from incident_desk.core.acts.preview import question as with_preview
 from incident_desk.core.journal.audit import AuditError, DuplicateApproval
-from incident_desk.core.outcomes import OUTCOME_OF, REPLAYED, ActWords, Outcome
+from incident_desk.core.outcomes import CHANGED, OUTCOME_OF, REPLAYED, ActWords, Outcome
 from incident_desk.identity import principal
 from incident_desk.protocol import client_features
 from incident_desk.protocol import tool_results as results
@@ -73,6 +75,13 @@ class Recorder:
         tell: Callable[[str, dict[str, Any]], Awaitable[None]] | None = None,
     ) -> None:
         self._write, self.actor, self._said, self._fields, self._tell = write, actor, said, dict(fields), tell
+        self.because: str | None = None  # the requester's reason, masked: journalled with the human's answer
+
+    def answered(self, detail: str = "") -> str:
+        """A row's detail for the human's answer, with the reason the requester gave."""
+        if self.because is None:
+            return detail
+        return f"{detail}\nrequested because: {self.because}" if detail else f"requested because: {self.because}"
 
     async def __call__(
         self,
@@ -120,18 +129,23 @@ async def ask(
     words: ActWords,
     *,
     question: str,
+    preview: Preview,
     binding: dict[str, str],
     target: str,
     service: str | None,
     reason: str,
     report: Report,
+    requested_because: str | None = None,
     before_asking: Callable[[], Awaitable[CallToolResult | None]] | None = None,
 ) -> Asked:
     """Ask the human for the act ``words`` names, as the act's and the service's ``approval`` says: an
     :class:`Approved` (not yet spent: see :func:`spend`), or the result to return as it is.
 
-    Nobody is asked when the journal could not take the answer (``AuditError``), nor when ``before_asking`` has
-    a result (what would turn the human's yes into a refusal anyway)."""
+    The question is ``question`` (its first line), then what the act will touch (``preview``), then the
+    requester's ``requested_because`` (masked here); the answer is bound to the preview's digest, so a 2026
+    retry after the targets changed is refused (:func:`unchanged` checks again before the act runs). Nobody is
+    asked when the journal could not take the answer (``AuditError``), nor when ``before_asking`` has a result
+    (what would turn the human's yes into a refusal anyway)."""
     await app.check_journal_writable()
     # Past an act limit ([act_limits]) nobody is asked either: a limit no model can talk a human past.
     if (limit := await app.limit_reached(words.verb, record.actor, service)) is not None:
@@ -139,6 +153,11 @@ async def ask(
         return results.error(limit.refusal(words))
     if before_asking is not None and (refused := await before_asking()) is not None:
         return refused
+    because = shown_reason(requested_because, app.redactor)
+    record.because = because
+    question = with_preview(question, preview, because)
+    binding = {**binding, client_features.PREVIEW_KEY: preview.digest}
+    reason = because or reason
     form = client_features.ApprovalForm(question, approval.form_schema(words.what))
     timeout = app.settings.approval_timeout_seconds
     mode = app.settings.approval_for(words.verb, service)
@@ -190,7 +209,7 @@ async def _settle(
     if isinstance(answer, client_features.Ask):
         return answer.result
     if isinstance(answer, client_features.NoChannel):
-        await record(Outcome.REFUSED_NO_CHANNEL, detail=answer.reason)
+        await record(Outcome.REFUSED_NO_CHANNEL, detail=record.answered(answer.reason))
         refused = report(Outcome.REFUSED_NO_CHANNEL, approver=record.actor, reason=answer.reason)
         return results.ok(words.no_channel_text(target), refused)
     if isinstance(answer, client_features.StaleRound):
@@ -198,7 +217,7 @@ async def _settle(
         return results.error(words.refusal(answer.reason))
     if isinstance(answer, client_features.NoAnswer):
         unanswered = NO_ANSWER[answer.kind]
-        await record(unanswered, detail=answer.reason)
+        await record(unanswered, detail=record.answered(answer.reason))
         text = words.timed_out_text(timeout) if answer.kind == "timed_out" else words.refusal(answer.reason)
         return results.ok(text, report(unanswered, approver=record.actor, reason=answer.reason))
     # The act's own text comes once it is done (a silence's id, say): the approved verdict's is not shown.
@@ -206,10 +225,21 @@ async def _settle(
     if not verdict.approved or verdict.ticket is None:
         refused_outcome = OUTCOME_OF[verdict.outcome]
         if not page_journalled:
-            await record(refused_outcome, ticket=verdict.ticket)
+            await record(refused_outcome, ticket=verdict.ticket, detail=record.answered())
         shown = report(refused_outcome, ticket=verdict.ticket, approver=record.actor, reason=verdict.text)
         return results.ok(verdict.text, shown)
     return Approved(ticket=verdict.ticket, nonce=answer.nonce, journalled=page_journalled)
+
+
+async def unchanged(
+    record: Recorder, words: ActWords, approved: Approved, shown: Preview, now: Preview
+) -> CallToolResult | None:
+    """Before an approved act runs: the result to return when what it would touch is no longer what the
+    approver saw (journalled as a stale approval), else None."""
+    if now.digest == shown.digest:
+        return None
+    await record(Outcome.REFUSED_STALE, ticket=approved.ticket, detail=f"{CHANGED}: now {'; '.join(now.lines)}")
+    return results.error(words.refusal(CHANGED))
 
 
 async def spend(record: Recorder, words: ActWords, approved: Approved, detail: str = "") -> CallToolResult | None:
@@ -218,7 +248,7 @@ async def spend(record: Recorder, words: ActWords, approved: Approved, detail: s
     if approved.journalled:
         return None
     try:
-        await record(Outcome.APPROVED, ticket=approved.ticket, detail=detail, nonce=approved.nonce)
+        await record(Outcome.APPROVED, ticket=approved.ticket, detail=record.answered(detail), nonce=approved.nonce)
     except DuplicateApproval:
         await record(Outcome.REFUSED_STALE, ticket=approved.ticket, detail=f"replayed approval {approved.nonce}")
         return results.error(words.refusal(REPLAYED))

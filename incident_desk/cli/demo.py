@@ -105,7 +105,10 @@ async def _resources(connect: Connect, era: str) -> Transcript:
         except MCPError as exc:
             out.append(f"read incident://INC-9999/log -> MCPError: {exc}")
     out.append("note: a missing incident is a clean not-found error: the message alone, no cause text appended")
-    out.append("note: the desk also lists audit://recent and its timeline view ui://incident-desk/timeline")
+    out.append(
+        "note: the desk also lists audit://recent, its timeline view ui://incident-desk/timeline and its "
+        "incident-triage skill skill://incident-triage/SKILL.md"
+    )
     return out
 
 

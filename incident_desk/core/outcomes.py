@@ -50,10 +50,11 @@ class Outcome(StrEnum):
     LIMITS_RESET = "limits_reset"  # an operator started a service's restart count and cooldown again
     APPROVAL_REQUESTED = "approval_requested"  # out-of-band: the link was sent (by: the requester)
     PAGE_OPENED = "page_opened"  # out-of-band: someone opened the approval page
+    REFUSED_FOREIGN = "refused_foreign"  # an unsilence left alone a silence someone else made
 
 
 # What the audit journal takes for a restart: an act that runs a command, so never plainly "done".
-RESTART_OUTCOMES: frozenset[Outcome] = frozenset(Outcome) - {Outcome.DONE, Outcome.REFUSED}
+RESTART_OUTCOMES: frozenset[Outcome] = frozenset(Outcome) - {Outcome.DONE, Outcome.REFUSED, Outcome.REFUSED_FOREIGN}
 # What an incident's activity log takes: ``done`` for an act that took effect, else why it did not.
 EVENT_OUTCOMES: frozenset[Outcome] = frozenset(Outcome) - {
     Outcome.EXECUTED,
@@ -86,12 +87,20 @@ NO_ANSWER = "no answer within {seconds}s"
 REPLAYED = "this approval was already used"
 JOURNAL_UNWRITABLE = "the audit journal cannot be written, so nothing was done: {error}"
 NO_CHANNEL = "ELICITATION_UNAVAILABLE -- refusing to {verb} {target} without an approval channel"
-# Past an act limit nobody is asked; ``what`` names the limit (one of ``LIMIT_NAMES``).
+# Past an act limit nobody is asked; ``what`` names the limit (``PERSON_LIMIT``, ``SERVICE_LIMIT`` or
+# ``COOLDOWN_LIMIT``).
 LIMIT_REACHED = "limit reached: {what} ({used} of {limit} in the last hour); clears at {time}Z"
 PERSON_LIMIT = "acts by {person}"
 SERVICE_LIMIT = "restarts of {service}"
 # The cooldown's count in the parentheses is the service's restarts in the hour, against their hourly limit.
 COOLDOWN_LIMIT = "the {seconds}s cooldown after the last restart of {service}"
+# The targets an act would touch differ from the preview the human approved (``core.acts.preview``).
+CHANGED = "what it would touch changed after it was approved; ask again"
+# An unsilence leaves alone, by default, a silence this desk did not make for the incident.
+FOREIGN_SILENCE = (
+    "silence {silence_id} was made by {creator}, not by this desk, and covers {count} alert(s); "
+    "ask again with include_foreign=true to lift it"
+)
 # What a client without URL-mode elicitation shows while an out-of-band approval waits for its page.
 PENDING_TEXT = "APPROVAL PENDING -- open {url} to approve"
 
@@ -150,6 +159,7 @@ class ActWords:
             OutcomeText(self.verb, "timed_out", self.refusal(NO_ANSWER)),
             OutcomeText(self.verb, "refused_no_channel", NO_CHANNEL.format(verb=self.verb, target=target)),
             OutcomeText(self.verb, "refused_stale", self.refusal(REPLAYED)),
+            OutcomeText(self.verb, "refused_stale", self.refusal(CHANGED)),
             OutcomeText(self.verb, "refused_stale", self.refusal("{reason}")),
             OutcomeText(self.verb, "disconnected", self.refusal("{reason}")),
             OutcomeText(self.verb, "client_error", self.refusal("{reason}")),
@@ -236,6 +246,7 @@ def all_outcome_texts() -> list[OutcomeText]:
         UNSILENCED,
         ACT_FAILED["unsilence"],
         *UNSILENCE.refusal_texts("{id}"),
+        OutcomeText("unsilence", Outcome.REFUSED_FOREIGN, UNSILENCE.refusal(FOREIGN_SILENCE)),
         *(
             OutcomeText(words.verb, Outcome.APPROVAL_REQUESTED, PENDING_TEXT)
             for words in (RESTART, RESOLVE, SILENCE, UNSILENCE)

@@ -5,6 +5,7 @@ journal first. What is theirs: every outcome is an event in the incident's activ
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Annotated
 
@@ -17,8 +18,16 @@ from incident_desk.app import DeskApp, NoSilences
 from incident_desk.approvals import flow
 from incident_desk.core import outcomes
 from incident_desk.core.acts.approval import Approved, Entry
-from incident_desk.core.incidents import DeskError, Incident
-from incident_desk.core.journal.activity import MAX_NOTE_CHARS, Act, Event, stamp
+from incident_desk.core.acts.preview import (
+    MAX_REASON_CHARS,
+    Preview,
+    foreign_refusal,
+    resolve_preview,
+    silence_preview,
+    unsilence_preview,
+)
+from incident_desk.core.incidents import DataError, Incident
+from incident_desk.core.journal.activity import MAX_NOTE_CHARS, Act, Event, stamp, state_of
 from incident_desk.core.journal.audit import AuditError
 from incident_desk.core.outcomes import ActWords, Outcome
 from incident_desk.core.sources.silences import SilenceError
@@ -30,6 +39,13 @@ from incident_desk.protocol.tool_kinds import ToolKinds, act
 log = structlog.get_logger(__name__)
 
 IncidentId = Annotated[str, Field(description="Incident id, e.g. INC-1042")]
+RequestReason = Annotated[
+    str | None,
+    Field(
+        max_length=MAX_REASON_CHARS,
+        description="Why you ask for this act, in a sentence: shown to the approver (masked) and journalled",
+    ),
+]
 
 
 class ActReport(BaseModel):
@@ -89,24 +105,36 @@ class _Act:
         )
 
     async def approve(
-        self, question: str, binding: dict[str, str], service: str | None, detail: str
+        self,
+        question: str,
+        binding: dict[str, str],
+        service: str | None,
+        detail: str,
+        *,
+        preview: Callable[[], Awaitable[Preview]],
+        because: str | None,
     ) -> Approved | CallToolResult | InputRequiredResult:
-        """Ask through the flow and spend the approval (journalled with ``detail``): an approval to act on, or
-        the result to return as it is."""
+        """Ask through the flow with what the act will touch (``preview``, worked out again before it runs) and
+        spend the approval (journalled with ``detail``): an approval to act on, or the result to return."""
+        shown = await preview()
         asked = await flow.ask(
             self.ctx,
             self.app,
             self.record,
             self.words,
             question=question,
+            preview=shown,
             binding=binding,
             target=self.incident_id,
             service=service,
             reason=binding.get("reason") or binding.get("resolution") or question,
             report=self.report,
+            requested_because=because,
         )
         if not isinstance(asked, Approved):
             return asked
+        if (changed := await flow.unchanged(self.record, self.words, asked, shown, await preview())) is not None:
+            return changed
         if (replayed := await flow.spend(self.record, self.words, asked, detail)) is not None:
             return replayed
         return asked
@@ -119,7 +147,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
     async def _incident(incident_id: str, fresh: bool = False) -> Incident | CallToolResult:
         try:
             return await (app.fresh_incident(incident_id) if fresh else app.incident(incident_id))
-        except DeskError as exc:
+        except DataError as exc:
             return results.error(str(exc))
 
     @TOOLS.tool(server)
@@ -127,6 +155,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
         incidentId: IncidentId,
         resolution: Annotated[str, Field(min_length=1, max_length=MAX_NOTE_CHARS, description="What resolved it")],
         ctx: Context,
+        reason: RequestReason = None,
     ) -> Annotated[CallToolResult, ActReport] | InputRequiredResult:
         """Mark an incident resolved, after a human approves in a form with a change ticket."""
         found = await _incident(incidentId)
@@ -135,8 +164,13 @@ def register(server: MCPServer, app: DeskApp) -> None:
         acting = _Act(app, ctx, incidentId, Act.RESOLVE, outcomes.RESOLVE)
         question = f"Resolve {incidentId}? Resolution: {resolution}"
         binding = {"tool": "resolve_incident", "incidentId": incidentId, "resolution": resolution}
+
+        async def preview() -> Preview:
+            standing = (await app.standings()).get(incidentId)
+            return resolve_preview(found, state_of(standing, silenced=bool(found.silenced_by)))
+
         try:
-            asked = await acting.approve(question, binding, found.service, resolution)
+            asked = await acting.approve(question, binding, found.service, resolution, preview=preview, because=reason)
             if not isinstance(asked, Approved):
                 return asked
             await acting.record(Outcome.DONE, ticket=asked.ticket, detail=resolution)
@@ -168,8 +202,12 @@ def register(server: MCPServer, app: DeskApp) -> None:
             f"Its alerts stay silent until {stamp(until)}Z."
         )
         binding = {"tool": "silence_incident", "incidentId": incidentId, "minutes": str(minutes), "reason": reason}
+
+        async def preview() -> Preview:
+            return silence_preview(found.labels, await app.alerts_silenced_by_labels(found))
+
         try:
-            asked = await acting.approve(question, binding, found.service, reason)
+            asked = await acting.approve(question, binding, found.service, reason, preview=preview, because=reason)
             if not isinstance(asked, Approved):
                 return asked
             ends = datetime.now(UTC) + timedelta(minutes=capped)
@@ -190,10 +228,16 @@ def register(server: MCPServer, app: DeskApp) -> None:
 
     @TOOLS.tool(server)
     async def unsilence_incident(
-        incidentId: IncidentId, ctx: Context
+        incidentId: IncidentId,
+        ctx: Context,
+        include_foreign: Annotated[
+            bool,
+            Field(description="Also lift silences someone else made (a maintenance silence may cover many alerts)"),
+        ] = False,
+        reason: RequestReason = None,
     ) -> Annotated[CallToolResult, ActReport] | InputRequiredResult:
-        """Lift the silences on an Alertmanager incident's alert (made by the desk or anyone else), after a human
-        approves in a form with a change ticket."""
+        """Lift the silences this desk made on an Alertmanager incident's alert (with include_foreign, anyone's),
+        after a human approves in a form with a change ticket; the human sees every alert it unsilences."""
         found = await _incident(incidentId, fresh=True)
         if isinstance(found, CallToolResult):
             return found
@@ -202,15 +246,32 @@ def register(server: MCPServer, app: DeskApp) -> None:
         if not found.silenced_by:
             return results.error(f"{incidentId} is not silenced")
         acting = _Act(app, ctx, incidentId, Act.UNSILENCE, outcomes.UNSILENCE)
-        binding = {"tool": "unsilence_incident", "incidentId": incidentId}
-        ids = ", ".join(found.silenced_by)
+        binding = {"tool": "unsilence_incident", "incidentId": incidentId, "include_foreign": str(include_foreign)}
         try:
-            asked = await acting.approve(f"Lift the silence on {incidentId}?", binding, found.service, ids)
+            targets = await app.silence_targets(found)
+        except (SilenceError, NoSilences) as exc:
+            return results.error(outcomes.ACT_FAILED[acting.words.verb].render(error=exc))
+        foreign = [target for target in targets if not target.made_here]
+        if foreign and not include_foreign:
+            # Nobody is asked: lifting someone's maintenance silence is not what the call can mean by default.
+            refusal = acting.words.refusal(foreign_refusal(foreign[0]))
+            await acting.record(Outcome.REFUSED_FOREIGN, detail=refusal)
+            return results.ok(refusal, acting.report(Outcome.REFUSED_FOREIGN, reason=refusal))
+        ids = ", ".join(target.silence_id for target in targets)
+
+        async def preview() -> Preview:
+            fresh = await app.fresh_incident(incidentId)
+            return unsilence_preview(await app.silence_targets(fresh))
+
+        try:
+            asked = await acting.approve(
+                f"Lift the silence on {incidentId}?", binding, found.service, ids, preview=preview, because=reason
+            )
             if not isinstance(asked, Approved):
                 return asked
             try:
-                for silence_id in found.silenced_by:
-                    await app.expire_silence(found, silence_id)
+                for target in targets:
+                    await app.expire_silence(found, target.silence_id)
             except (SilenceError, NoSilences) as exc:
                 await acting.record(Outcome.FAILED, ticket=asked.ticket, detail=str(exc))
                 return results.error(outcomes.ACT_FAILED[acting.words.verb].render(error=exc))

@@ -13,8 +13,9 @@ from pydantic import BaseModel, Field
 from incident_desk.app import DeskApp
 from incident_desk.approvals import flow
 from incident_desk.core.acts import approval, executor
-from incident_desk.core.acts.actions import SimulateAction
+from incident_desk.core.acts.actions import CommandAction, SimulateAction
 from incident_desk.core.acts.approval import Approved, Entry
+from incident_desk.core.acts.preview import MAX_REASON_CHARS, Preview, restart_preview
 from incident_desk.core.journal.audit import FIELD_LIMITS, AuditError, Decision, cut
 from incident_desk.core.journal.locks import Holding, LockLost, ServiceBusy, this_replica
 from incident_desk.core.outcomes import (
@@ -33,6 +34,14 @@ from incident_desk.protocol import tool_results as results
 from incident_desk.protocol.tool_kinds import ToolKinds, restart
 
 log = structlog.get_logger(__name__)
+
+RequestReason = Annotated[
+    str | None,
+    Field(
+        max_length=MAX_REASON_CHARS,
+        description="Why you ask for this act, in a sentence: shown to the approver (masked) and journalled",
+    ),
+]
 
 
 class RestartReport(BaseModel):
@@ -94,17 +103,23 @@ def register(server: MCPServer, app: DeskApp) -> None:
     async def restart_service(
         service: Annotated[str, Field(description="Service name, e.g. payments-api")],
         ctx: Context,
+        reason: RequestReason = None,
     ) -> Annotated[CallToolResult, RestartReport] | InputRequiredResult:
-        """Restart a service after a human approves in a form with a change ticket; refuses without approval."""
+        """Restart a service after a human approves in a form with a change ticket; refuses without approval.
+        The human sees the command it will run."""
         try:
-            return await _decide_and_restart(ctx, service)
+            return await _decide_and_restart(ctx, service, reason)
         except AuditError as exc:
             # Nothing ran: every path that executes records its approval first, and that write failed here.
             log.error("audit journal write failed", service=cut(service, FIELD_LIMITS["service"]), error=str(exc))
             return results.error(RESTART.journal_unwritable_text(exc))
 
+    def preview_of(service: str) -> Preview:
+        action = app.settings.services.get(service, SimulateAction())
+        return restart_preview(action.argv if isinstance(action, CommandAction) else None, None)
+
     async def _decide_and_restart(
-        ctx: Context, service: str
+        ctx: Context, service: str, reason: str | None
     ) -> Annotated[CallToolResult, RestartReport] | InputRequiredResult:
         client = client_features.view(ctx)
         record = _recorder(ctx, app, service, principal.approver(ctx), client.era)
@@ -116,7 +131,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
 
         async def busy_before_asking() -> CallToolResult | None:
             """A service another restart holds would turn the human's yes into a refusal: nobody is asked."""
-            holder = await app.journal.locks.holder(service)
+            holder = await app.restart_lock_holder(service)
             if holder is None:
                 return None
             detail = f"a restart was running, {holder.describe()}; nobody was asked"
@@ -126,26 +141,31 @@ def register(server: MCPServer, app: DeskApp) -> None:
         def report(outcome: Outcome, **fields: object) -> RestartReport:
             return _report(service, outcome, **fields)
 
+        shown = preview_of(service)
         asked = await flow.ask(
             ctx,
             app,
             record,
             RESTART,
             question=approval.question(service),
+            preview=shown,
             binding={"tool": "restart_service", "service": service},
             target=service,
             service=service,
             reason=f"restart_service called for {service}",
             report=report,
+            requested_because=reason,
             before_asking=busy_before_asking,
         )
         if not isinstance(asked, Approved):
             return asked
+        if (changed := await flow.unchanged(record, RESTART, asked, shown, preview_of(service))) is not None:
+            return changed
 
         # A second approved restart of a service is refused rather than run on top of the first: in this process
         # (SQLite), or on any replica sharing the PostgreSQL journal.
         try:
-            async with app.journal.locks.hold(service, f"{this_replica()} for {record.actor}") as holding:
+            async with app.restart_lock(service, f"{this_replica()} for {record.actor}") as holding:
                 if (replayed := await flow.spend(record, RESTART, asked)) is not None:
                     return replayed
                 return await _approved_restart(ctx, app, service, asked.ticket, record, holding)

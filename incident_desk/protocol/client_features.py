@@ -45,7 +45,7 @@ from mcp_types import (
 )
 from pydantic import BaseModel
 
-from incident_desk.core.outcomes import PENDING_TEXT
+from incident_desk.core.outcomes import CHANGED, PENDING_TEXT
 from incident_desk.protocol.eras import ERA_2025, ROUND_TRIP_ERAS
 
 ResultT = TypeVar("ResultT", bound=BaseModel)
@@ -105,12 +105,26 @@ class Ask:
     result: InputRequiredResult
 
 
+# The binding key that holds an act's preview digest (``core.acts.preview``).
+PREVIEW_KEY = "preview"
+
+
 @dataclass(frozen=True)
 class StaleRound:
     """A retry that does not belong to this call (``unbound``), or came back too late to be trusted (``late``)."""
 
-    kind: Literal["unbound", "late"]
+    kind: Literal["unbound", "late", "changed"]
     reason: str
+
+
+def _stale_binding(asked: Mapping[str, str], now: Mapping[str, str], unbound: str) -> StaleRound:
+    """A retry whose binding differs: only in the preview's digest means the act's targets changed since the
+    question (``changed``); anything else, that the answer belongs to another call (``unbound``)."""
+    rest_asked = {k: v for k, v in asked.items() if k != PREVIEW_KEY}
+    rest_now = {k: v for k, v in now.items() if k != PREVIEW_KEY}
+    if rest_asked == rest_now:
+        return StaleRound("changed", CHANGED)
+    return StaleRound("unbound", unbound)
 
 
 @dataclass(frozen=True)
@@ -160,8 +174,8 @@ def _answer_for(ctx: Context, key: str, binding: Mapping[str, str], timeout: flo
     if state is None or state.key != key or key not in responses:
         return None
     if state.binding != dict(binding):
-        asked = ", ".join(f"{k}={v}" for k, v in sorted(state.binding.items()))
-        return StaleRound("unbound", f"the answer was given for {asked}, not for this call")
+        asked = ", ".join(f"{k}={v}" for k, v in sorted(state.binding.items()) if k != PREVIEW_KEY)
+        return _stale_binding(state.binding, binding, f"the answer was given for {asked}, not for this call")
     waited = time.time() - state.asked_at
     if waited > timeout:
         return StaleRound("late", f"no answer within {timeout:g}s (the retry came after {waited:.0f}s)")
@@ -429,8 +443,9 @@ def link_round(ctx: Context, binding: Mapping[str, str], timeout: float) -> Link
     state = _Round.decode(ctx.request_state)
     if state is None or state.key != key or "approval" not in state.binding:
         return None
-    if {k: v for k, v in state.binding.items() if k != "approval"} != dict(binding):
-        return StaleRound("unbound", "the approval link was given for another call")
+    asked = {k: v for k, v in state.binding.items() if k != "approval"}
+    if asked != dict(binding):
+        return _stale_binding(asked, binding, "the approval link was given for another call")
     if time.time() - state.asked_at > timeout:
         return StaleRound("late", f"no answer within {timeout:g}s")
     answer = (ctx.input_responses or {}).get(key)

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
+from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.extension import Extension
+
 ERA_2025 = "2025-11-25"
 ERA_2026 = "2026-07-28"
 ROUND_TRIP_ERAS = frozenset({ERA_2026})
@@ -18,3 +24,24 @@ def era_features(*, stateless: bool) -> dict[str, str]:
         legacy = "sampling and elicitation on the open call (stateful sessions)"
     modern = "approval and sampling by multi round-trip (input_required), in any mode"
     return {ERA_2025: legacy, ERA_2026: modern}
+
+
+class DeclareOnTheHandshake:
+    """Server middleware: the 2025-11-25 ``initialize`` answer declares ``extensions`` too.
+
+    The SDK sieves ``capabilities.extensions`` out of a 2025 answer (that revision's schema has no such field) and
+    declares extensions in the 2026 ``server/discover`` only, yet hosts of the handshake era read the field there
+    (MCP Inspector serves ``skills/*`` to a legacy server that declares the extension), and an extension's methods
+    answer in both eras.
+    """
+
+    def __init__(self, extensions: Sequence[Extension]) -> None:
+        self._declared = {extension.identifier: extension.settings() for extension in extensions}
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        result = await call_next(ctx)
+        if ctx.method == "initialize" and isinstance(result, dict):
+            capabilities = result.get("capabilities")
+            if isinstance(capabilities, dict):
+                capabilities["extensions"] = {**capabilities.get("extensions", {}), **self._declared}
+        return result
