@@ -175,9 +175,9 @@ def opened_time(value: object) -> datetime:
     raise ValueError("opened must be a date-time, e.g. 2026-11-29T10:58:00Z")
 
 
-
 class _Vanished(errors.NotFound):
     """An incident directory removed between listing the folder and opening it: gone, not a problem to report."""
+
 
 class DataFolder:
     """Read access to one data directory. Thread-safe and lock-free; cheap to call on every request.
