@@ -28,7 +28,7 @@ from incident_desk.protocol import client_features
 log = structlog.get_logger(__name__)
 
 # A step of the approval: requested (by the requester, in the call), or one the page took.
-Step = Literal["requested", "opened", "approved", "declined"]
+Step = Literal["requested", "opened", "approved", "declined", "refused"]
 
 
 @dataclass(frozen=True)
