@@ -165,6 +165,13 @@ async def test_http_desk_the_requester_is_refused_and_a_second_person_approves(
     assert "Approval refused" in alice_page and "must approve it" in alice_page
     assert bob_page.startswith("You approved")
     assert text.startswith("RESTARTED payments-api under CHG-2291 (simulated)"), text
-    steps = _journal(tmp_path)
-    assert [o for o, _ in steps] == ["approval_requested", "page_opened", "approved", "simulated"]
-    assert steps[0][1] == person(provider, "alice") and steps[2][1] == person(provider, "bob")
+    alice, bob = person(provider, "alice"), person(provider, "bob")
+    # Issue 45: the refused self-approval and the second person's page_opened are journalled too, each by its person.
+    assert _journal(tmp_path) == [
+        ("approval_requested", alice),
+        ("page_opened", alice),
+        ("refused_self_approval", alice),
+        ("page_opened", bob),
+        ("approved", bob),
+        ("simulated", bob),
+    ]

@@ -64,6 +64,12 @@ def _page_journal(journal: Journal) -> StepJournal:
         elif step == "approved":
             detail = f"approved by {who} on the approval page ({pending.public_id})"
             await journal(StepRow("approved", who, detail, ticket=pending.ticket, nonce=pending.nonce))
+        elif step == "refused":
+            detail = (
+                f"approval page {pending.public_id} refused {who}: they asked for this {pending.act}, and "
+                "second-person approval needs someone else; the link stays open for them"
+            )
+            await journal(StepRow("refused", who, detail))
         else:
             await journal(StepRow("declined", who, f"declined by {who} on the approval page ({pending.public_id})"))
 

@@ -35,7 +35,7 @@ from incident_desk.approvals.signin import (
     SignedIn,
 )
 from incident_desk.core.acts.approval import MAX_TICKET_CHARS, TICKET
-from incident_desk.core.acts.links import ApprovalBook, LinkRefused, PageStep, Pending, State
+from incident_desk.core.acts.links import ApprovalBook, LinkRefused, PageStep, Pending, SelfApproval, State
 from incident_desk.core.journal.audit import AuditError
 from incident_desk.identity.oauth import IssuerUnavailable
 
@@ -138,7 +138,7 @@ def page_routes(book: ApprovalBook, identity: Identity | None = None) -> list[Ro
         if isinstance(who, Response):
             return who
         log.info("approval page opened", approval=pending.public_id)
-        if book.first_view(pending):
+        if book.first_view(pending, who.approver, who.key):
             await _journal_step(pending, "opened", who.approver)
         form = (
             "<form method='post'>"
@@ -169,9 +169,10 @@ def page_routes(book: ApprovalBook, identity: Identity | None = None) -> list[Ro
             # Refused before the link is used: the person corrects the ticket and approves again.
             return _page("Approval not sent", f"<p>{html.escape(problem)}: go back and correct it</p>", 400)
         try:
-            who = await signed_in(request, link, book.open(link))
+            opened = book.open(link)
         except LinkRefused as exc:
             return _refused(exc)
+        who = await signed_in(request, link, opened)
         if isinstance(who, Response):
             return _page("Approval refused", "<p>sign in first: open the approval link again</p>", 403)
         try:
@@ -179,6 +180,10 @@ def page_routes(book: ApprovalBook, identity: Identity | None = None) -> list[Ro
             pending = book.decide(
                 link, csrf, approve=approve, approver=who.approver, approver_key=who.key, ticket=ticket
             )
+        except SelfApproval as exc:
+            # The link stays open for someone else; the auditor sees who tried to approve their own request.
+            await _journal_step(opened, "refused", who.approver)
+            return _refused(exc)
         except LinkRefused as exc:
             return _refused(exc)
         log.info("approval decided on the page", approval=pending.public_id, state=pending.state, by=who.approver)
