@@ -5,8 +5,10 @@ requester refused on their own second-person act."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import httpx2
 import pytest
@@ -14,11 +16,13 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
 
+from incident_desk.approvals.context import ERROR_LINES, LINE_CHARS, incident_view
 from incident_desk.approvals.out_of_band import StepRow, _page_journal
-from incident_desk.approvals.page import page_routes
+from incident_desk.approvals.page import IncidentLookup, page_routes
 from incident_desk.approvals.signin import SignedIn
 from incident_desk.core.acts.links import ApprovalBook, Pending
 from tests.approval_page_helpers import CSRF
+from tests.helpers import AppFactory
 
 pytestmark = pytest.mark.anyio
 
@@ -38,6 +42,28 @@ class HeaderIdentity:
         return SignedIn(_name(user), "signed in at the test issuer", key=f"oauth:{ISSUER} {user}")
 
 
+def _folder(root: Path) -> Path:
+    """A data folder with one open payments-api incident whose log ends in more error lines than the page shows,
+    one of them carrying a secret, one far longer than a line, and markup in its title."""
+    incident = root / "incidents" / "INC-7"
+    incident.mkdir(parents=True)
+    (root / "runbooks").mkdir()
+    (incident / "incident.toml").write_text(
+        f'title = "pool exhausted {HOSTILE}"\nservice = "payments-api"\nseverity = "SEV2"\nstatus = "open"\n'
+        "opened = 2026-11-29T10:58:12Z\n"
+    )
+    lines = [f"10:58:{n:02} payments-api ERROR early failure {n}" for n in range(10)]
+    lines += [
+        "10:59:00 payments-api INFO retrying",
+        "10:59:01 payments-api ERROR login failed password=hunter2secret",
+        "10:59:02 payments-api ERROR " + "x" * 400,
+        f"10:59:03 payments-api ERROR bad input {HOSTILE}",
+        "10:59:04 payments-api INFO still retrying",
+    ]
+    (incident / "log.txt").write_text("\n".join(lines) + "\n")
+    return root
+
+
 QUESTION = (
     "Restart payments-api? This drops in-flight requests.\n"
     "Will run: ['systemctl', 'restart', 'payments-api']\n"
@@ -46,7 +72,9 @@ QUESTION = (
 
 
 @asynccontextmanager
-async def _page(book: ApprovalBook) -> AsyncIterator[tuple[Pending, str, list[StepRow], Starlette]]:
+async def _page(
+    book: ApprovalBook, lookup: IncidentLookup | None = None
+) -> AsyncIterator[tuple[Pending, str, list[StepRow], Starlette]]:
     rows: list[StepRow] = []
 
     async def journal(row: StepRow) -> None:
@@ -64,7 +92,7 @@ async def _page(book: ApprovalBook) -> AsyncIterator[tuple[Pending, str, list[St
         journal=_page_journal(journal),
         requester_key=f"oauth:{ISSUER} alice",
     )
-    routes = page_routes(book, HeaderIdentity())
+    routes = page_routes(book, HeaderIdentity(), lookup)
     yield pending, "/approvals/" + link, rows, Starlette(routes=routes)
 
 
@@ -120,3 +148,44 @@ def test_the_first_view_is_once_per_person_by_subject() -> None:
     assert not book.first_view(pending, f"Alice Smith (sub alice @ {ISSUER})")  # same subject, another label
     assert book.first_view(pending, _name("bob"))
     assert not book.first_view(pending, _name("bob"))
+
+
+def _text(html: str) -> str:
+    return re.sub(r"<[^>]+>", " ", html)
+
+
+async def test_the_page_shows_the_incident_preview_reason_and_expiry_escaped(
+    make_app: AppFactory, tmp_path: Path
+) -> None:
+    app = make_app(data_dir=_folder(tmp_path / "desk"))
+    book = ApprovalBook()
+    async with (
+        _page(book, lambda target: incident_view(app, target)) as (_, url, _rows, asgi),
+        _browser(asgi, "bob") as bob,
+    ):
+        page = (await bob.get(url)).text
+    assert HOSTILE not in page and "&lt;script&gt;" in page
+    assert "<h1>Restart payments-api? This drops in-flight requests.</h1>" in page
+    preview = re.search(r"<pre class='preview'>(.*?)</pre>", page, re.S)
+    assert preview is not None
+    assert preview.group(1).splitlines() == [
+        "Will run: [&#x27;systemctl&#x27;, &#x27;restart&#x27;, &#x27;payments-api&#x27;]",
+        "Requested because: pool stuck &lt;script&gt;alert(1)&lt;/script&gt;",
+    ]
+    assert "INC-7" in page and "pool exhausted &lt;script&gt;" in page and ">open<" in page
+    shown = re.findall(r"<li>(.*?)</li>", page)
+    assert len(shown) == ERROR_LINES
+    assert "hunter2secret" not in page and "password=[REDACTED]" in shown[2]
+    assert shown[0].endswith("early failure 8") and shown[1].endswith("early failure 9")
+    assert f"[cut at {LINE_CHARS} chars]" in shown[3] and len(shown[3]) < LINE_CHARS + 40
+    text = _text(page)
+    assert "Who may approve" in text and "other than the requester" in text
+    assert re.search(r"Link expires\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(10 minutes left\)", text), text
+
+
+def test_a_restart_shows_the_newest_open_incident_of_its_service(make_app: AppFactory, tmp_path: Path) -> None:
+    app = make_app(data_dir=_folder(tmp_path / "desk"))
+    view = incident_view(app, "payments-api")
+    assert view is not None and view.id == "INC-7" and view.state == "open"
+    assert incident_view(app, "INC-7") == view
+    assert incident_view(app, "search-api") is None
