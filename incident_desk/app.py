@@ -13,11 +13,12 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property, partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, TypeVar
 
 import anyio.to_thread
 import structlog
@@ -34,8 +35,10 @@ from incident_desk.core.incidents import (
 )
 from incident_desk.core.journal.activity import Event, Standing, standings
 from incident_desk.core.journal.audit import AuditJournal, Decision, Journal
-from incident_desk.core.journal.memory import Memory, MemoryError_, Postmortem, Remembered, Similar, SqliteMemory
+from incident_desk.core.journal.locks import Holder, Holding
+from incident_desk.core.journal.memory import Memory, MemoryUnavailable, Postmortem, Remembered, Similar, SqliteMemory
 from incident_desk.core.neighbours import metrics, outside
+from incident_desk.core.search.sealed import LogPageRead, LogSearchRead
 from incident_desk.core.sources import IncidentSources, silences
 from incident_desk.core.sources.alertmanager import AlertmanagerSource
 from incident_desk.memory_keeper import MemoryKeeper
@@ -72,6 +75,14 @@ CHANGE_THREADS = 4
 COMPLETION_WAIT_SECONDS = 0.5
 
 
+class ApprovalStoreSlot(Protocol):
+    """The out-of-band approvals' store (``approvals.out_of_band``), described here: importing it is a cycle."""
+
+    base_url: str | None
+
+    def page_base(self) -> str: ...
+
+
 class NoSilences(Exception):
     """The incident has no Alertmanager: a folder incident has nothing to silence."""
 
@@ -87,7 +98,7 @@ class DeskApp:
     log_levels: ClientLogLevels = field(default_factory=ClientLogLevels)
     memory: MemoryKeeper | None = None
     # The out-of-band approvals pending on this desk (out_of_band.ApprovalStore), made on first use.
-    approval_store: object | None = field(default=None, init=False, repr=False, compare=False)
+    approval_store: ApprovalStoreSlot | None = field(default=None, init=False, repr=False, compare=False)
     _readers_loaded: bool = field(default=False, init=False, repr=False)
 
     @property
@@ -174,7 +185,7 @@ class DeskApp:
 
     def _keeper(self) -> MemoryKeeper:
         if self.memory is None:
-            raise MemoryError_("this desk keeps no incident memory")
+            raise MemoryUnavailable("this desk keeps no incident memory")
         return self.memory
 
     async def remember_now(self, incident: Incident) -> Remembered:
@@ -182,7 +193,7 @@ class DeskApp:
         return await anyio.to_thread.run_sync(self._keeper().remember_now, incident)
 
     async def similar_incidents(self, text: str, exclude: str | None, limit: int) -> list[Similar]:
-        """Past incidents of this desk closest to ``text``, best first (MemoryError_)."""
+        """Past incidents of this desk closest to ``text``, best first (MemoryUnavailable)."""
         return await anyio.to_thread.run_sync(self._keeper().memory.similar, text, exclude, limit)
 
     async def save_postmortem(self, postmortem: Postmortem) -> None:
@@ -223,9 +234,7 @@ class DeskApp:
 
     async def fresh_incident(self, incident_id: str) -> Incident:
         """The incident as its source shows it now (an Alertmanager is asked again, not its cache)."""
-        for source in self.sources.sources:
-            if isinstance(source, AlertmanagerSource) and incident_id.startswith(source.id_prefix):
-                source.forget()
+        self.sources.forget(incident_id)
         return await self.incident(incident_id)
 
     def _alertmanager(self, incident: Incident) -> AlertmanagerSource:
@@ -257,34 +266,9 @@ class DeskApp:
         config = self.settings.service_metrics.get(service)
         if config is None:
             raise metrics.MetricsUnavailable(f"{service} has no [services.{service}.metrics] (a Prometheus to ask)")
-        secret = source_secret(self.settings)
-        answers: dict[str, list[metrics.Series] | metrics.QueryProblem | metrics.MetricsUnavailable] = {}
-
-        async def ask(name: str, query: str) -> None:
-            call = partial(
-                metrics.fetch_series, config, service, secret, name, query, window, self.settings.metrics_max_points
-            )
-            try:
-                answers[name] = await anyio.to_thread.run_sync(
-                    call, limiter=outside.outside_threads(), abandon_on_cancel=True
-                )
-            except metrics.MetricsUnavailable as exc:
-                answers[name] = exc
-
-        async with anyio.create_task_group() as group:
-            for name, query in queries.items():
-                group.start_soon(ask, name, query)
-        series: list[metrics.Series] = []
-        problems: list[metrics.QueryProblem] = []
-        for name in queries:
-            answer = answers[name]
-            if isinstance(answer, metrics.MetricsUnavailable):
-                raise answer
-            if isinstance(answer, metrics.QueryProblem):
-                problems.append(answer)
-            else:
-                series.extend(answer)
-        return series, problems
+        return await metrics.fetch_all(
+            config, service, source_secret(self.settings), queries, window, self.settings.metrics_max_points
+        )
 
     async def change_events(self, service: str, incident_id: str, start: datetime, end: datetime) -> ChangeRead:
         """The change sources' events for ``service`` in the window (files read, commands run, off the loop and
@@ -309,6 +293,64 @@ class DeskApp:
             settings.keyring_service,
             credentials.PROVIDER_API_KEY,
         )
+
+    async def read_page(self, incident_id: str, cursor: str | None, limit: int | None) -> LogPageRead:
+        """One page of the log from ``cursor`` (a sealed cursor this desk handed out; None for the first line),
+        redacted, with the next page's sealed cursor (CursorError, or the log's DataError)."""
+        from incident_desk.core.search import paging
+
+        start = self.cursors.decode(incident_id, cursor) if cursor else paging.START
+        settings = self.settings
+        page = await self.read_log_from_loop(
+            incident_id,
+            partial(
+                paging.read_page,
+                cursor=start,
+                limit=limit or settings.page_lines,
+                max_bytes=settings.page_max_bytes,
+                redactor=self.redactor,
+            ),
+        )
+        next_cursor = self.cursors.encode(incident_id, page.next_cursor) if page.next_cursor else None
+        return LogPageRead(page.lines, next_cursor, page.total_bytes)
+
+    async def search(
+        self, incident_id: str, pattern: str, cursor: str | None, limit: int, *, ignore_case: bool = False
+    ) -> LogSearchRead:
+        """Matches of ``pattern`` (PatternError) from ``cursor`` (CursorError) within the desk's time budget, the
+        log scanned in the search threads with its helper processes, and stopped when the request is cancelled."""
+        from incident_desk.core.redaction.face import MASK
+        from incident_desk.core.search import engine, paging
+        from incident_desk.core.search.pattern import compile_pattern
+
+        regex = compile_pattern(pattern, ignore_case=ignore_case, mask=MASK)
+        start = self.cursors.decode(incident_id, cursor) if cursor else paging.START
+        cancelled = threading.Event()
+        reader = partial(
+            engine.search,
+            pattern=regex,
+            cursor=start,
+            limit=limit,
+            time_budget=self.settings.search_time_budget_seconds,
+            redaction=self.redaction,
+            cancelled=cancelled,
+            processes=self.settings.search_processes,
+        )
+        try:
+            # Abandoned on cancellation, and told so: the scan checks the flag between windows and stops.
+            found = await self.scan_log(incident_id, reader, search=True)
+        finally:
+            cancelled.set()
+        next_cursor = self.cursors.encode(incident_id, found.next_cursor) if found.next_cursor else None
+        return LogSearchRead(found.matches, next_cursor, found.scanned_bytes, found.total_bytes, found.stopped)
+
+    def restart_lock(self, service: str, who: str) -> AbstractAsyncContextManager[Holding]:
+        """Hold ``service``'s restart lock as ``who`` (ServiceBusy): features never reach into the journal."""
+        return self.journal.locks.hold(service, who)
+
+    async def restart_lock_holder(self, service: str) -> Holder | None:
+        """Who holds ``service``'s restart lock now, if anyone."""
+        return await self.journal.locks.holder(service)
 
     async def scan_log(self, incident_id: str, reader: Callable[[BinaryIO], T], *, search: bool = False) -> T:
         """Run a long ``reader`` (a search, a timeline pass) on an incident's log in a worker thread, abandoned

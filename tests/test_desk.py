@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from incident_desk.core.incidents import DataFolder, DeskError, LogUnavailable, Problem
+from incident_desk.core.incidents import DataError, DataFolder, LogUnavailable, Problem
 
 TOML = 'title="t"\nservice="svc"\nseverity="SEV2"\nstatus="open"\nopened="2026-01-01T00:00:00Z"\n'
 
@@ -39,7 +39,7 @@ def test_an_incident_shows_up_once_its_log_is_written_after_its_metadata(tmp_pat
 
 def test_log_unavailable_names_the_incident_and_the_reason() -> None:
     error = LogUnavailable("INC-7", "permission denied")
-    assert isinstance(error, DeskError)
+    assert isinstance(error, DataError)
     assert str(error) == "Log of INC-7 cannot be read: permission denied"
     assert (error.incident_id, error.reason) == ("INC-7", "permission denied")
 
@@ -69,5 +69,5 @@ def test_runbooks_linked_to_outside_the_data_directory_are_not_offered(tmp_path:
     (runbooks / "escape.md").symlink_to(outside)
     desk = DataFolder(tmp_path / "desk")
     assert desk.runbook_services() == ["svc"]
-    with pytest.raises(DeskError):
+    with pytest.raises(DataError):
         desk.runbook("escape")

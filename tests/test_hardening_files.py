@@ -29,7 +29,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import PromptReference
 
 from incident_desk.core import datafiles
-from incident_desk.core.incidents import DataFolder, DeskError, Problem, UnknownService, bundled_sample_data
+from incident_desk.core.incidents import DataError, DataFolder, Problem, UnknownService, bundled_sample_data
 from tests.helpers import ROOT, child_env, connect, text_of
 
 pytestmark = pytest.mark.anyio
@@ -198,7 +198,7 @@ def test_links_are_followed_only_while_they_stay_inside(tmp_path: Path, use_desc
     }
     assert desk.runbook_services() == ["alias", "ok"]
     assert desk.runbook("alias") == "# ok\n"
-    with pytest.raises(DeskError, match=r"svc\.md points outside the data directory"):
+    with pytest.raises(DataError, match=r"svc\.md points outside the data directory"):
         desk.runbook("svc")
     with desk.open_log("INC-IN-REL") as log:
         assert log.read() == b"inside line\n"
@@ -235,7 +235,7 @@ def test_a_device_node_inside_the_data_directory_is_refused_unopened(
         Problem("incidents/INC-DEV", "incident.toml is a character device, not a regular file"),
         Problem("runbooks/dev.md", "is a character device, not a regular file"),
     }
-    with pytest.raises(DeskError, match="is a character device"):
+    with pytest.raises(DataError, match="is a character device"):
         desk.runbook("dev")
     nodes = {(node.stat().st_dev, node.stat().st_ino) for node in (root / "incidents").glob("*/incident.toml")}
     nodes.add(((root / "runbooks" / "dev.md").stat().st_dev, (root / "runbooks" / "dev.md").stat().st_ino))
@@ -404,10 +404,10 @@ def test_os_errors_anywhere_become_clean_desk_errors(
             try:
                 desk.incident(incident_id)
                 desk.open_log(incident_id).close()
-            except DeskError:
+            except DataError:
                 pass
         for service in ("svc", "alias", "nope"):
-            with contextlib.suppress(DeskError):
+            with contextlib.suppress(DataError):
                 desk.runbook(service)
 
     desk = DataFolder(root)

@@ -12,6 +12,8 @@ import secrets
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from incident_desk.core import errors
+
 if TYPE_CHECKING:
     from pydantic import SecretStr
 
@@ -33,7 +35,7 @@ _TAIL = 4
 _VENDOR_PREFIXES = ("sk-ant-", "sk-proj-", "sk-")
 
 
-class CredentialStoreError(Exception):
+class CredentialStoreError(errors.Unavailable):
     """The keychain could not store, read or delete a secret; the message names the backend problem."""
 
 

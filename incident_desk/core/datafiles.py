@@ -23,6 +23,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import BinaryIO
 
+from incident_desk.core import errors
+
 MAX_LINKS = 40  # as many links as the kernel follows in one lookup before it gives up (ELOOP)
 OUTSIDE = "points outside the data directory"
 
@@ -50,7 +52,7 @@ DESCRIPTORS_SUPPORTED = bool(
 )
 
 
-class Refused(Exception):
+class Refused(errors.Refused):
     """A data-directory name the desk will not open; the message completes a sentence that starts with the name."""
 
 

@@ -31,6 +31,8 @@ from typing import Any, BinaryIO
 
 import structlog
 
+from incident_desk.core import errors
+
 STRETCH_BYTES = 32 * 1024 * 1024  # a helper's share at a time: some 50 ms of counting, so budgets stay close
 _FIND_LINE_BYTES = 64 * 1024  # read at a time while looking for a line's start
 # A stretch takes some 50 ms, up to 40 s of hostile lines (10 ms per 8 KiB); a helper later than this is taken as
@@ -244,7 +246,7 @@ def _idle(helper: Helper) -> bool:
 HELPERS = _Helpers()
 
 
-class _Failed(Exception):
+class _Failed(errors.Unavailable):
     """A helper died, failed or hung: the caller counts the rest itself."""
 
 
@@ -293,7 +295,7 @@ def helped_stretches(
         HELPERS.failed(f"a timeline helper ended: {exc or type(exc).__name__}")
 
 
-class _Stopped(Exception):
+class _Stopped(errors.Unavailable):
     """The caller's budget ran out while it waited."""
 
 

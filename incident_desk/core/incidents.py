@@ -30,6 +30,7 @@ from typing import Any, BinaryIO
 
 import structlog
 
+from incident_desk.core import errors
 from incident_desk.core.datafiles import DESCRIPTORS_SUPPORTED, DataRoot, Directory, Refused
 from incident_desk.core.names import INCIDENT_ID, SERVICE_NAME, is_safe_name
 from incident_desk.core.neighbours.untrusted import one_line
@@ -46,17 +47,17 @@ DEFAULT_MAX_FILE_BYTES = 1024 * 1024
 MAX_RESOLUTION_CHARS = 2000
 
 
-class DeskError(Exception):
-    """Base of the desk's domain errors; messages are safe to show a client."""
+class DataError(errors.IncidentDeskError):
+    """What the data (incidents, logs, runbooks) could not give; messages are safe to show a client."""
 
 
-class UnknownIncident(DeskError):
+class UnknownIncident(DataError, errors.NotFound):
     def __init__(self, incident_id: str) -> None:
         super().__init__(f"No such incident: {incident_id}")
         self.incident_id = incident_id
 
 
-class UnknownService(DeskError):
+class UnknownService(DataError, errors.NotFound):
     def __init__(self, service: str) -> None:
         super().__init__(f"No such service: {service}")
         self.service = service
@@ -66,11 +67,11 @@ class RunbookMissing(UnknownService):
     """A service the desk knows (an incident, a restart action or a log source names it) with no runbook file."""
 
     def __init__(self, service: str) -> None:
-        DeskError.__init__(self, f"No runbook for {service} ({RUNBOOKS_DIR}/{service}{RUNBOOK_SUFFIX} is missing)")
+        DataError.__init__(self, f"No runbook for {service} ({RUNBOOKS_DIR}/{service}{RUNBOOK_SUFFIX} is missing)")
         self.service = service
 
 
-class LogUnavailable(DeskError):
+class LogUnavailable(DataError, errors.Unavailable):
     """An incident's log could not be read (gone, unreadable, refused) after the desk listed the incident."""
 
     def __init__(self, incident_id: str, reason: str) -> None:
@@ -79,7 +80,7 @@ class LogUnavailable(DeskError):
         self.reason = reason
 
 
-class RunbookUnavailable(DeskError):
+class RunbookUnavailable(DataError, errors.Unavailable):
     """A runbook that exists but is refused (not a regular file, too big, leads outside) or cannot be read."""
 
     def __init__(self, service: str, reason: str) -> None:

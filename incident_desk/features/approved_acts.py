@@ -17,7 +17,7 @@ from incident_desk.app import DeskApp, NoSilences
 from incident_desk.approvals import flow
 from incident_desk.core import outcomes
 from incident_desk.core.acts.approval import Approved, Entry
-from incident_desk.core.incidents import DeskError, Incident
+from incident_desk.core.incidents import DataError, Incident
 from incident_desk.core.journal.activity import MAX_NOTE_CHARS, Act, Event, stamp
 from incident_desk.core.journal.audit import AuditError
 from incident_desk.core.outcomes import ActWords, Outcome
@@ -119,7 +119,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
     async def _incident(incident_id: str, fresh: bool = False) -> Incident | CallToolResult:
         try:
             return await (app.fresh_incident(incident_id) if fresh else app.incident(incident_id))
-        except DeskError as exc:
+        except DataError as exc:
             return results.error(str(exc))
 
     @TOOLS.tool(server)

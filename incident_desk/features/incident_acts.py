@@ -7,12 +7,11 @@ from datetime import datetime
 from typing import Annotated
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp_types import CallToolResult
 from pydantic import BaseModel, Field
 
 from incident_desk.app import DeskApp
-from incident_desk.core.incidents import DeskError, UnknownIncident
+from incident_desk.core.incidents import DataError
 from incident_desk.core.journal.activity import (
     MAX_ACTIVITY_EVENTS,
     MAX_NOTE_CHARS,
@@ -103,7 +102,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
         """None when the incident exists, else the error text."""
         try:
             await app.incident(incident_id)
-        except DeskError as exc:
+        except DataError as exc:
             return str(exc)
         return None
 
@@ -177,7 +176,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
         )
 
     async def _activity(incident_id: str) -> tuple[str, IncidentActivity]:
-        """The activity log's text and structure; DeskError, AuditError. Silences are read from the incident's
+        """The activity log's text and structure; DataError, AuditError. Silences are read from the incident's
         Alertmanager (a silence made with amtool shows the same); one it cannot show is said, not hidden."""
         incident = await app.fresh_incident(incident_id)
         events = await app.activity(incident_id, MAX_ACTIVITY_EVENTS)
@@ -207,8 +206,8 @@ def register(server: MCPServer, app: DeskApp) -> None:
         resolution, with who and when; and, for an Alertmanager incident, the silences muting it now."""
         try:
             text, structured = await _activity(incidentId)
-        except (DeskError, AuditError) as exc:
-            return results.error(str(exc))
+        except (DataError, AuditError) as exc:
+            return results.failed(exc)
         return results.ok(text, structured)
 
     @server.resource(
@@ -220,8 +219,6 @@ def register(server: MCPServer, app: DeskApp) -> None:
     async def incident_activity(id: str) -> str:
         try:
             text, _ = await _activity(id)
-        except UnknownIncident as exc:
-            raise ResourceNotFoundError(str(exc)) from None
-        except (DeskError, AuditError) as exc:
-            raise ResourceError(str(exc)) from None
+        except (DataError, AuditError) as exc:
+            raise results.resource_failure(exc) from None
         return text

@@ -8,15 +8,15 @@ from datetime import datetime
 from typing import Annotated
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 from mcp_types import CallToolResult
 from pydantic import BaseModel, Field
 
 from incident_desk.app import DeskApp
-from incident_desk.core.incidents import DeskError
+from incident_desk.core.incidents import DataError
 from incident_desk.core.journal.activity import Act, Event, stamp
 from incident_desk.core.journal.audit import AuditError
-from incident_desk.core.journal.memory import MAX_POSTMORTEM_CHARS, MAX_SIMILAR, MemoryError_, Postmortem, Similar
+from incident_desk.core.journal.memory import MAX_POSTMORTEM_CHARS, MAX_SIMILAR, MemoryUnavailable, Postmortem, Similar
 from incident_desk.core.neighbours.untrusted import one_line
 from incident_desk.core.outcomes import Outcome
 from incident_desk.identity import principal
@@ -119,8 +119,8 @@ def register(server: MCPServer, app: DeskApp) -> None:
                 remembered = await app.remember_now(await app.incident(incidentId))
                 words = " ".join((remembered.title, remembered.service, remembered.labels, remembered.signature, words))
             found = await app.similar_incidents(words, incidentId, limit)
-        except (DeskError, MemoryError_, AuditError) as exc:
-            return results.error(str(exc))
+        except (DataError, MemoryUnavailable, AuditError) as exc:
+            return results.failed(exc)
         entries = [_entry(item) for item in found]
         subject = incidentId if incidentId is not None else f"“{one_line(query, 80)}”"
         if not entries:
@@ -146,8 +146,8 @@ def register(server: MCPServer, app: DeskApp) -> None:
             return results.error("POSTMORTEM NOT SAVED -- it is empty")
         try:
             incident = await app.incident(incidentId)
-        except DeskError as exc:
-            return results.error(str(exc))
+        except DataError as exc:
+            return results.failed(exc)
         author = principal.approver(ctx)
         event = Event(
             desk=app.desk_name,
@@ -162,7 +162,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
             await app.save_postmortem(Postmortem(incidentId, markdown, author, event.time))
             await app.record_event(event)
             await app.remember_now(incident)
-        except (MemoryError_, AuditError) as exc:
+        except (MemoryUnavailable, AuditError) as exc:
             return results.error(f"POSTMORTEM NOT SAVED -- {exc}")
         uri = f"postmortem://{incidentId}"
         return results.ok(
@@ -179,8 +179,8 @@ def register(server: MCPServer, app: DeskApp) -> None:
     async def postmortem_resource(id: str) -> str:
         try:
             saved = await app.postmortem(id)
-        except (MemoryError_, AuditError) as exc:
-            raise ResourceError(str(exc)) from None
+        except (MemoryUnavailable, AuditError) as exc:
+            raise results.resource_failure(exc) from None
         if saved is None:
             raise ResourceNotFoundError(f"No postmortem saved for {id}")
         return saved.markdown

@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 
 from incident_desk import what_changed
 from incident_desk.app import DeskApp
-from incident_desk.core.incidents import DeskError
+from incident_desk.core.incidents import DataError
 from incident_desk.core.neighbours.metrics import MetricsUnavailable
 from incident_desk.protocol import tool_results as results
 from incident_desk.protocol.tool_kinds import ToolKinds, read
@@ -76,8 +76,8 @@ def register(server: MCPServer, app: DeskApp) -> None:
                 minutes_before=minutes_before,
                 minutes_after=minutes_after,
             )
-        except (DeskError, MetricsUnavailable) as exc:
-            return results.error(str(exc))
+        except (DataError, MetricsUnavailable) as exc:
+            return results.failed(exc)
         assert found.window is not None
         view = IncidentMetrics(
             incident_id=incident.id,

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import threading
 from datetime import datetime
-from functools import partial
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import MCPServer
@@ -12,12 +10,11 @@ from mcp_types import CallToolResult
 from pydantic import BaseModel, Field
 
 from incident_desk.app import DeskApp
-from incident_desk.core.incidents import DeskError, Listing
+from incident_desk.core.incidents import DataError, Listing
 from incident_desk.core.journal.activity import STATES, IncidentState, Standing, stamp, state_of
 from incident_desk.core.journal.audit import MAX_RECENT_DECISIONS, AuditError, format_decisions
-from incident_desk.core.search import engine as log_search
 from incident_desk.core.search import paging as logfile
-from incident_desk.core.search.pattern import MAX_PATTERN_LENGTH, PatternError, compile_pattern
+from incident_desk.core.search.pattern import MAX_PATTERN_LENGTH, PatternError
 from incident_desk.protocol import tool_results as results
 from incident_desk.protocol.tool_kinds import ToolKinds, read
 
@@ -227,20 +224,10 @@ def register(server: MCPServer, app: DeskApp) -> None:
     ) -> Annotated[CallToolResult, LogPage]:
         """Read one page of an incident's raw log, oldest line first; page on with next_cursor."""
         try:
-            start = app.cursors.decode(incidentId, cursor) if cursor else logfile.START
-            page = await app.read_log_from_loop(
-                incidentId,
-                lambda handle: logfile.read_page(
-                    handle,
-                    cursor=start,
-                    limit=limit or app.settings.page_lines,
-                    max_bytes=app.settings.page_max_bytes,
-                    redactor=app.redactor,
-                ),
-            )
-        except (DeskError, logfile.CursorError) as exc:
-            return results.error(str(exc))
-        next_cursor = app.cursors.encode(incidentId, page.next_cursor) if page.next_cursor else None
+            page = await app.read_page(incidentId, cursor, limit)
+        except (DataError, logfile.CursorError) as exc:
+            return results.failed(exc)
+        next_cursor = page.next_cursor
         structured = LogPage(
             incident_id=incidentId,
             lines=[LogLine(number=line.number, text=line.text) for line in page.lines],
@@ -270,31 +257,10 @@ def register(server: MCPServer, app: DeskApp) -> None:
         Each call scans for at most a couple of seconds; when it stops early it says so and hands a cursor.
         """
         try:
-            from incident_desk.core.redaction.face import MASK
-
-            regex = compile_pattern(pattern, ignore_case=ignoreCase, mask=MASK)
-            start = app.cursors.decode(incidentId, cursor) if cursor else logfile.START
-        except (PatternError, logfile.CursorError) as exc:
-            return results.error(str(exc))
-        cancelled = threading.Event()
-        reader = partial(
-            log_search.search,
-            pattern=regex,
-            cursor=start,
-            limit=limit,
-            time_budget=app.settings.search_time_budget_seconds,
-            redaction=app.redaction,
-            cancelled=cancelled,
-            processes=app.settings.search_processes,
-        )
-        try:
-            # Abandoned on cancellation, and told so: the scan checks the flag between windows and stops.
-            found = await app.scan_log(incidentId, reader, search=True)
-        except (DeskError, logfile.CursorError) as exc:
-            return results.error(str(exc))
-        finally:
-            cancelled.set()
-        next_cursor = app.cursors.encode(incidentId, found.next_cursor) if found.next_cursor else None
+            found = await app.search(incidentId, pattern, cursor, limit, ignore_case=ignoreCase)
+        except (DataError, PatternError, logfile.CursorError) as exc:
+            return results.failed(exc)
+        next_cursor = found.next_cursor
         structured = LogSearch(
             incident_id=incidentId,
             pattern=pattern,
@@ -318,8 +284,8 @@ def register(server: MCPServer, app: DeskApp) -> None:
         """Return a service's runbook (Markdown)."""
         try:
             markdown = await app.runbook(service)
-        except DeskError as exc:
-            return results.error(str(exc))
+        except DataError as exc:
+            return results.failed(exc)
         return results.ok(markdown, Runbook(service=service, markdown=markdown))
 
     @TOOLS.tool(server)
@@ -333,7 +299,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
             decisions = await app.recent_decisions(limit)
         except AuditError as exc:
             # The journal names itself and why (a PostgreSQL that is down says so, within about a second).
-            return results.error(str(exc))
+            return results.failed(exc)
         entries = [
             AuditEntry(
                 time=d.time,

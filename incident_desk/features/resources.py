@@ -6,11 +6,11 @@ Named ``resources_`` to stay clear of :mod:`importlib.resources`.
 from __future__ import annotations
 
 from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 
 from incident_desk.app import DeskApp
 from incident_desk.core.incidents import LogUnavailable, RunbookUnavailable, UnknownIncident, UnknownService
 from incident_desk.core.journal.audit import format_decisions
+from incident_desk.protocol import tool_results as results
 
 
 def register(server: MCPServer, app: DeskApp) -> None:
@@ -33,10 +33,8 @@ def register(server: MCPServer, app: DeskApp) -> None:
     async def incident_log(id: str) -> str:
         try:
             return await app.bounded_log_from_loop(id)
-        except UnknownIncident as exc:
-            raise ResourceNotFoundError(str(exc)) from None
-        except LogUnavailable as exc:
-            raise ResourceError(str(exc)) from None
+        except (UnknownIncident, LogUnavailable) as exc:
+            raise results.resource_failure(exc) from None
 
     @server.resource(
         "runbook://{service}",
@@ -47,10 +45,8 @@ def register(server: MCPServer, app: DeskApp) -> None:
     async def runbook(service: str) -> str:
         try:
             return await app.runbook(service)
-        except UnknownService as exc:
-            raise ResourceNotFoundError(str(exc)) from None
-        except RunbookUnavailable as exc:
-            raise ResourceError(str(exc)) from None
+        except (UnknownService, RunbookUnavailable) as exc:
+            raise results.resource_failure(exc) from None
 
     @server.resource(
         "audit://recent",

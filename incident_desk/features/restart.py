@@ -116,7 +116,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
 
         async def busy_before_asking() -> CallToolResult | None:
             """A service another restart holds would turn the human's yes into a refusal: nobody is asked."""
-            holder = await app.journal.locks.holder(service)
+            holder = await app.restart_lock_holder(service)
             if holder is None:
                 return None
             detail = f"a restart was running, {holder.describe()}; nobody was asked"
@@ -145,7 +145,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
         # A second approved restart of a service is refused rather than run on top of the first: in this process
         # (SQLite), or on any replica sharing the PostgreSQL journal.
         try:
-            async with app.journal.locks.hold(service, f"{this_replica()} for {record.actor}") as holding:
+            async with app.restart_lock(service, f"{this_replica()} for {record.actor}") as holding:
                 if (replayed := await flow.spend(record, RESTART, asked)) is not None:
                     return replayed
                 return await _approved_restart(ctx, app, service, asked.ticket, record, holding)

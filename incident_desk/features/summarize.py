@@ -10,7 +10,7 @@ from mcp_types import CallToolResult, InputRequiredResult
 from pydantic import BaseModel, Field
 
 from incident_desk.app import DeskApp
-from incident_desk.core.incidents import DeskError
+from incident_desk.core.incidents import DataError
 from incident_desk.core.neighbours import provider
 from incident_desk.protocol import client_features, client_logging
 from incident_desk.protocol import tool_results as results
@@ -85,8 +85,8 @@ def register(server: MCPServer, app: DeskApp) -> None:
         """Summarize an incident log in two sentences (raw log when no model is available, and it says so)."""
         try:
             log_text = await app.bounded_log_from_loop(incidentId)
-        except DeskError as exc:
-            return results.error(str(exc))
+        except DataError as exc:
+            return results.failed(exc)
         skipped: list[str] = []
 
         question = client_features.SamplingQuestion(SYSTEM_PROMPT, USER_PREFIX + log_text, MAX_TOKENS, TEMPERATURE)

@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 
 from incident_desk import what_changed
 from incident_desk.app import DeskApp
-from incident_desk.core.incidents import DeskError, Incident
+from incident_desk.core.incidents import DataError, Incident
 from incident_desk.core.journal.activity import MAX_ACTIVITY_EVENTS, Event
 from incident_desk.core.journal.audit import MAX_RECENT_DECISIONS, Decision
 from incident_desk.core.neighbours import metrics
@@ -247,8 +247,8 @@ def extension(app: DeskApp) -> Apps:
         its start for at most a couple of seconds and says what span it covers."""
         try:
             incident = await app.incident(incidentId)
-        except DeskError as exc:
-            return results.error(str(exc))
+        except DataError as exc:
+            return results.failed(exc)
         cancelled = threading.Event()
         # Beside the journal: the desk's own state. A log that has only grown is then counted from where it ended.
         summaries = TimelineCache(app.settings.audit_path.parent / "timeline-cache")
@@ -262,8 +262,8 @@ def extension(app: DeskApp) -> Apps:
         )
         try:
             scan = await app.scan_log(incidentId, reader)
-        except DeskError as exc:
-            return results.error(str(exc))
+        except DataError as exc:
+            return results.failed(exc)
         finally:
             cancelled.set()
         decisions = await app.recent_decisions(MAX_RECENT_DECISIONS)

@@ -21,6 +21,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from incident_desk.core import errors
+
 ApprovalMode = Literal["in-band", "out-of-band", "second-person"]
 TOMBSTONE_SECONDS = 60.0
 MODES: tuple[ApprovalMode, ...] = ("in-band", "out-of-band", "second-person")
@@ -56,7 +58,7 @@ def _hash(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-class LinkRefused(Exception):
+class LinkRefused(errors.Refused):
     """The page refuses this link or this answer; the message is safe to show and to log."""
 
     def __init__(self, reason: str, status: int = 403) -> None:

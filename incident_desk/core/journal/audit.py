@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
+from incident_desk.core import errors
 from incident_desk.core.journal.activity import Event, event_from_row
 from incident_desk.core.journal.fields import FIELD_LIMITS, cut, storable
 from incident_desk.core.journal.locks import ProcessLocks, RestartLocks
@@ -122,11 +123,11 @@ def display_url(url: str) -> str:
     return urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
-class AuditError(Exception):
+class AuditError(errors.Unavailable):
     """The journal cannot be opened, read or written; the message names the file."""
 
 
-class DuplicateApproval(AuditError):
+class DuplicateApproval(AuditError, errors.Refused):
     """An approval whose nonce is already in the journal: a replayed answer, which must not act twice."""
 
 

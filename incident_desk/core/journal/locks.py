@@ -24,6 +24,8 @@ from typing import Any, Protocol
 import anyio
 import structlog
 
+from incident_desk.core import errors
+
 log = structlog.get_logger(__name__)
 
 
@@ -48,7 +50,7 @@ class HeldLock:
     backend_pid: int | None
 
 
-class ServiceBusy(Exception):
+class ServiceBusy(errors.Refused):
     """Another restart of the service is running; ``holder`` says whose and since when."""
 
     def __init__(self, service: str, holder: Holder) -> None:
@@ -57,7 +59,7 @@ class ServiceBusy(Exception):
         self.holder = holder
 
 
-class LockLost(Exception):
+class LockLost(errors.Unavailable):
     """The service's lock went while its restart ran (the database restarted, the lock was broken, or its
     connection stopped answering): the restart was cancelled, so that it cannot overlap another replica's."""
 

@@ -18,6 +18,7 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
+from incident_desk.core import errors
 from incident_desk.core.neighbours.untrusted import one_line
 
 if TYPE_CHECKING:
@@ -82,7 +83,7 @@ _COMMON = frozenset(
 )
 
 
-class MemoryError_(Exception):
+class MemoryUnavailable(errors.Unavailable):
     """The memory store cannot be opened, read or written; the message names it."""
 
 
@@ -310,12 +311,12 @@ class SqliteMemory:
         try:
             conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None)
         except sqlite3.Error as exc:
-            raise MemoryError_(f"incident memory in {self.path} cannot be opened: {exc}") from None
+            raise MemoryUnavailable(f"incident memory in {self.path} cannot be opened: {exc}") from None
         try:
             with closing(conn):
                 yield conn
         except sqlite3.Error as exc:
-            raise MemoryError_(f"incident memory in {self.path}: {exc}") from None
+            raise MemoryUnavailable(f"incident memory in {self.path}: {exc}") from None
 
     def remember(self, incident: Remembered) -> None:
         """Keep ``incident`` (replacing what was kept of it): one transaction for the row and its index entry."""

@@ -17,6 +17,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from incident_desk.core import errors
 from incident_desk.core.neighbours.untrusted import one_line
 
 if TYPE_CHECKING:  # the HTTP client is imported by the first query, not by loading the settings
@@ -65,7 +66,7 @@ def secret_name(service: str) -> str:
     return f"metrics-{service}"
 
 
-class MetricsUnavailable(Exception):
+class MetricsUnavailable(errors.Unavailable):
     """Prometheus gave no usable answer; the message names it and why, never a secret."""
 
 
@@ -175,6 +176,50 @@ def describe(config: MetricsConfig, service: str) -> str:
 
 def _stamp(moment: datetime) -> str:
     return f"{moment.timestamp():.3f}"
+
+
+async def fetch_all(
+    config: MetricsConfig,
+    service: str,
+    secret: SecretReader,
+    queries: Mapping[str, str],
+    window: Window,
+    max_points: int,
+) -> tuple[list[Series], list[QueryProblem]]:
+    """Every named query over the window, asked at once, each in an outside call's thread with its deadline and
+    abandoned when the request is cancelled; MetricsUnavailable (the first query's) when Prometheus cannot answer,
+    a QueryProblem for each query it refuses. Series and problems come in the queries' order."""
+    import functools
+
+    import anyio.to_thread
+
+    from incident_desk.core.neighbours import outside
+
+    answers: dict[str, list[Series] | QueryProblem | MetricsUnavailable] = {}
+
+    async def ask(name: str, query: str) -> None:
+        call = functools.partial(fetch_series, config, service, secret, name, query, window, max_points)
+        try:
+            answers[name] = await anyio.to_thread.run_sync(
+                call, limiter=outside.outside_threads(), abandon_on_cancel=True
+            )
+        except MetricsUnavailable as exc:
+            answers[name] = exc
+
+    async with anyio.create_task_group() as group:
+        for name, query in queries.items():
+            group.start_soon(ask, name, query)
+    series: list[Series] = []
+    problems: list[QueryProblem] = []
+    for name in queries:
+        answer = answers[name]
+        if isinstance(answer, MetricsUnavailable):
+            raise answer
+        if isinstance(answer, QueryProblem):
+            problems.append(answer)
+        else:
+            series.extend(answer)
+    return series, problems
 
 
 def fetch_series(

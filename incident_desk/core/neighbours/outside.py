@@ -30,6 +30,8 @@ import anyio
 import anyio.to_thread
 import httpx2
 
+from incident_desk.core import errors
+
 T = TypeVar("T")
 
 # Worker threads for outside calls, apart from the default pool: the stdio transport reads stdin and writes
@@ -42,7 +44,7 @@ _limiters: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, anyio.
 )
 
 
-class OutsideError(Exception):
+class OutsideError(errors.Unavailable):
     """The neighbour gave no usable answer; the message names it (``what``) and why (``detail``), never a header or
     a secret."""
 

@@ -13,6 +13,7 @@ from functools import cache
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from incident_desk.core import errors
 from incident_desk.core.neighbours import outside
 
 OPENAI_DEFAULT_BASE = "https://api.openai.com/v1"
@@ -26,7 +27,7 @@ DEFAULT_MAX_RESPONSE_BYTES = 1024 * 1024
 _KEYLIKE = r"(?i)\b(?:sk-[A-Za-z0-9_\-]{8,}|Bearer\s+\S+)"
 
 
-class ProviderError(Exception):
+class ProviderError(errors.Unavailable):
     """The provider gave no usable answer; the message names the failure, never a secret."""
 
 

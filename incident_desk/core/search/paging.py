@@ -18,6 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from incident_desk.core import errors
+
 MAX_LINE_BYTES = 8 * 1024
 _BLOCK = 64 * 1024
 _CUT_MARGIN = 256  # how far a cut backs off to a space; and how much of a line's cut-off end is kept as context
@@ -33,7 +35,7 @@ Redactor = Callable[[str], str]
 LogSource = BinaryIO | Path
 
 
-class CursorError(ValueError):
+class CursorError(errors.Invalid, ValueError):
     """A paging cursor that this log did not hand out (or that no longer fits it)."""
 
 

@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from incident_desk.core import errors
+
 if TYPE_CHECKING:
     import re2
 
@@ -29,7 +31,7 @@ _FLAGS_RE2_KNOWS = frozenset("imsU")
 _QUANTIFIERS = frozenset("*+?")
 
 
-class PatternError(ValueError):
+class PatternError(errors.Invalid, ValueError):
     """A pattern that cannot be searched for; the message names the problem and what to write instead."""
 
 

@@ -8,11 +8,10 @@ listing and a named error for its own incidents, while every other source keeps 
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import BinaryIO
+from typing import BinaryIO, Protocol
 
 from incident_desk.core.incidents import DataFolder, Incident, Listing, LogUnavailable, Problem, UnknownIncident
 from incident_desk.core.names import INCIDENT_ID, is_safe_name
@@ -24,13 +23,61 @@ from incident_desk.core.sources.config import (
     FolderSourceConfig,
     JournaldLogConfig,
 )
+from incident_desk.core.sources.folder import FolderSource
 from incident_desk.core.sources.logs import CommandLog, FilesLog, LogSourceError
 from incident_desk.core.sources.spool import DEFAULT_MAX_BYTES as DEFAULT_SPOOL_BYTES
 from incident_desk.core.sources.spool import Spool
 
-__all__ = ["IncidentSources", "SourceDown", "SourceLoading", "SourceUnavailable"]
+__all__ = ["FolderSource", "IncidentSource", "IncidentSources", "SourceDown", "SourceLoading", "SourceUnavailable"]
 
 SecretLookup = Callable[[str], str | None]
+
+
+class IncidentSource(Protocol):
+    """What the desk asks of every incident source, so a new kind of source is one class and no branch elsewhere.
+
+    ``name`` is what an incident's ``source`` says and what errors and problems name; ``kind`` says what it is.
+    """
+
+    name: str
+    kind: str
+
+    def describe(self) -> str:
+        """The source for messages: its kind, name and where it is, never a secret."""
+        ...
+
+    def may_wait(self, incident_id: str | None = None) -> bool:
+        """Whether a look (at everything, or at this id) may wait on something outside, for its deadline."""
+        ...
+
+    def look(self, wait: float | None = None) -> Listing:
+        """Its incidents (each with ``source`` set to its name) and problems; SourceDown when it cannot answer,
+        SourceLoading when another request's look is still under way after ``wait`` seconds."""
+        ...
+
+    def find(self, incident_id: str) -> Incident | None:
+        """The incident if this source serves the id (SourceDown, SourceLoading); None otherwise."""
+        ...
+
+    def own_log(self, incident_id: str) -> BinaryIO | None:
+        """The incident's own log, or None when its service's configured log source is to be read."""
+        ...
+
+    def forget(self, incident_id: str | None = None) -> None:
+        """Drop whatever it cached about this id (or everything), so the next look is fresh."""
+        ...
+
+    def silencer(self) -> AlertmanagerSource | None:
+        """Where its incidents' silences are made; None for a source with nothing to silence."""
+        ...
+
+    def known_up(self) -> bool | None:
+        """Whether it is up, if that is known without asking anyone; None leaves it to its last look."""
+        ...
+
+    def check(self) -> tuple[bool, str]:
+        """Asked once, for ``doctor``: whether it answered, and what it said."""
+        ...
 
 
 class SourceUnavailable(LogUnavailable):
@@ -44,17 +91,6 @@ class SourceUnavailable(LogUnavailable):
         return str(self.args[0])
 
 
-class _Folder:
-    kind = "folder"
-
-    def __init__(self, name: str, folder: DataFolder) -> None:
-        self.name = name
-        self.folder = folder
-
-    def describe(self) -> str:
-        return f"folder {self.name!r} at {self.folder.root}"
-
-
 class IncidentSources:
     """Every configured incident source behind the desk's read interface; runbooks from the data directory."""
 
@@ -66,19 +102,26 @@ class IncidentSources:
         *,
         secret: SecretLookup = lambda _name: None,
         spool_max_bytes: int = DEFAULT_SPOOL_BYTES,
+        extra: list[IncidentSource] | None = None,
     ) -> None:
         self.data = data
         self.root = data.root
-        self.sources: list[_Folder | AlertmanagerSource] = []
+        self.sources: list[IncidentSource] = []
+        self._data_source: IncidentSource | None = None  # the source reading the data directory itself, if any
         for config in sources or [FolderSourceConfig()]:
             if isinstance(config, FolderSourceConfig):
                 same = config.path is None or config.path == data.root
                 folder = data if same else DataFolder(config.path or data.root, max_file_bytes=data.max_file_bytes)
-                self.sources.append(_Folder(config.name, folder))
+                source: IncidentSource = FolderSource(config.name, folder)
+                if same and self._data_source is None:
+                    self._data_source = source
             else:
-                self.sources.append(AlertmanagerSource(config, functools.partial(secret, config.secret_name)))
-        only = self.sources[0] if len(self.sources) == 1 else None
-        self._only_the_data_directory = isinstance(only, _Folder) and only.name == "folder" and only.folder is data
+                source = AlertmanagerSource(config, functools.partial(secret, config.secret_name))
+            self.sources.append(source)
+        self.sources.extend(extra or [])
+        self._only_the_data_directory = (
+            len(self.sources) == 1 and self.sources[0] is self._data_source and self.sources[0].name == "folder"
+        )
         self.spool = Spool(spool_max_bytes)  # its directory is made on first use
         self._answered: dict[str, bool] = {}  # each outside source: whether its last look succeeded
         self.logs: dict[str, FilesLog | CommandLog] = {
@@ -99,22 +142,17 @@ class IncidentSources:
         problems: list[Problem] = []
         data_listing: Listing | None = None
         for source in self.sources:
-            if isinstance(source, _Folder):
-                listed = source.folder.listing()
-                if source.folder is self.data:
-                    data_listing = listed
-                found = listed.incidents
-                if source.name != "folder":
-                    found = {key: dataclasses.replace(value, source=source.name) for key, value in found.items()}
-                problems.extend(listed.problems)
-            else:
-                try:
-                    found = source.incidents(wait)
-                except SourceDown as exc:
-                    self._answered[source.name] = False
-                    problems.append(Problem(f"source {source.name}", str(exc)))
-                    continue
-                self._answered[source.name] = True
+            try:
+                listed = source.look(wait)
+            except SourceDown as exc:
+                self._answered[source.name] = False
+                problems.append(Problem(f"source {source.name}", str(exc)))
+                continue
+            self._answered[source.name] = True
+            if source is self._data_source:
+                data_listing = listed
+            found = listed.incidents
+            problems.extend(listed.problems)
             for key, incident in found.items():
                 if key in incidents:
                     problems.append(Problem(f"{source.name}/{key}", f"id already served by {incidents[key].source}"))
@@ -127,10 +165,7 @@ class IncidentSources:
 
     def waits_on_sources(self, incident_id: str | None = None) -> bool:
         """Whether a look (at everything, or at this incident) may wait on an outside source, for its deadline."""
-        return any(
-            isinstance(source, AlertmanagerSource) and (incident_id is None or incident_id.startswith(source.id_prefix))
-            for source in self.sources
-        )
+        return any(source.may_wait(incident_id) for source in self.sources)
 
     def cached_listing(self) -> Listing | None:
         """The data directory's last view while fresh, when it is the only source; else None (look again)."""
@@ -151,20 +186,15 @@ class IncidentSources:
             raise UnknownIncident(incident_id)
         unavailable: SourceUnavailable | None = None
         for source in self.sources:
-            if isinstance(source, _Folder):
-                found = source.folder.listing().incidents.get(incident_id)
-                if found is not None:
-                    return found if source.name == "folder" else dataclasses.replace(found, source=source.name)
-            elif incident_id.startswith(source.id_prefix):
-                try:
-                    served = source.incidents().get(incident_id)
-                except SourceLoading as exc:
-                    unavailable = unavailable or SourceUnavailable(incident_id, f"its source is still loading: {exc}")
-                except SourceDown as exc:
-                    unavailable = unavailable or SourceUnavailable(incident_id, f"its source is down: {exc}")
-                else:
-                    if served is not None:
-                        return served
+            try:
+                served = source.find(incident_id)
+            except SourceLoading as exc:
+                unavailable = unavailable or SourceUnavailable(incident_id, f"its source is still loading: {exc}")
+            except SourceDown as exc:
+                unavailable = unavailable or SourceUnavailable(incident_id, f"its source is down: {exc}")
+            else:
+                if served is not None:
+                    return served
         if unavailable is not None:
             raise unavailable
         raise UnknownIncident(incident_id)
@@ -172,16 +202,23 @@ class IncidentSources:
     def alertmanager_of(self, incident: Incident) -> AlertmanagerSource | None:
         """The Alertmanager serving ``incident``; None for a folder incident (nothing there to silence)."""
         for source in self.sources:
-            if isinstance(source, AlertmanagerSource) and source.name == incident.source:
-                return source
+            silencer = source.silencer() if source.name == incident.source else None
+            if silencer is not None:
+                return silencer
         return None
+
+    def forget(self, incident_id: str | None = None) -> None:
+        """Every source drops what it cached about the id (or everything): the next look asks again."""
+        for source in self.sources:
+            source.forget(incident_id)
 
     def open_log(self, incident_id: str) -> BinaryIO:
         """The incident's own log (folder) or its service's configured log source, as one readable file."""
         incident = self.incident(incident_id)
         for source in self.sources:
-            if isinstance(source, _Folder) and source.name == incident.source:
-                return source.folder.open_log(incident_id)
+            handle = source.own_log(incident_id) if source.name == incident.source else None
+            if handle is not None:
+                return handle
         return self.service_log(incident_id, incident.service, incident.opened)
 
     def service_log(self, incident_id: str, service: str, opened: datetime) -> BinaryIO:
@@ -191,9 +228,7 @@ class IncidentSources:
                 incident_id, f"no log source is configured for service {service} ([services.{service}.logs])"
             )
         try:
-            if isinstance(log_source, FilesLog):
-                return log_source.open()
-            return log_source.open(incident_id, opened)
+            return log_source.open_for(incident_id, opened)
         except LogSourceError as exc:
             raise LogUnavailable(incident_id, str(exc)) from None
         except OSError as exc:
@@ -218,27 +253,17 @@ class IncidentSources:
         by its last look (one never looked at yet is left out rather than guessed)."""
         states: dict[str, bool] = {}
         for source in self.sources:
-            if isinstance(source, _Folder):
-                states[source.name] = source.folder.root.is_dir()
-            elif source.name in self._answered:
-                states[source.name] = self._answered[source.name]
+            state = source.known_up()
+            if state is None:
+                state = self._answered.get(source.name)
+            if state is not None:
+                states[source.name] = state
         return states
 
     def check(self) -> list[tuple[bool, str, str]]:
         """Each source asked once, for ``doctor``: (ok, what, detail)."""
         checks = []
         for source in self.sources:
-            if isinstance(source, _Folder):
-                listed = source.folder.listing()
-                ok = source.folder.root.is_dir()
-                checks.append(
-                    (ok, f"incident source {source.name}", f"{source.describe()}: {len(listed.incidents)} incidents")
-                )
-            else:
-                try:
-                    found = source.incidents()
-                except SourceDown as exc:
-                    checks.append((False, f"incident source {source.name}", str(exc)))
-                else:
-                    checks.append((True, f"incident source {source.name}", f"{source.describe()}: {len(found)} firing"))
+            ok, detail = source.check()
+            checks.append((ok, f"incident source {source.name}", detail))
         return checks

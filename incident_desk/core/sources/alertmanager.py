@@ -13,9 +13,10 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, BinaryIO
 
-from incident_desk.core.incidents import Incident, opened_time
+from incident_desk.core import errors
+from incident_desk.core.incidents import Incident, Listing, opened_time
 from incident_desk.core.names import INCIDENT_ID, SERVICE_NAME, is_safe_name
 from incident_desk.core.neighbours import outside
 from incident_desk.core.neighbours.metrics import alert_expression
@@ -25,7 +26,7 @@ from incident_desk.core.sources.config import AlertmanagerSourceConfig
 SecretReader = Callable[[], str | None]
 
 
-class SourceDown(Exception):
+class SourceDown(errors.Unavailable):
     """The source could not be asked; the message names the source and the reason, never a secret."""
 
 
@@ -52,6 +53,38 @@ class AlertmanagerSource:
 
     def describe(self) -> str:
         return f"alertmanager {self.name!r} at {self.config.url}"
+
+    def may_wait(self, incident_id: str | None = None) -> bool:
+        """Any look at everything may wait on Alertmanager; a look at one id only when the id is this source's."""
+        return incident_id is None or incident_id.startswith(self.id_prefix)
+
+    def look(self, wait: float | None = None) -> Listing:
+        """The firing alerts as incidents (SourceDown); runbooks and problems come from elsewhere."""
+        return Listing(self.incidents(wait), (), ())
+
+    def find(self, incident_id: str) -> Incident | None:
+        """The incident when the id is this source's (SourceDown, SourceLoading); None without asking otherwise."""
+        if not incident_id.startswith(self.id_prefix):
+            return None
+        return self.incidents().get(incident_id)
+
+    def own_log(self, incident_id: str) -> BinaryIO | None:
+        """None: an alert has no log of its own, its service's configured log source is read."""
+        return None
+
+    def silencer(self) -> AlertmanagerSource:
+        return self
+
+    def known_up(self) -> bool | None:
+        """Unknown without asking: the desk keeps each outside source's last answer itself."""
+        return None
+
+    def check(self) -> tuple[bool, str]:
+        try:
+            found = self.incidents()
+        except SourceDown as exc:
+            return False, str(exc)
+        return True, f"{self.describe()}: {len(found)} firing"
 
     def incidents(self, wait: float | None = None) -> dict[str, Incident]:
         """The open incidents now (at most ``cache_seconds`` old); SourceDown when Alertmanager cannot answer.
@@ -92,10 +125,13 @@ class AlertmanagerSource:
             raise result
         return result
 
-    def forget(self) -> None:
-        """Drop the cached answer: the next read asks Alertmanager (after the desk made or expired a silence).
-        Never waits for the lock (a fetch may hold it for its whole deadline); a fetch under way when it is
+    def forget(self, incident_id: str | None = None) -> None:
+        """Drop the cached answer (when ``incident_id`` is None or this source's): the next read asks Alertmanager
+        (after the desk made or expired a silence, or for a fresh look at one incident). Never waits for the
+        lock (a fetch may hold it for its whole deadline); a fetch under way when it is
         called does not put its answer, asked before the change, in the cache."""
+        if incident_id is not None and not incident_id.startswith(self.id_prefix):
+            return
         self._forgotten += 1
         self._cached = None
 

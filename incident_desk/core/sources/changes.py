@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator
 
+from incident_desk.core import errors
 from incident_desk.core.names import SERVICE_NAME, is_safe_name
 from incident_desk.core.neighbours import runner
 from incident_desk.core.neighbours.runner import check_pass_env
@@ -139,7 +140,7 @@ def read_changes(
     return ChangeRead(events[-MAX_EVENTS:], problems, skipped)
 
 
-class ChangeSourceDown(Exception):
+class ChangeSourceDown(errors.Unavailable):
     """A change source could not be read; the message names it and why."""
 
 

@@ -26,6 +26,7 @@ from glob import glob
 from pathlib import Path
 from typing import BinaryIO
 
+from incident_desk.core import errors
 from incident_desk.core.datafiles import OUTSIDE, DataRoot, Refused
 from incident_desk.core.neighbours import runner
 from incident_desk.core.sources.config import CommandLogConfig, FilesLogConfig, JournaldLogConfig, window_values
@@ -35,7 +36,7 @@ _CHUNK = 1024 * 1024
 _OUTSIDE_ROOTS = "leads outside the allowed roots"
 
 
-class LogSourceError(Exception):
+class LogSourceError(errors.Unavailable):
     """A service's log cannot be produced; the message is safe to show a client (no secrets, no environment)."""
 
 
@@ -123,6 +124,10 @@ class FilesLog:
                 signature = (info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
                 return _Input(match, number, parts, signature, gzipped, estimate)
         raise Refused(OUTSIDE)
+
+    def open_for(self, incident_id: str, opened: datetime) -> BinaryIO:
+        """The service's log for any incident: the same files whichever incident asks."""
+        return self.open()
 
     def open(self) -> BinaryIO:
         with self._lock:
@@ -283,6 +288,10 @@ class CommandLog:
         self._spool = spool or Spool()
         self._prefix = f"command-{service}-{secrets.token_hex(4)}"  # one log source, its own spool names
         self._lock = threading.Lock()
+
+    def open_for(self, incident_id: str, opened: datetime) -> BinaryIO:
+        """The command's output for this incident's window."""
+        return self.open(incident_id, opened)
 
     def open(self, incident_id: str, opened: datetime) -> BinaryIO:
         config = self.config

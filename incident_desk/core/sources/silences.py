@@ -11,12 +11,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from incident_desk.core import errors
 from incident_desk.core.neighbours import outside
 from incident_desk.core.neighbours.untrusted import one_line
 from incident_desk.core.sources.alertmanager import AlertmanagerSource, SourceDown
 
 
-class SilenceError(Exception):
+class SilenceError(errors.Unavailable):
     """Alertmanager did not make, expire or show the silence; the message says which and why."""
 
 
