@@ -18,6 +18,7 @@ a worker thread so the loop stays free to answer the browser.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import secrets
@@ -174,6 +175,23 @@ class Page:
             " return true; })()"
         )
         self._poll(script, deadline, f"{selector!r} to appear")
+
+    def set_viewport(self, width: int, height: int, *, mobile: bool = False, timeout: float = DEFAULT_TIMEOUT) -> None:
+        """Lay the page out as a screen of ``width`` x ``height`` CSS pixels; ``mobile`` as a phone does (the
+        viewport meta tag counts, and a page too wide for it scrolls sideways)."""
+        deadline = _Deadline(timeout, f"a {width}x{height} viewport")
+        metrics = {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": mobile}
+        self._call("Emulation.setDeviceMetricsOverride", deadline, **metrics)
+
+    def screenshot(self, path: Path, timeout: float = DEFAULT_TIMEOUT) -> int:
+        """Write the whole page (not just the viewport) as a PNG at ``path``; its size in bytes."""
+        deadline = _Deadline(timeout, f"a screenshot to {path}")
+        size = self._call("Page.getLayoutMetrics", deadline)["cssContentSize"]
+        clip = {"x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1}
+        shot = self._call("Page.captureScreenshot", deadline, format="png", captureBeyondViewport=True, clip=clip)
+        data = base64.b64decode(shot["data"])
+        path.write_bytes(data)
+        return len(data)
 
     def evaluate(self, expression: str, timeout: float = DEFAULT_TIMEOUT) -> Any:
         """The JSON value of a JavaScript expression in the page (promises are awaited)."""

@@ -4,6 +4,7 @@ approves; the client's in-band answer never counts; the journal shows the reques
 from __future__ import annotations
 
 import getpass
+import html
 
 import anyio
 import pytest
@@ -38,7 +39,9 @@ async def test_page_approval_restarts_and_journals_each_step(
     app, server = desk(make_app, **_out_of_band(restarts))
     person = LinkFollower()
     async with connect(server, era, elicitation_callback=person) as client:
-        result = await client.call_tool("restart_service", {"service": SERVICE})
+        result = await client.call_tool(
+            "restart_service", {"service": SERVICE, "reason": "p99 doubled after the deploy"}
+        )
     assert text_of(result).startswith(f"RESTARTED {SERVICE} under CHG-2291"), text_of(result)
     assert restarts.executions() == [SERVICE]
     (url,) = person.urls
@@ -49,6 +52,10 @@ async def test_page_approval_restarts_and_journals_each_step(
     assert "frame-ancestors 'none'" in seen.headers["content-security-policy"]
     assert "samesite=strict" in seen.headers["set-cookie"].lower()
     assert "not a second person" in seen.text
+    # The page shows what the restart will run and why it was asked for, as the in-band form does.
+    argv = restarts.action()["argv"]
+    assert html.escape(f"Will run: {argv}") in seen.text
+    assert "Requested because: p99 doubled after the deploy" in seen.text
     assert outcomes(app.journal) == ["approval_requested", "page_opened", "approved", "executed"]
     link_token = url.rsplit("/", 1)[1]
     assert all(link_token not in (d.detail or "") for d in rows(app.journal))

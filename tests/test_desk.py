@@ -71,3 +71,24 @@ def test_runbooks_linked_to_outside_the_data_directory_are_not_offered(tmp_path:
     assert desk.runbook_services() == ["svc"]
     with pytest.raises(DataError):
         desk.runbook("escape")
+
+
+def test_an_entry_removed_while_the_folder_is_read_is_gone_not_a_problem(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between listing incidents/ and opening an entry, another process may remove it: the listing drops it,
+    and reports no "cannot be opened" problem for something that no longer exists."""
+    root = tmp_path / "desk"
+    _incident(root, "INC-1")
+    _incident(root, "INC-2")
+    desk = DataFolder(root)
+    real_directory = desk._data.directory
+
+    def removed_meanwhile(parts: list[str]) -> object:
+        if parts[-1] == "INC-2":
+            raise FileNotFoundError(2, "No such file or directory")
+        return real_directory(parts)
+
+    monkeypatch.setattr(desk._data, "directory", removed_meanwhile)
+    assert [incident.id for incident in desk.incidents()] == ["INC-1"]
+    assert desk.problems() == []

@@ -20,9 +20,11 @@ from incident_desk.app import DeskApp
 from incident_desk.core.journal.audit import Decision
 from incident_desk.core.outcomes import Outcome
 from incident_desk.server import build_server
+from tests.alertmanager import alert, needs_alertmanager, running_alertmanager
 from tests.helpers import AppFactory, connect, text_of
 from tests.prometheus import Prometheus, canned_prometheus, needs_prometheus
 from tests.test_metrics import ERRORS, LATENCY, OPENED, SERVICE, incident_desk, prometheus  # noqa: F401
+from tests.test_sources_alertmanager import STARTED, folder_desk, sources
 from tests.test_timeline_browser import VIEW_DIR, harness  # noqa: F401
 
 pytestmark = pytest.mark.anyio
@@ -221,3 +223,31 @@ async def test_chromium_draws_a_day_of_minutes_in_readable_buckets(
     assert report["minutes"] == 96 and report["bucketMinutes"] == ["15"]
     assert "bars of 15 minutes" in report["status"]
     assert report["xLabels"] == ["00:00", "11:45", "23:45"]
+
+
+@needs_alertmanager
+async def test_an_alert_whose_service_has_no_log_source_still_gets_its_timeline(
+    make_app: AppFactory, tmp_path: Path, era: str
+) -> None:
+    """No log for the alert's service: the log is marked unavailable and the changes still answer (issue 45, E5)."""
+    (tmp_path / "am").mkdir()
+    with running_alertmanager(tmp_path / "am") as manager:
+        manager.post(alert("HighLatency", starts=STARTED, service=SERVICE))
+        app = make_app(
+            data_dir=folder_desk(tmp_path / "desk"),
+            incident_sources=sources(manager, cache_seconds=0),
+            change_sources=change_sources(tmp_path, STARTED),
+        )
+        (incident_id,) = [i.id for i in (await app.listing()).incidents.values() if i.source != "folder"]
+        async with connect(build_server(app), era) as client:
+            result = await client.call_tool("show_incident_timeline", {"incidentId": incident_id})
+    assert not result.is_error, text_of(result)
+    view = result.structured_content
+    assert view is not None and view["minutes"] == []
+    assert view["covers"] == "no log lines (the log is unavailable)"
+    assert view["problems"] == [
+        f"Log of {incident_id} cannot be read: no log source is configured for service {SERVICE} "
+        f"([services.{SERVICE}.logs])"
+    ]
+    assert [change["source"] for change in view["changes"]] == ["deploys", "git"]
+    assert f"unavailable: {view['problems'][0]}" in text_of(result)

@@ -47,6 +47,7 @@ STEP_OUTCOME: dict[out_of_band.Step, Outcome] = {
     "opened": Outcome.PAGE_OPENED,
     "approved": Outcome.APPROVED,
     "declined": Outcome.DECLINED,
+    "refused": Outcome.REFUSED_SELF_APPROVAL,
 }
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import anyio
 import structlog
@@ -25,10 +25,13 @@ from incident_desk.core.acts.links import ApprovalBook, ApprovalMode, PageStep, 
 from incident_desk.core.journal.audit import AuditError
 from incident_desk.protocol import client_features
 
+if TYPE_CHECKING:
+    from incident_desk.approvals.context import IncidentView
+
 log = structlog.get_logger(__name__)
 
 # A step of the approval: requested (by the requester, in the call), or one the page took.
-Step = Literal["requested", "opened", "approved", "declined"]
+Step = Literal["requested", "opened", "approved", "declined", "refused"]
 
 
 @dataclass(frozen=True)
@@ -64,6 +67,12 @@ def _page_journal(journal: Journal) -> StepJournal:
         elif step == "approved":
             detail = f"approved by {who} on the approval page ({pending.public_id})"
             await journal(StepRow("approved", who, detail, ticket=pending.ticket, nonce=pending.nonce))
+        elif step == "refused":
+            detail = (
+                f"approval page {pending.public_id} refused {who}: they asked for this {pending.act}, and "
+                "second-person approval needs someone else; the link stays open for them"
+            )
+            await journal(StepRow("refused", who, detail))
         else:
             await journal(StepRow("declined", who, f"declined by {who} on the approval page ({pending.public_id})"))
 
@@ -82,8 +91,14 @@ class ApprovalStore:
         self.book = ApprovalBook()
         self._app = app
         self.identity = identity_for(app.settings)
-        self._loopback = LoopbackPage(self.book, self.identity)
+        self._loopback = LoopbackPage(self.book, self.identity, self.incident_view)
         self.base_url: str | None = None  # set by the HTTP desk, which serves the page itself
+
+    def incident_view(self, target: str) -> IncidentView | None:
+        """What the page shows of the incident behind ``target`` (blocking: call it in a worker thread)."""
+        from incident_desk.approvals.context import incident_view
+
+        return incident_view(self._app, target)
 
     def page_base(self) -> str:
         return self.base_url or self._loopback.base_url()

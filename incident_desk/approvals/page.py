@@ -12,10 +12,13 @@ from __future__ import annotations
 
 import asyncio
 import html
+import math
 import socket
 import threading
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import anyio
 import structlog
@@ -35,11 +38,17 @@ from incident_desk.approvals.signin import (
     SignedIn,
 )
 from incident_desk.core.acts.approval import MAX_TICKET_CHARS, TICKET
-from incident_desk.core.acts.links import ApprovalBook, LinkRefused, PageStep, Pending, State
+from incident_desk.core.acts.links import ApprovalBook, LinkRefused, PageStep, Pending, SelfApproval, State
 from incident_desk.core.journal.audit import AuditError
 from incident_desk.identity.oauth import IssuerUnavailable
 
+if TYPE_CHECKING:
+    from incident_desk.approvals.context import IncidentView
+
 log = structlog.get_logger(__name__)
+
+# What the page shows of the incident behind an approval's target (blocking; run in a worker thread).
+IncidentLookup = Callable[[str], "IncidentView | None"]
 
 PAGE_PREFIX = APPROVAL_PAGE_PREFIX
 CSRF_COOKIE = "incident_desk_approval_csrf"
@@ -54,16 +63,50 @@ SECURITY_HEADERS = {
 }
 
 
-def _page(title: str, body: str, status: int = 200, cookie: str | None = None, link: str = "") -> HTMLResponse:
+# The page's one stylesheet, inline: the CSP allows inline styles (``style-src 'unsafe-inline'``) and nothing else,
+# so the page loads no asset. Laid out for a phone first (360 px wide) and capped at a readable desktop width.
+STYLE = (
+    "*{box-sizing:border-box}"
+    "body{font:16px/1.45 system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:0;padding:1rem;color:#1b1f24;"
+    "background:#f4f5f7;overflow-wrap:anywhere}"
+    "main{max-width:46rem;margin:0 auto;background:#fff;border:1px solid #d8dce1;border-radius:8px;padding:1rem}"
+    "h1{font-size:1.3rem;line-height:1.3;margin:.2rem 0 .8rem}"
+    "h2{font-size:.8rem;text-transform:uppercase;letter-spacing:.05em;color:#57606a;margin:1.2rem 0 .4rem}"
+    ".act{font-size:.85rem;color:#57606a;margin:0}"
+    "pre{white-space:pre-wrap;overflow-wrap:anywhere;font:14px/1.4 ui-monospace,Menlo,Consolas,monospace;margin:0}"
+    ".preview{background:#f6f8fa;border:1px solid #d8dce1;border-radius:6px;padding:.6rem}"
+    ".incident{border-left:4px solid #cf222e;padding:.1rem 0 .1rem .7rem}"
+    ".incident p{margin:.2rem 0}"
+    ".state{display:inline-block;border-radius:1em;padding:0 .6em;background:#eaeef2;font-size:.85rem}"
+    ".log{list-style:none;padding:0;margin:.4rem 0 0}"
+    ".log li{font:13px/1.5 ui-monospace,Menlo,Consolas,monospace;white-space:nowrap;overflow:hidden;"
+    "text-overflow:ellipsis;background:#fff5f5;border-radius:4px;padding:0 .4rem;margin:2px 0}"
+    "dl{display:grid;grid-template-columns:minmax(0,1fr);margin:0}"
+    "dt{font-weight:600;font-size:.85rem;color:#57606a;margin-top:.6rem}dd{margin:0}"
+    "@media (min-width:40rem){dl{grid-template-columns:10rem minmax(0,1fr);gap:.4rem 1rem}dt{margin:0}}"
+    ".note{background:#fff8c5;border:1px solid #e7d26e;border-radius:6px;padding:.5rem .7rem;font-size:.9rem}"
+    "label{display:block;font-weight:600;margin:1rem 0 .3rem}"
+    "input{width:100%;font:inherit;padding:.55rem;border:1px solid #8c959f;border-radius:6px}"
+    ".buttons{display:flex;flex-wrap:wrap;gap:.6rem;margin-top:1rem}"
+    "button{flex:1 1 9rem;font:inherit;font-weight:600;padding:.7rem 1rem;border-radius:6px;border:1px solid;"
+    "cursor:pointer}"
+    "#approve{background:#1f883d;border-color:#1a7f37;color:#fff}#decline{background:#fff;border-color:#cf222e;"
+    "color:#cf222e}"
+)
+
+
+def _page(
+    title: str, body: str, status: int = 200, cookie: str | None = None, link: str = "", heading: str | None = None
+) -> HTMLResponse:
     document = (
-        "<!doctype html><html><head><meta charset='utf-8'><title>"
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+        "<meta name='viewport' content='width=device-width,initial-scale=1'><title>"
         + html.escape(title)
-        + "</title><style>body{font-family:sans-serif;max-width:40em;margin:2em auto}"
-        "dt{font-weight:bold}.note{background:#fff4d6;padding:.5em}</style></head><body><h1>"
-        + html.escape(title)
+        + f"</title><style>{STYLE}</style></head><body><main><h1>"
+        + html.escape(title if heading is None else heading)
         + "</h1>"
         + body
-        + "</body></html>"
+        + "</main></body></html>"
     )
     response = HTMLResponse(document, status_code=status, headers=SECURITY_HEADERS)
     if cookie is not None:
@@ -88,19 +131,45 @@ def _refused(exc: LinkRefused) -> HTMLResponse:
     return _page("Approval refused", f"<p>{html.escape(str(exc))}</p>", exc.status)
 
 
-def _details(pending: Pending, sign_in: SignedIn) -> str:
+def _expiry(pending: Pending, now: float | None = None) -> str:
+    moment = datetime.fromtimestamp(pending.expires_at, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    minutes = math.ceil(pending.seconds_left(now) / 60)
+    return f"{moment} ({minutes} minute{'' if minutes == 1 else 's'} left)"
+
+
+def _incident(view: IncidentView | None, problem: str | None) -> str:
+    """The incident section: id, title, state and the last error lines, all escaped (untrusted text)."""
+    if view is None:
+        return f"<p class='note'>{html.escape(problem)}</p>" if problem else ""
+    errors = "".join(f"<li>{html.escape(line)}</li>" for line in view.errors)
+    if view.problem:
+        tail = f"<p>{html.escape(view.problem)}</p>"
+    elif errors:
+        tail = f"<p>Last error lines of its log (masked):</p><ol class='log'>{errors}</ol>"
+    else:
+        tail = "<p>No error lines at the end of its log.</p>"
+    return (
+        "<h2>Incident</h2><section class='incident'>"
+        f"<p><strong>{html.escape(view.id)}</strong> <span class='state'>{html.escape(view.state)}</span></p>"
+        f"<p>{html.escape(view.title)}</p>{tail}</section>"
+    )
+
+
+def _details(pending: Pending, sign_in: SignedIn, view: IncidentView | None, problem: str | None) -> str:
+    """Everything but the heading and the form: the act, its preview, the incident, and who and until when."""
+    _, _, rest = pending.question.partition("\n")
+    act = f"<p class='act'>{html.escape(pending.act)} · {html.escape(pending.target)}</p>"
+    preview = f"<h2>What will happen</h2><pre class='preview'>{html.escape(rest)}</pre>" if rest.strip() else ""
     rows = [
-        ("Act", pending.act),
-        ("Service or incident", pending.target),
-        ("Question", pending.question),
-        ("Requested by", pending.requester),
         ("Reason", pending.reason),
+        ("Requested by", pending.requester),
         ("Who may approve", pending.who_may_approve),
         ("You are", sign_in.approver),
-        ("Link expires in", f"{pending.seconds_left():.0f} s"),
+        ("Link expires", _expiry(pending)),
     ]
     items = "".join(f"<dt>{html.escape(k)}</dt><dd>{html.escape(v)}</dd>" for k, v in rows)
-    return f"<dl>{items}</dl><p class='note'>{html.escape(sign_in.note)}</p>"
+    note = f"<p class='note'>{html.escape(sign_in.note)}</p>"
+    return f"{act}{preview}{_incident(view, problem)}<h2>The request</h2><dl>{items}</dl>{note}"
 
 
 async def _journal_step(pending: Pending, step: PageStep, who: str) -> str | None:
@@ -117,9 +186,21 @@ async def _journal_step(pending: Pending, step: PageStep, who: str) -> str | Non
     return None
 
 
-def page_routes(book: ApprovalBook, identity: Identity | None = None) -> list[Route]:
+def page_routes(
+    book: ApprovalBook, identity: Identity | None = None, incident: IncidentLookup | None = None
+) -> list[Route]:
     """The page's routes, for the HTTP desk's app or the loopback server."""
     identity = identity or OsUser()
+
+    async def incident_of(pending: Pending) -> tuple[IncidentView | None, str | None]:
+        """The incident to show, or why it cannot be: the page still asks its question without it."""
+        if incident is None:
+            return None, None
+        try:
+            return await anyio.to_thread.run_sync(incident, pending.target), None
+        except Exception as exc:  # a source that is down must not hide the question
+            log.warning("approval page could not read the incident", approval=pending.public_id, error=str(exc))
+            return None, "the incident behind this request could not be read just now"
 
     async def signed_in(request: Request, link: str, pending: Pending) -> SignedIn | Response:
         try:
@@ -138,16 +219,20 @@ def page_routes(book: ApprovalBook, identity: Identity | None = None) -> list[Ro
         if isinstance(who, Response):
             return who
         log.info("approval page opened", approval=pending.public_id)
-        if book.first_view(pending):
+        if book.first_view(pending, who.approver, who.key):
             await _journal_step(pending, "opened", who.approver)
+        view, problem = await incident_of(pending)
         form = (
             "<form method='post'>"
             f"<input type='hidden' name='csrf' value='{html.escape(pending.csrf)}'>"
-            "<p><label>Change ticket (e.g. CHG-2291): <input name='ticket' required></label></p>"
-            "<button id='approve' name='decision' value='approve'>Approve</button> "
-            "<button id='decline' name='decision' value='decline' formnovalidate>Decline</button></form>"
+            "<label for='ticket'>Change ticket (e.g. CHG-2291)</label>"
+            "<input id='ticket' name='ticket' required autocomplete='off'>"
+            "<div class='buttons'><button id='approve' name='decision' value='approve'>Approve</button>"
+            "<button id='decline' name='decision' value='decline' formnovalidate>Decline</button></div></form>"
         )
-        return _page(f"Approve: {pending.question}", _details(pending, who) + form, cookie=pending.csrf, link=link)
+        heading = pending.question.partition("\n")[0]
+        body = _details(pending, who, view, problem) + form
+        return _page(f"Approve: {heading}", body, cookie=pending.csrf, link=link, heading=heading)
 
     async def decide(request: Request) -> Response:
         link = request.path_params["link"]
@@ -169,9 +254,10 @@ def page_routes(book: ApprovalBook, identity: Identity | None = None) -> list[Ro
             # Refused before the link is used: the person corrects the ticket and approves again.
             return _page("Approval not sent", f"<p>{html.escape(problem)}: go back and correct it</p>", 400)
         try:
-            who = await signed_in(request, link, book.open(link))
+            opened = book.open(link)
         except LinkRefused as exc:
             return _refused(exc)
+        who = await signed_in(request, link, opened)
         if isinstance(who, Response):
             return _page("Approval refused", "<p>sign in first: open the approval link again</p>", 403)
         try:
@@ -179,6 +265,10 @@ def page_routes(book: ApprovalBook, identity: Identity | None = None) -> list[Ro
             pending = book.decide(
                 link, csrf, approve=approve, approver=who.approver, approver_key=who.key, ticket=ticket
             )
+        except SelfApproval as exc:
+            # The link stays open for someone else; the auditor sees who tried to approve their own request.
+            await _journal_step(opened, "refused", who.approver)
+            return _refused(exc)
         except LinkRefused as exc:
             return _refused(exc)
         log.info("approval decided on the page", approval=pending.public_id, state=pending.state, by=who.approver)
@@ -188,7 +278,8 @@ def page_routes(book: ApprovalBook, identity: Identity | None = None) -> list[Ro
         if problem is not None:
             text = f"the desk's journal could not record your decision, so nothing will run: {problem}"
             return _page("Decision not recorded", f"<p>{html.escape(text)}</p>", 503)
-        return _page(f"You {verb}", f"<p>{html.escape(pending.question)}</p><p>You can close this page.</p>")
+        done = f"<pre class='preview'>{html.escape(pending.question)}</pre><p>You can close this page.</p>"
+        return _page(f"You {verb}", done)
 
     async def sign_in_callback(request: Request) -> Response:
         if not isinstance(identity, OpenIDSignIn):
@@ -222,8 +313,10 @@ async def wait_for_decision(book: ApprovalBook, pending: Pending) -> State:
 class LoopbackPage:
     """The page of a stdio desk: a loopback HTTP server on its own thread, up while any approval is pending."""
 
-    def __init__(self, book: ApprovalBook, identity: Identity | None = None) -> None:
-        self._book, self._identity = book, identity
+    def __init__(
+        self, book: ApprovalBook, identity: Identity | None = None, incident: IncidentLookup | None = None
+    ) -> None:
+        self._book, self._identity, self._incident = book, identity, incident
         self._lock = threading.Lock()
         self._base: str | None = None
         self._running: Callable[[], bool] = lambda: False
@@ -232,7 +325,7 @@ class LoopbackPage:
         """Start the server if it is not running; its ``http://127.0.0.1:port``."""
         with self._lock:
             if self._base is None or not self._running():
-                routes = page_routes(self._book, self._identity)
+                routes = page_routes(self._book, self._identity, self._incident)
                 self._base, self._running = _start_loopback(Starlette(routes=routes), self._book, self._lock)
             return self._base
 

@@ -175,6 +175,10 @@ def opened_time(value: object) -> datetime:
     raise ValueError("opened must be a date-time, e.g. 2026-11-29T10:58:00Z")
 
 
+class _Vanished(errors.NotFound):
+    """An incident directory removed between listing the folder and opening it: gone, not a problem to report."""
+
+
 class DataFolder:
     """Read access to one data directory. Thread-safe and lock-free; cheap to call on every request.
 
@@ -269,6 +273,8 @@ class DataFolder:
                     continue
                 try:
                     incidents[name] = self._parse_incident(name)
+                except _Vanished:
+                    log.debug("data entry removed while the directory was read", entry=entry)
                 except ValueError as exc:
                     problems.append(Problem(entry, str(exc)))
         services: list[str] = []
@@ -293,6 +299,8 @@ class DataFolder:
                 pass
         except Refused as exc:
             raise ValueError(str(exc)) from None
+        except FileNotFoundError:
+            raise _Vanished from None
         except OSError as exc:
             raise ValueError(f"cannot be opened: {_reason(exc)}") from None
         try:

@@ -51,6 +51,7 @@ class Outcome(StrEnum):
     APPROVAL_REQUESTED = "approval_requested"  # out-of-band: the link was sent (by: the requester)
     PAGE_OPENED = "page_opened"  # out-of-band: someone opened the approval page
     REFUSED_FOREIGN = "refused_foreign"  # an unsilence left alone a silence someone else made
+    REFUSED_SELF_APPROVAL = "refused_self_approval"  # second-person: the page refused the requester's own approval
 
 
 # What the audit journal takes for a restart: an act that runs a command, so never plainly "done".

@@ -19,7 +19,7 @@ from pydantic import BaseModel, Field
 
 from incident_desk import what_changed
 from incident_desk.app import DeskApp
-from incident_desk.core.incidents import DataError, Incident
+from incident_desk.core.incidents import DataError, Incident, UnknownIncident
 from incident_desk.core.journal.activity import MAX_ACTIVITY_EVENTS, Event
 from incident_desk.core.journal.audit import MAX_RECENT_DECISIONS, Decision
 from incident_desk.core.neighbours import metrics
@@ -218,6 +218,8 @@ async def _around(app: DeskApp, incident: Incident, view: Timeline) -> Timeline:
 
 
 TOOLS = ToolKinds(show_incident_timeline=read())
+# What a timeline counts when the incident's log cannot be read: nothing.
+_NO_LOG = timeline.LevelScan([], None, 0, 0, 0, 0, "end of log")
 
 
 def extension(app: DeskApp) -> Apps:
@@ -260,16 +262,25 @@ def extension(app: DeskApp) -> Apps:
             cancelled=cancelled,
             processes=app.settings.timeline_processes,
         )
+        log_problem: str | None = None
         try:
             scan = await app.scan_log(incidentId, reader)
-        except DataError as exc:
+        except UnknownIncident as exc:
             return results.failed(exc)
+        except DataError as exc:
+            if incident.service not in app.settings.service_metrics and not app.settings.change_sources:
+                return results.failed(exc)  # nothing else to draw: the log's failure is the answer
+            # The log is one part: marked unavailable, and the metrics, changes and acts still answer.
+            scan, log_problem = _NO_LOG, str(exc)
         finally:
             cancelled.set()
         decisions = await app.recent_decisions(MAX_RECENT_DECISIONS)
         events = await app.activity(incidentId, MAX_ACTIVITY_EVENTS)
         view = _build(incident, scan, timeline.service_decisions(decisions, incident.service), events)
         view = await _around(app, incident, view)
+        if log_problem is not None:
+            update = {"covers": "no log lines (the log is unavailable)", "problems": [log_problem, *view.problems]}
+            view = view.model_copy(update=update)
         return results.ok(render_text(view), view)
 
     return apps

@@ -131,7 +131,7 @@ def serve_approval_page(server: MCPServer, app: DeskApp) -> None:
     approvals.base_url = (settings.public_url or f"http://{host}:{settings.port}").rstrip("/")
     if isinstance(approvals.identity, OpenIDSignIn):
         approvals.identity.public_base = approvals.base_url
-    for route in page_routes(approvals.book, approvals.identity):
+    for route in page_routes(approvals.book, approvals.identity, approvals.incident_view):
         add_page = server.custom_route(route.path, methods=sorted(route.methods or ()), include_in_schema=False)
         add_page(route.endpoint)
 

@@ -27,8 +27,9 @@ ApprovalMode = Literal["in-band", "out-of-band", "second-person"]
 TOMBSTONE_SECONDS = 60.0
 MODES: tuple[ApprovalMode, ...] = ("in-band", "out-of-band", "second-person")
 State = Literal["pending", "approved", "declined", "expired"]
-# A step the page itself journals, and the hook that writes it: (the approval, the step, who took it).
-PageStep = Literal["opened", "approved", "declined"]
+# A step the page itself journals, and the hook that writes it: (the approval, the step, who took it). ``refused``:
+# the requester tried to approve their own second-person act.
+PageStep = Literal["opened", "approved", "declined", "refused"]
 StepJournal = Callable[["Pending", PageStep, str], Awaitable[None]]
 
 
@@ -65,6 +66,10 @@ class LinkRefused(errors.Refused):
         self.status = status
 
 
+class SelfApproval(LinkRefused):
+    """The requester tried to approve their own second-person act: refused, and journalled for the auditor."""
+
+
 @dataclass
 class Pending:
     """One approval waiting for a person. ``public_id`` is safe to log; the link token is never kept."""
@@ -86,7 +91,7 @@ class Pending:
     requester_key: str | None = None
     forget_at: float | None = None
     journal: StepJournal | None = field(default=None, repr=False, compare=False)
-    opened_journalled: bool = False
+    viewers: set[str] = field(default_factory=set, repr=False, compare=False)
     decision_journalled: bool = False
     journal_problem: str | None = None
 
@@ -168,10 +173,13 @@ class ApprovalBook:
         with self._lock:
             return self._find(token)
 
-    def first_view(self, pending: Pending) -> bool:
-        """True once only: the first time the page is shown to someone, to journal ``page_opened``."""
+    def first_view(self, pending: Pending, viewer: str, viewer_key: str | None = None) -> bool:
+        """True the first time the page is shown to each person, to journal their ``page_opened``: the requester
+        and the second person both appear, and a reload adds nothing."""
+        who = _key(viewer, viewer_key)
         with self._lock:
-            first, pending.opened_journalled = not pending.opened_journalled, True
+            first = who not in pending.viewers
+            pending.viewers.add(who)
             return first
 
     def _find(self, token: str) -> Pending:
@@ -212,7 +220,7 @@ class ApprovalBook:
                 f"second-person approval needs a person signed in at the identity provider, not {approver}", 403
             )
         if approve and pending.mode == "second-person" and who == _key(pending.requester, pending.requester_key):
-            raise LinkRefused(
+            raise SelfApproval(
                 f"{approver} asked for this {pending.act}; under second-person approval {pending.who_may_approve} "
                 "must approve it",
                 403,
