@@ -22,6 +22,7 @@ from mcp_types import ElicitRequestParams, ElicitResult, ErrorData
 
 from incident_desk.server import build_server
 from tests.alertmanager import Alertmanager, alert, needs_alertmanager, running_alertmanager
+from tests.approval_page_helpers import LinkFollower
 from tests.helpers import AppFactory, connect, text_of
 from tests.restart_helpers import Operator, approve
 from tests.test_sources_alertmanager import STARTED, folder_desk, sources
@@ -135,3 +136,34 @@ async def test_a_target_that_changes_after_the_approval_stops_the_act(
     made = httpx2.get(manager.url + "/api/v2/silences", timeout=5).json()
     assert not [s for s in made if any(m["value"] == run for m in s["matchers"]) and s["status"]["state"] == "active"]
     assert "refused_stale" in [str(e.outcome) for e in app.journal.activity(incident_id)]
+
+
+async def test_out_of_band_a_target_that_changes_before_the_page_approves_stops_the_act(
+    make_app: AppFactory, manager: Alertmanager, tmp_path: Path, era: str
+) -> None:
+    """The approval page shows the preview; a new alert the silence would cover starts before the person
+    approves there: the silence is not made."""
+    run = uuid.uuid4().hex[:12]
+    manager.post(alert("DiskFull", starts=STARTED, service="ledger", run=run))
+    app = make_app(
+        data_dir=folder_desk(tmp_path / "desk"),
+        incident_sources=sources(manager, cache_seconds=0),
+        act_approval={"silence": "out-of-band"},
+    )
+    (incident_id,) = [i.id for i in (await app.listing()).incidents.values() if ("run", run) in i.labels]
+    person = LinkFollower()
+
+    async def meanwhile(ctx: ClientRequestContext, params: ElicitRequestParams) -> ElicitResult | ErrorData:
+        manager.post(alert("DiskFull", starts=STARTED, service="ledger", run=run, instance="ledger-2"))
+        return await person(ctx, params)
+
+    async with connect(build_server(app), era, elicitation_callback=meanwhile) as client:
+        result = await client.call_tool(
+            "silence_incident", {"incidentId": incident_id, "minutes": 10, "reason": "disk cleanup"}
+        )
+    (seen,) = person.visits
+    assert f"Will silence 1 alert(s): DiskFull ({incident_id})" in seen.text
+    assert result.is_error
+    assert text_of(result) == "NOT SILENCED -- what it would touch changed after it was approved; ask again"
+    made = httpx2.get(manager.url + "/api/v2/silences", timeout=5).json()
+    assert not [s for s in made if any(m["value"] == run for m in s["matchers"]) and s["status"]["state"] == "active"]
