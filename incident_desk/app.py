@@ -24,6 +24,7 @@ import anyio.to_thread
 import structlog
 
 from incident_desk.core import credentials
+from incident_desk.core.acts import limits
 from incident_desk.core.acts.preview import SilenceTarget, covered_by_labels
 from incident_desk.core.incidents import (
     DataFolder,
@@ -282,6 +283,12 @@ class DeskApp:
         """A call to a neighbour: in the outside calls' threads, abandoned when the request is cancelled (it ends
         by its own deadline)."""
         return await anyio.to_thread.run_sync(func, *args, limiter=outside.outside_threads(), abandon_on_cancel=True)
+
+    async def limit_reached(self, act: str, person: str, service: str | None) -> limits.Counter | None:
+        """The act limit (``[act_limits]``) that refuses ``person``'s ``act`` now, counted from the journal."""
+        settings, now = self.settings.act_limits, datetime.now(UTC)
+        rows = await anyio.to_thread.run_sync(self.journal.counted_since, now - settings.window())
+        return limits.reached(rows, settings, act=act, person=person, service=service, now=now)
 
     async def check_journal_writable(self) -> None:
         """AuditError when the journal cannot take a decision now (checked before a human is asked)."""

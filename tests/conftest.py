@@ -14,7 +14,7 @@ from incident_desk.app import DeskApp, build_app
 from incident_desk.server import build_server
 from incident_desk.settings.model import load_settings
 from tests.fakes import FakeProvider, MemoryKeyring, running_fake_provider, using_keyring
-from tests.helpers import ERAS, AppFactory
+from tests.helpers import ERAS, LIMITS_OFF, AppFactory
 
 pytest_plugins = ["tests.timing_alone"]
 
@@ -31,6 +31,7 @@ def _isolated_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> No
         if name.startswith("INCIDENT_DESK_"):
             monkeypatch.delenv(name)
     monkeypatch.setenv("INCIDENT_DESK_AUDIT_DB", str(tmp_path / "audit" / "audit.sqlite3"))
+    monkeypatch.setenv("INCIDENT_DESK_ACT_LIMITS", LIMITS_OFF)
     monkeypatch.setenv("PYTHON_KEYRING_BACKEND", "keyring.backends.null.Keyring")
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
 

@@ -35,10 +35,16 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
+# Tests of everything but the act limits restart a service again and again: the limits are off for them, here and in
+# conftest, and tests/test_act_limits.py sets its own.
+LIMITS_OFF = '{"per_person_per_hour": 0, "restarts_per_service_per_hour": 0, "cooldown_seconds": 0}'
+
+
 def child_env(audit_db: Path, **extra: str) -> dict[str, str]:
     """The environment of a desk started as a child process: none of the developer's settings or keychain."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("INCIDENT_DESK_")}
     env.update(INCIDENT_DESK_AUDIT_DB=str(audit_db), PYTHON_KEYRING_BACKEND="keyring.backends.null.Keyring")
+    env.update(INCIDENT_DESK_ACT_LIMITS=LIMITS_OFF)
     env.update(extra)
     return env
 

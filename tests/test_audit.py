@@ -100,8 +100,9 @@ def test_every_outcome_is_accepted_and_unknown_ones_are_not(journal: AuditJourna
         journal.record(_decision(outcome=outcome.value))
     assert {d.outcome for d in journal.recent(limit=100)} == set(RESTART_OUTCOMES)
     # lock_broken: an operator broke a stuck restart lock; approval_requested, page_opened and
-    # refused_self_approval: out-of-band steps
-    assert len(RESTART_OUTCOMES) == 19
+    # refused_self_approval: out-of-band steps; refused_limit: an act limit refused without asking; limits_reset: an
+    # operator started a service's limits again
+    assert len(RESTART_OUTCOMES) == 21
     with pytest.raises(ValueError, match="unknown audit outcome"):
         _decision(outcome="rebooted")
 

@@ -98,6 +98,7 @@ def users_shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "desk.toml").write_text('log_level = "debug"\n')
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("INCIDENT_DESK_AUDIT_DB")
+    monkeypatch.delenv("INCIDENT_DESK_ACT_LIMITS")  # the tests' own "off", no setting of this user's
     monkeypatch.setenv("INCIDENT_DESK_PROVIDER", "openai")
     monkeypatch.setenv("INCIDENT_DESK_PROVIDER_MODEL", "llama3.1")
     monkeypatch.setenv("INCIDENT_DESK_PROVIDER_BASE_URL", "http://127.0.0.1:11434/v1")
@@ -465,6 +466,8 @@ def test_a_secret_value_never_appears_in_a_settings_error(monkeypatch: pytest.Mo
         ["audit", "--limit", "5"],
         ["tools", "--read-only", "--desk-name", "team-a"],
         ["locks", "break", "payments-api", "--reason", "r2 frozen"],
+        ["limits", "--desk-name", "team-a"],
+        ["limits", "--desk-name", "team-a", "reset", "payments-api", "--reason", "hotfix"],
         ["key", "show", "--kind", "audit-db"],
         ["token", "create"],
         ["config", "zed", "--data-dir", "/srv/desk"],
@@ -475,7 +478,7 @@ def test_a_secret_value_never_appears_in_a_settings_error(monkeypatch: pytest.Mo
 )
 def test_the_parser_built_for_one_subcommand_reads_it_as_the_whole_parser_does(arguments: list[str]) -> None:
     """A served desk builds only the serve parser (the others import what serving never needs)."""
-    all_of_them = {"serve", "audit", "tools", "locks", "key", "token", "config", "doctor", "demo", "timeline"}
+    all_of_them = {"serve", "audit", "tools", "locks", "limits", "key", "token", "config", "doctor", "demo", "timeline"}
     assert set(SUBCOMMANDS) == all_of_them  # all of them here
     assert build_parser(arguments[0]).parse_args(arguments) == build_parser().parse_args(arguments)
 

@@ -148,6 +148,10 @@ async def ask(
     asked when the journal could not take the answer (``AuditError``), nor when ``before_asking`` has a result
     (what would turn the human's yes into a refusal anyway)."""
     await app.check_journal_writable()
+    # Past an act limit ([act_limits]) nobody is asked either: a limit no model can talk a human past.
+    if (limit := await app.limit_reached(words.verb, record.actor, service)) is not None:
+        await record(Outcome.REFUSED_LIMIT, detail=f"{limit.refusal(words)}; nobody was asked")
+        return results.error(limit.refusal(words))
     if before_asking is not None and (refused := await before_asking()) is not None:
         return refused
     because = shown_reason(requested_because, app.redactor)

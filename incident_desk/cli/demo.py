@@ -34,6 +34,7 @@ from incident_desk.settings.model import load_settings
 
 ERAS = ("legacy", "2026-07-28")
 SLOW_MODEL_SECONDS = 2.0
+DEMO_LIMITS_OFF = {"per_person_per_hour": 0, "restarts_per_service_per_hour": 0, "cooldown_seconds": 0}
 MODEL_ANSWER = (
     "Connection pool on payments-api was exhausted by a 14.8s ledger query, so 212 clients got HTTP 503. "
     "Fix the query or raise the pool."
@@ -284,7 +285,10 @@ async def replay(era: str, workdir: Path) -> list[tuple[str, str]]:
             client_keys = ("sampling_callback", "elicitation_callback", "mode")
             client_options = {key: options.pop(key) for key in client_keys if key in options}
             client_options.setdefault("mode", era)
-            settings = load_settings({"audit_db": workdir / f"{name}-audit.sqlite3", **options})
+            # Transcript 05 answers one restart every way in a row: the act limits would refuse all but the first.
+            settings = load_settings(
+                {"audit_db": workdir / f"{name}-audit.sqlite3", "act_limits": DEMO_LIMITS_OFF, **options}
+            )
             apps.append(build_app(settings))
             return Client(build_server(apps[-1]), **client_options)
 

@@ -95,6 +95,11 @@ def _run(args: argparse.Namespace) -> int:
             from incident_desk.cli.locks import run_locks
 
             return run_locks(settings, args.locks_action, getattr(args, "service", None), getattr(args, "reason", None))
+        if args.command == "limits":
+            from incident_desk.cli.limits import run_limits
+
+            action = getattr(args, "limits_action", None)
+            return run_limits(settings, action, getattr(args, "service", None), getattr(args, "reason", None))
         if args.command == "key":
             from incident_desk.cli.keychain import run_key
 

@@ -14,7 +14,7 @@ from incident_desk import __version__
 if TYPE_CHECKING:
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
-SUBCOMMANDS = ("serve", "audit", "tools", "locks", "key", "token", "config", "doctor", "demo", "timeline")
+SUBCOMMANDS = ("serve", "audit", "tools", "locks", "limits", "key", "token", "config", "doctor", "demo", "timeline")
 
 
 # The settings a command line may set, by their Settings field names: each flag's name, type, choices and help are
@@ -108,6 +108,8 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         _add_setting_flag(tools, "read_only")
     if only in (None, "locks"):
         _add_locks_parser(commands)
+    if only in (None, "limits"):
+        _add_limits_parser(commands)
     if only in (None, "key"):
         _add_key_parser(commands)
     if only in (None, "token"):
@@ -181,6 +183,27 @@ def _add_locks_parser(commands: Subparsers) -> None:
     _add_settings_flags(breaking)
     breaking.add_argument("service", help="the service whose lock to break")
     breaking.add_argument("--reason", required=True, help="why the lock is broken; kept in the journal")
+
+
+def _add_limits_parser(commands: Subparsers) -> None:
+    limits = commands.add_parser(
+        "limits",
+        help="show the act limits' counters, or reset a service's",
+        description="Show each act limit's counter ([act_limits]: acts per person, restarts per service, cooldowns) "
+        "as the journal holds it, and when each clears.",
+    )
+    _add_settings_flags(limits)
+    actions = limits.add_subparsers(dest="limits_action", metavar="{reset}", help="reset a service's limits")
+    reset = actions.add_parser(
+        "reset",
+        help="start a service's restart count and cooldown again (journalled, with your OS user)",
+        description="Start a service's restart count and cooldown again, for a restart that must happen now. The "
+        "reset is journalled with your OS user and the reason.",
+    )
+    # SUPPRESS: flags given before `reset` are kept, not overwritten by this parser's defaults.
+    _add_settings_flags(reset, default=argparse.SUPPRESS)
+    reset.add_argument("service", help="the service whose limits to reset")
+    reset.add_argument("--reason", required=True, help="why the limits are reset; kept in the journal")
 
 
 def _add_key_parser(commands: Subparsers) -> None:

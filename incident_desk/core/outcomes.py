@@ -46,6 +46,8 @@ class Outcome(StrEnum):
     REFUSED_BUSY = "refused_busy"
     REFUSED = "refused"
     LOCK_BROKEN = "lock_broken"
+    REFUSED_LIMIT = "refused_limit"  # an act limit ([act_limits]) was reached: nobody was asked
+    LIMITS_RESET = "limits_reset"  # an operator started a service's restart count and cooldown again
     APPROVAL_REQUESTED = "approval_requested"  # out-of-band: the link was sent (by: the requester)
     PAGE_OPENED = "page_opened"  # out-of-band: someone opened the approval page
     REFUSED_FOREIGN = "refused_foreign"  # an unsilence left alone a silence someone else made
@@ -61,7 +63,15 @@ EVENT_OUTCOMES: frozenset[Outcome] = frozenset(Outcome) - {
     Outcome.REFUSED_UNKNOWN_SERVICE,
     Outcome.REFUSED_BUSY,
     Outcome.LOCK_BROKEN,
+    Outcome.LIMITS_RESET,
 }
+
+# An act limit counts approval rows; a restart's cooldown runs from its approval and its end; a reset starts a
+# service's counts again (``core.acts.limits``). What the journals select for the limits.
+RESTARTED_OUTCOMES: frozenset[Outcome] = frozenset(
+    {Outcome.APPROVED, Outcome.EXECUTED, Outcome.SIMULATED, Outcome.FAILED}
+)
+LIMIT_OUTCOMES: frozenset[Outcome] = RESTARTED_OUTCOMES | {Outcome.LIMITS_RESET}
 
 # A refused answer is journalled under its own name, for a restart and for an incident act alike.
 OUTCOME_OF: dict[Answer, Outcome] = {answer: Outcome(answer.value) for answer in Answer}
@@ -78,6 +88,13 @@ NO_ANSWER = "no answer within {seconds}s"
 REPLAYED = "this approval was already used"
 JOURNAL_UNWRITABLE = "the audit journal cannot be written, so nothing was done: {error}"
 NO_CHANNEL = "ELICITATION_UNAVAILABLE -- refusing to {verb} {target} without an approval channel"
+# Past an act limit nobody is asked; ``what`` names the limit (``PERSON_LIMIT``, ``SERVICE_LIMIT`` or
+# ``COOLDOWN_LIMIT``).
+LIMIT_REACHED = "limit reached: {what} ({used} of {limit} in the last hour); clears at {time}Z"
+PERSON_LIMIT = "acts by {person}"
+SERVICE_LIMIT = "restarts of {service}"
+# The cooldown's count in the parentheses is the service's restarts in the hour, against their hourly limit.
+COOLDOWN_LIMIT = "the {seconds}s cooldown after the last restart of {service}"
 # The targets an act would touch differ from the preview the human approved (``core.acts.preview``).
 CHANGED = "what it would touch changed after it was approved; ask again"
 # An unsilence leaves alone, by default, a silence this desk did not make for the incident.
@@ -130,6 +147,9 @@ class ActWords:
     def journal_unwritable_text(self, error: object) -> str:
         return self.refusal(JOURNAL_UNWRITABLE.format(error=error))
 
+    def limit_text(self, what: str, used: int, limit: int | str, clears: str) -> str:
+        return self.refusal(LIMIT_REACHED.format(what=what, used=used, limit=limit, time=clears))
+
     def refusal_texts(self, target: str) -> list[OutcomeText]:
         """Every text of the act's refusals while asking for, and checking, its approval (``target`` is the
         placeholder of what it acts on). The outcome names are the same in both journals."""
@@ -145,7 +165,13 @@ class ActWords:
             OutcomeText(self.verb, "disconnected", self.refusal("{reason}")),
             OutcomeText(self.verb, "client_error", self.refusal("{reason}")),
             OutcomeText(self.verb, "", self.refusal(JOURNAL_UNWRITABLE)),
+            OutcomeText(self.verb, "refused_limit", self.refusal(_limit_template(PERSON_LIMIT))),
         ]
+
+
+def _limit_template(what: str) -> str:
+    """The limit text with ``what`` filled in, every other field left a placeholder."""
+    return LIMIT_REACHED.replace("{what}", what)
 
 
 RESTART = ActWords("restart", "NOT RESTARTED", "the restart", "RESTARTED {service} under {ticket}")
@@ -174,6 +200,10 @@ RESTART_BUSY = OutcomeText("restart", Outcome.REFUSED_BUSY, RESTART.refusal("{bu
 UNKNOWN_SERVICE = OutcomeText(
     "restart", Outcome.REFUSED_UNKNOWN_SERVICE, "No such service: {service}. Known services: {known}"
 )
+RESTART_LIMITS = [
+    OutcomeText("restart", Outcome.REFUSED_LIMIT, RESTART.refusal(_limit_template(what)))
+    for what in (SERVICE_LIMIT, COOLDOWN_LIMIT)
+]
 ACT_FAILED = {
     words.verb: OutcomeText(words.verb, Outcome.FAILED, words.refusal("{error}")) for words in (SILENCE, UNSILENCE)
 }
@@ -201,6 +231,7 @@ def all_outcome_texts() -> list[OutcomeText]:
         RESTART_BUSY,
         UNKNOWN_SERVICE,
         *RESTART.refusal_texts("{service}"),
+        *RESTART_LIMITS,
         ACKNOWLEDGED,
         ALREADY_ACKNOWLEDGED,
         NOT_ACKNOWLEDGED,

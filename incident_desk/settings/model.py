@@ -17,6 +17,7 @@ from pydantic import Field, IPvAnyNetwork, SecretStr, ValidationError, field_val
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from incident_desk.core.acts.actions import RestartAction
+from incident_desk.core.acts.limits import ActLimits
 from incident_desk.core.acts.links import ApprovalMode, strictest
 from incident_desk.core.credentials import ENV_PREFIX
 from incident_desk.core.journal.audit import DEFAULT_DESK, is_postgres_url, url_has_password
@@ -321,6 +322,13 @@ class Settings(BaseSettings):
         default_factory=dict,
         description='Per-act approval ([act_approval] restart = "out-of-band"); unset: in-band, the form in the '
         "client.",
+    )
+    act_limits: ActLimits = Field(
+        default_factory=ActLimits,
+        description="Limits past which an act is refused without asking anyone, counted from the journal "
+        "([act_limits]): per_person_per_hour (approved restarts, resolves, silences and unsilences by one person, "
+        "0-10000), restarts_per_service_per_hour (0-1000), cooldown_seconds after a service's restart (0-86400); 0 "
+        "turns a limit off (see docs/acts.md).",
     )
     approval_page_client_id: str | None = Field(
         default=None,

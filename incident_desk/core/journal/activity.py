@@ -82,6 +82,28 @@ class Event:
 
 
 @dataclass(frozen=True)
+class Counted:
+    """One row of either journal bearing on an act limit (``core.acts.limits``): ``act`` is ``restart`` for the
+    audit journal's rows, else the incident act; ``service`` a restart's (None for an incident act); ``who`` the
+    person the row names."""
+
+    time: datetime
+    act: str
+    outcome: Outcome
+    who: str
+    service: str | None = None
+
+
+def counted_from_row(row: Sequence[object]) -> Counted:
+    """A selected row (time, act, outcome, who, service)."""
+    time, act, outcome, who, service = row
+    moment = time if isinstance(time, datetime) else datetime.fromisoformat(str(time))
+    return Counted(
+        moment.astimezone(UTC), str(act), Outcome(str(outcome)), str(who), None if service is None else str(service)
+    )
+
+
+@dataclass(frozen=True)
 class Standing:
     """What the journal says of one incident: who acknowledged it, and whether it was resolved."""
 

@@ -14,16 +14,16 @@ import unicodedata
 from collections.abc import Iterator, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 from incident_desk.core import errors
-from incident_desk.core.journal.activity import Event, event_from_row
+from incident_desk.core.journal.activity import Counted, Event, counted_from_row, event_from_row
 from incident_desk.core.journal.fields import FIELD_LIMITS, cut, storable
 from incident_desk.core.journal.locks import ProcessLocks, RestartLocks
-from incident_desk.core.outcomes import RESTART_OUTCOMES, Outcome
+from incident_desk.core.outcomes import LIMIT_OUTCOMES, RESTART_OUTCOMES, Outcome
 
 __all__ = ["FIELD_LIMITS", "cut", "storable"]
 
@@ -74,6 +74,17 @@ WHERE desk = :desk AND (:incident_id IS NULL OR incident_id = :incident_id)
     AND (:acts IS NULL OR instr(',' || :acts || ',', ',' || act || ',') > 0)
 ORDER BY id DESC LIMIT :limit
 """
+
+# The rows an act limit counts (``core.acts.limits``): a restart's from the audit journal, an incident act's approval
+# from the activity log. SQLite compares the ISO times as text: ``since`` is read a little early, the limits filter.
+LIMIT_OUTCOMES_LIST = sorted(outcome.value for outcome in LIMIT_OUTCOMES)
+_SELECT_COUNTED = """
+SELECT time, 'restart', outcome, approver, service FROM decisions
+WHERE desk = :desk AND time >= :since AND instr(',' || :outcomes || ',', ',' || outcome || ',') > 0
+UNION ALL
+SELECT time, act, outcome, actor, NULL FROM activity WHERE desk = :desk AND time >= :since AND outcome = 'approved'
+"""
+COUNTED_SLACK = timedelta(seconds=2)
 
 # Nonces are made by the desk and must stay whole to stay unique: one longer than this is a bug, not input to cut.
 MAX_NONCE_CHARS = 64
@@ -181,6 +192,7 @@ class Journal(Protocol):
     def recent(self, limit: int = 50) -> list[Decision]: ...
     def record_event(self, event: Event) -> int: ...
     def activity(self, incident_id: str | None, limit: int = 500, acts: tuple[str, ...] = ()) -> list[Event]: ...
+    def counted_since(self, since: datetime) -> list[Counted]: ...
     def count(self) -> int: ...
     def probe(self) -> None: ...
     def check_writable(self) -> None: ...
@@ -257,6 +269,14 @@ class AuditJournal:
         with self._connect() as conn:
             rows = conn.execute(_SELECT_ACTIVITY, params).fetchall()
         return [event_from_row(row) for row in rows]
+
+    def counted_since(self, since: datetime) -> list[Counted]:
+        """This desk's rows bearing on an act limit, from about ``since`` on (a little earlier: the caller filters)."""
+        since_text = (since - COUNTED_SLACK).astimezone(UTC).isoformat()
+        params = {"desk": self.desk, "since": since_text, "outcomes": ",".join(LIMIT_OUTCOMES_LIST)}
+        with self._connect() as conn:
+            rows = conn.execute(_SELECT_COUNTED, params).fetchall()
+        return [counted_from_row(row) for row in rows]
 
     def _insert(self, sql: str, row: tuple[Any, ...], nonce: str | None) -> int:
         with self._connect() as conn:

@@ -10,16 +10,18 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
+from datetime import datetime
 from typing import Any
 
 import psycopg
 from psycopg.conninfo import make_conninfo
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from incident_desk.core.journal.activity import Event, event_from_row
+from incident_desk.core.journal.activity import Counted, Event, counted_from_row, event_from_row
 from incident_desk.core.journal.audit import (
     DEFAULT_DESK,
     FIELD_LIMITS,
+    LIMIT_OUTCOMES_LIST,
     MAX_NONCE_CHARS,
     PROBE_INSERT,
     PROBE_ROW,
@@ -91,6 +93,14 @@ SELECT id, desk, time, incident_id, act, outcome, actor, text, ticket, protocol_
 WHERE desk = %(desk)s AND (%(incident_id)s::text IS NULL OR incident_id = %(incident_id)s)
     AND (%(acts)s::text[] IS NULL OR act = ANY(%(acts)s::text[]))
 ORDER BY id DESC LIMIT %(limit)s
+"""
+
+_SELECT_COUNTED = """
+SELECT time, 'restart', outcome, approver, service FROM decisions
+WHERE desk = %(desk)s AND time >= %(since)s AND outcome = ANY(%(outcomes)s::text[])
+UNION ALL
+SELECT time, act, outcome, actor, NULL FROM activity
+WHERE desk = %(desk)s AND time >= %(since)s AND outcome = 'approved'
 """
 
 _SELECT_RECENT = """
@@ -199,6 +209,14 @@ class PostgresJournal:
         with self._connection("read", READ_TIMEOUT_SECONDS) as conn:
             rows = conn.execute(_SELECT_ACTIVITY, params).fetchall()
         return [event_from_row(row) for row in rows]
+
+    def counted_since(self, since: datetime) -> list[Counted]:
+        """This desk's rows bearing on an act limit from ``since`` on, whichever replica wrote them."""
+        with self._connection("read", READ_TIMEOUT_SECONDS) as conn:
+            rows = conn.execute(
+                _SELECT_COUNTED, {"desk": self.desk, "since": since, "outcomes": LIMIT_OUTCOMES_LIST}
+            ).fetchall()
+        return [counted_from_row(row) for row in rows]
 
     def _insert(self, sql: str, row: tuple[Any, ...], nonce: str | None) -> int:
         with self._connection("written") as conn:
