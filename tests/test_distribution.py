@@ -32,6 +32,10 @@ DESCRIPTION_MAX = 100
 VERSION_RANGE = re.compile(r"^[\^~<>=]|\.x$|\*|^latest$")
 ALLOWED_BASE_URLS = {"pypi": {"https://pypi.org"}, "npm": {"https://registry.npmjs.org"}}
 TRANSPORTS = {"stdio", "streamable-http", "sse"}
+OCI_REGISTRIES = re.compile(
+    r"^(docker\.io|ghcr\.io|quay\.io|mcr\.microsoft\.com|[a-z0-9.-]+\.pkg\.dev|[a-z0-9-]+\.azurecr\.io)/"
+)
+OCI_REFERENCE = re.compile(r"^[a-z0-9.-]+(/[a-z0-9._-]+)+(:[A-Za-z0-9._-]+|@sha256:[a-f0-9]{64})$")
 
 
 def server_json() -> dict[str, Any]:
@@ -66,9 +70,16 @@ def registry_problems(document: dict[str, Any]) -> list[str]:
             problems.append(f"an io.github namespace must be the repository's owner: {expected}")
     for package in document.get("packages", []):
         kind = package.get("registryType")
-        for key in ("registryType", "identifier", "version", "transport"):
+        # An image's version is the tag in its identifier.
+        for key in ("registryType", "identifier", *(() if kind == "oci" else ("version",)), "transport"):
             if key not in package:
                 problems.append(f"{kind} package without {key}")
+        if kind == "oci":
+            identifier = package.get("identifier", "")
+            if not OCI_REGISTRIES.match(identifier):
+                problems.append(f"oci package {identifier!r} on a registry the official registry does not accept")
+            if not OCI_REFERENCE.match(identifier):
+                problems.append(f"oci package {identifier!r} is not registry/namespace/repository:tag")
         if VERSION_RANGE.search(package.get("version", "")):
             problems.append(f"{kind} package version {package.get('version')!r} is not one specific version")
         if (
@@ -138,6 +149,35 @@ def test_the_release_copy_adds_each_bundle_with_its_digest(tmp_path: Path) -> No
     assert added["fileSha256"] == hashlib.sha256(b"a bundle").hexdigest()
     assert added["identifier"].endswith(f"/releases/download/v{__version__}/{bundle.name}")
     assert server_json()["packages"] == released["packages"][:-1], "the repository's copy was changed"
+
+
+def test_the_release_document_names_the_pypi_package_each_bundle_and_the_labelled_image(tmp_path: Path) -> None:
+    names = [f"incident-desk-{__version__}-{target}.mcpb" for target in ("linux-x86_64", "darwin-arm64")]
+    for name in names:
+        (tmp_path / name).write_bytes(name.encode())
+    written = subprocess.run(
+        [sys.executable, str(ROOT / "packaging" / "server_json.py"), str(tmp_path), f"v{__version__}"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    released = json.loads(written.stdout)
+    assert registry_problems(released) == []
+    packages: dict[str, list[dict[str, Any]]] = {}
+    for package in released["packages"]:
+        packages.setdefault(package["registryType"], []).append(package)
+    assert set(packages) == {"pypi", "mcpb", "oci"}
+    assert [package["identifier"] for package in packages["pypi"]] == ["incident-desk"]
+    digests = {package["identifier"].rpartition("/")[2]: package["fileSha256"] for package in packages["mcpb"]}
+    assert digests == {name: hashlib.sha256(name.encode()).hexdigest() for name in names}
+    (image,) = packages["oci"]
+    assert image["identifier"] == f"ghcr.io/incident-desk/incident-desk:{__version__}"
+    assert image["transport"] == {"type": "stdio"}
+    assert {"type": "named", "name": "--transport", "value": "stdio"} in image["packageArguments"], (
+        "the image serves HTTP by default; a stdio client must say so"
+    )
+    labels = dict(re.findall(r'^LABEL ([\w.]+)="([^"]*)"$', (ROOT / "Containerfile").read_text(), re.MULTILINE))
+    assert labels["io.modelcontextprotocol.server.name"] == released["name"], "the registry checks this label"
 
 
 def test_server_json_validates_against_the_registrys_published_schema() -> None:
@@ -249,6 +289,12 @@ def test_the_release_workflow_builds_every_artifact_and_publishes_only_when_turn
     release = "\n".join(step.get("run", "") for step in jobs["release"]["steps"])
     assert "sha256sum" in release
     assert "packaging/server_json.py" in release
+    assert "container-image" in jobs["release"]["needs"], "server.json names the image only once it is pushed"
+    image_steps = jobs["container-image"]["steps"]
+    assert "packaging/server_json.py --image" in "\n".join(step.get("run", "") for step in image_steps)
+    (push,) = [step["with"] for step in image_steps if step.get("uses", "").startswith("docker/build-push-action")]
+    assert push["file"] == "Containerfile"
+    assert push["push"] == "${{ startsWith(github.ref, 'refs/tags/v') }}", "a manual run builds without pushing"
     for name, variable in (("publish-pypi", "PUBLISH_PYPI"), ("publish-mcp-registry", "PUBLISH_MCP_REGISTRY")):
         assert f"vars.{variable} == 'true'" in jobs[name]["if"], "publishing must stay off until turned on"
     with_oidc = {name for name, job in jobs.items() if job.get("permissions", {}).get("id-token") == "write"}

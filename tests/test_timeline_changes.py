@@ -225,6 +225,43 @@ async def test_chromium_draws_a_day_of_minutes_in_readable_buckets(
     assert report["xLabels"] == ["00:00", "11:45", "23:45"]
 
 
+async def test_chromium_shows_a_few_errors_under_millions_of_info_lines_and_acts_outside_the_span(
+    tmp_path: Path,
+    make_app: AppFactory,
+    harness: Path,  # noqa: F811
+) -> None:
+    """Errors get a lane of their own scale, and acts outside the span are drawn at its edge (issue 45, E13)."""
+    opened = datetime(2026, 11, 29, 10, 0, 30, tzinfo=UTC)
+    desk = incident_desk(tmp_path / "desk", opened)
+    errors = {7: 1, 31: 2, 32: 1}
+    with (desk / "incidents" / "INC-7001" / "log.txt").open("w", encoding="utf-8") as log:
+        for minute in range(60):
+            log.write(f"2026-11-29T10:{minute:02d}:05 {SERVICE} INFO ok\n" * 35_000)
+            log.write(f"2026-11-29T10:{minute:02d}:06 {SERVICE} ERROR pool exhausted\n" * errors.get(minute, 0))
+    app = make_app(data_dir=desk)
+    _record_restart(app, opened - timedelta(days=1), "legacy")
+    _record_restart(app, opened + timedelta(hours=5), "legacy")
+    report, view = await _render(tmp_path, app, harness)
+    _assert_drawn_cleanly(report)
+    assert sum(minute["info"] for minute in view["minutes"]) == 2_100_000
+    assert sum(minute["error"] for minute in view["minutes"]) == 4
+    assert max(report["stackedErrorHeights"]) < 1, "in the stack the errors are a sliver"
+    lane = report["errorLane"]
+    assert lane["label"] == "error lines on their own scale: at most 2 per minute"
+    assert len(lane["renderedHeights"]) == 3
+    assert min(lane["renderedHeights"]) > 8, "each minute with an error shows a bar that can be seen"
+    outside = report["outsideMarkers"]
+    assert [(m["class"], m["side"]) for m in outside] == [
+        ("marker restart outside", "before"),
+        ("marker restart outside", "after"),
+    ]
+    before, after = outside
+    assert before["x"] < 40 and after["x"] > after["width"] - 10, "each is drawn at the edge it lies beyond"
+    assert before["label"].startswith("← 11-28 10:00 restart simulated")
+    assert after["label"].endswith("11-29 15:00 →")
+    assert "2 act(s) of the desk outside this span, drawn at its edge" in report["status"]
+
+
 @needs_alertmanager
 async def test_an_alert_whose_service_has_no_log_source_still_gets_its_timeline(
     make_app: AppFactory, tmp_path: Path, era: str

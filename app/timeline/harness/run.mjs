@@ -57,6 +57,22 @@ try {
           label: lane.querySelector("text")?.textContent,
           points: (lane.querySelector("polyline")?.getAttribute("points") ?? "").split(" ").filter(Boolean).length,
         })),
+        errorLane: (() => {
+          const lane = chart.querySelector("g.error-lane");
+          return lane && {
+            label: lane.querySelector("text")?.textContent,
+            heights: [...lane.querySelectorAll("rect.lane-bar.error")].map((bar) => bar.getBBox().height),
+            renderedHeights: [...lane.querySelectorAll("rect.lane-bar.error")].map((bar) => bar.getBoundingClientRect().height),
+          };
+        })(),
+        stackedErrorHeights: [...chart.querySelectorAll("rect.bar.error")].map((bar) => bar.getBoundingClientRect().height),
+        outsideMarkers: [...chart.querySelectorAll("g.marker.outside")].map((marker) => ({
+          class: marker.getAttribute("class"),
+          side: marker.getAttribute("data-side"),
+          label: marker.querySelector("text")?.textContent,
+          x: Number(marker.querySelector("line")?.getAttribute("x1")),
+          width,
+        })),
         bucketMinutes: [...new Set([...chart.querySelectorAll("g.minute")].map((m) => m.getAttribute("data-minutes")))],
         markerLabels: [...chart.querySelectorAll("g.marker > text")].map((t) => t.textContent),
         markerLabelsOverlapping: (() => {

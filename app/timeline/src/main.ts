@@ -1,7 +1,8 @@
 // The incident timeline view, on one time axis: bars of log lines stacked by level (per minute, or per wider
-// bucket when the span is long, so a day of minutes stays readable), a lane per metric series, and markers for
-// when the incident opened, the first error, each change event and each act of the desk (restarts; later kinds
-// join by their own class). It draws the structured content of a show_incident_timeline result handed over by
+// bucket when the span is long, so a day of minutes stays readable), the error lines again in a lane of their own
+// scale (a few errors under millions of info lines are otherwise a sliver), a lane per metric series, and markers
+// for when the incident opened, the first error, each change event and each act of the desk (restarts; later kinds
+// join by their own class); a marker whose time lies outside the span is drawn at the edge it lies beyond. It draws the structured content of a show_incident_timeline result handed over by
 // the host, and loads nothing itself. A page written by `incident-desk timeline ID --html FILE` carries that
 // content in a #timeline-data element instead, and is drawn without any host.
 import { App, applyDocumentTheme, type McpUiHostContext } from "@modelcontextprotocol/ext-apps";
@@ -46,6 +47,9 @@ const MINUTE_MS = 60_000;
 const MAX_BARS = 120;
 const BUCKET_MINUTES = [1, 2, 5, 10, 15, 30, 60, 120, 240];
 const LANE_HEIGHT = 46;
+const ERROR_LANE_HEIGHT = 40;
+// The lowest error bar is at least this tall, so one error line is seen beside a bucket of thousands.
+const MIN_ERROR_BAR = 2;
 const MAX_SPAN_MINUTES = 2 * 24 * 60;
 const MAX_LANES = 8;
 // About the width of one character of a 10px label, to cut labels to the chart's width.
@@ -64,6 +68,11 @@ function svg<K extends keyof SVGElementTagNameMap>(
 
 function hhmm(iso: string): string {
   return new Date(iso).toISOString().slice(11, 16);
+}
+
+/** "MM-DD HH:MM": an outside marker may lie on another day than the span. */
+function when(iso: string): string {
+  return new Date(iso).toISOString().slice(5, 16).replace("T", " ");
 }
 
 function cut(text: string, chars: number): string {
@@ -129,7 +138,8 @@ function draw(timeline: Timeline): void {
   const minutes = bucketed(filled, bucket);
   const series = (timeline.metrics ?? []).slice(0, MAX_LANES);
   const logBottom = LOG_HEIGHT - PLOT.bottom;
-  const height = LOG_HEIGHT + series.length * LANE_HEIGHT;
+  const lanesTop = logBottom + ERROR_LANE_HEIGHT;
+  const height = LOG_HEIGHT + ERROR_LANE_HEIGHT + series.length * LANE_HEIGHT;
   const axisY = height - PLOT.bottom;
   chart.setAttribute("viewBox", `0 0 ${WIDTH} ${height}`);
   const plotWidth = WIDTH - PLOT.left - PLOT.right;
@@ -175,9 +185,28 @@ function draw(timeline: Timeline): void {
     }
   });
 
+  const errorPeak = Math.max(0, ...minutes.map((m) => m.error));
+  const errorLane = svg("g", { class: "error-lane", "data-peak": errorPeak }, chart);
+  svg("line", { class: "grid", x1: PLOT.left, x2: WIDTH - PLOT.right, y1: lanesTop, y2: lanesTop }, errorLane);
+  const per = bucket === 1 ? "minute" : `${bucket} minutes`;
+  const errorLabel = svg("text", { x: PLOT.left + 2, y: logBottom + 13, class: "lane-label" }, errorLane);
+  errorLabel.textContent = errorPeak === 0 ? "error lines: none"
+    : `error lines on their own scale: at most ${errorPeak} per ${per}`;
+  const errorTop = logBottom + 18;
+  const errorBottom = lanesTop - 4;
+  minutes.forEach((minute, index) => {
+    if (minute.error === 0) return;
+    const barHeight = Math.max(MIN_ERROR_BAR, (minute.error / errorPeak) * (errorBottom - errorTop));
+    const bar = svg("rect", {
+      class: "lane-bar error", x: PLOT.left + index * slot + slot * 0.1, y: errorBottom - barHeight,
+      width: Math.max(1, slot * 0.8), height: barHeight,
+    }, errorLane);
+    svg("title", {}, bar).textContent = `${hhmm(minute.start)} error: ${minute.error}`;
+  });
+
   const lanes = svg("g", { class: "lanes" }, chart);
   series.forEach((one, index) => {
-    const top = logBottom + index * LANE_HEIGHT;
+    const top = lanesTop + index * LANE_HEIGHT;
     const lane = svg("g", { class: "lane", "data-name": one.name }, lanes);
     svg("line", { class: "grid", x1: PLOT.left, x2: WIDTH - PLOT.right, y1: top + LANE_HEIGHT, y2: top + LANE_HEIGHT }, lane);
     const label = svg("text", { x: PLOT.left + 2, y: top + 13, class: "lane-label" }, lane);
@@ -210,9 +239,17 @@ function draw(timeline: Timeline): void {
     }
     return Math.max(0, room);
   };
+  // Returns whether ``iso`` lies in the span; one outside it is drawn at the edge it lies beyond, with its time.
   const mark = (kind: string, iso: string, text: string): boolean => {
-    const x = xAt(iso);
-    if (x === null) return false;
+    const inside = xAt(iso);
+    const before = Date.parse(iso) < first;
+    const x = inside ?? (before ? PLOT.left : WIDTH - PLOT.right);
+    if (inside === null) {
+      kind = `${kind} outside`;
+      // The time and arrow say where it lies, so the summary is cut to leave them room.
+      const summary = cut(text, 18);
+      text = before ? `← ${when(iso)} ${summary}` : `${summary} ${when(iso)} →`;
+    }
     const wanted = cut(text, 32);
     const width = wanted.length * CHAR_WIDTH;
     const preferred = x < WIDTH / 2;
@@ -228,6 +265,7 @@ function draw(timeline: Timeline): void {
     const shownWidth = shown.length * CHAR_WIDTH;
     const y = MARKER_ROWS[best.row];
     const group = svg("g", { class: `marker ${kind}` }, markers);
+    if (inside === null) group.setAttribute("data-side", before ? "before" : "after");
     svg("line", { x1: x, x2: x, y1: y + 2, y2: axisY }, group);
     const labelX = best.rightward ? x + 3 : x - 3;
     const label = svg("text", { x: labelX, y, "text-anchor": best.rightward ? "start" : "end" }, group);
@@ -238,7 +276,7 @@ function draw(timeline: Timeline): void {
       to: best.rightward ? labelX + shownWidth : labelX,
     });
     svg("title", {}, group).textContent = `${hhmm(iso)} ${text}`;
-    return true;
+    return inside !== null;
   };
   mark("opened", timeline.opened, "opened");
   if (timeline.first_error?.time) mark("first-error", timeline.first_error.time, "first error");
@@ -248,8 +286,8 @@ function draw(timeline: Timeline): void {
   const actsOutside = acts.filter((a) => !mark(a.kind.replace(/[^a-z0-9-]/gi, "-"), a.time, a.summary)).length;
   const notes: string[] = [];
   if (bucket > 1) notes.push(`bars of ${bucket} minutes`);
-  if (actsOutside > 0) notes.push(`${actsOutside} act(s) of the desk outside this span`);
-  if (changesOutside > 0) notes.push(`${changesOutside} change(s) outside this span`);
+  if (actsOutside > 0) notes.push(`${actsOutside} act(s) of the desk outside this span, drawn at its edge`);
+  if (changesOutside > 0) notes.push(`${changesOutside} change(s) outside this span, drawn at its edge`);
   const hidden = (timeline.metrics ?? []).length - series.length;
   if (hidden > 0) notes.push(`${hidden} more metric series in the text timeline`);
   for (const problem of timeline.problems ?? []) notes.push(`unavailable: ${problem}`);
