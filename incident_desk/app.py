@@ -144,7 +144,7 @@ class DeskApp:
             return CursorSeal()
 
     def services(self, wait: float | None = None) -> list[str]:
-        return self.sources.services(extra=list(self.settings.services), wait=wait)
+        return self.sources.services(extra=[*self.settings.services, *self.settings.service_actions], wait=wait)
 
     # The async face: every read a feature makes.
 

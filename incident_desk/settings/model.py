@@ -19,6 +19,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from incident_desk.core.acts.actions import RestartAction
 from incident_desk.core.acts.limits import ActLimits
 from incident_desk.core.acts.links import ApprovalMode, strictest
+from incident_desk.core.acts.service_actions import ServiceAction, check_action_names
 from incident_desk.core.credentials import ENV_PREFIX
 from incident_desk.core.journal.audit import DEFAULT_DESK, is_postgres_url, url_has_password
 from incident_desk.core.neighbours.metrics import MetricsConfig
@@ -318,6 +319,11 @@ class Settings(BaseSettings):
         description='Per-service approval, written [services.<name>] approval = "in-band" | "out-of-band" | '
         "\"second-person\" (the stricter of the service's and the act's applies).",
     )
+    service_actions: dict[str, dict[str, ServiceAction]] = Field(
+        default_factory=dict,
+        description="Per-service runbook actions, written [services.<name>.actions.<action>] (description, argv, "
+        "preview_argv, parameters, approval, timeout_seconds, pass_env; see docs/acts.md).",
+    )
     act_approval: dict[Literal["restart", "resolve", "silence", "unsilence"], ApprovalMode] = Field(
         default_factory=dict,
         description='Per-act approval ([act_approval] restart = "out-of-band"); unset: in-band, the form in the '
@@ -402,6 +408,11 @@ class Settings(BaseSettings):
     @classmethod
     def _service_names_are_valid(cls, value: dict[str, Any]) -> dict[str, Any]:
         return check_service_names(value)
+
+    @field_validator("service_actions")
+    @classmethod
+    def _action_names_are_valid(cls, value: dict[str, Any]) -> dict[str, Any]:
+        return check_action_names(value)
 
     @model_validator(mode="after")
     def _each_log_fits_the_spool(self) -> Settings:

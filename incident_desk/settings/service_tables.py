@@ -12,12 +12,18 @@ from typing import Any
 from incident_desk.core.names import SERVICE_NAME, is_safe_name
 
 # Each key of a service's table that is a setting of its own, and that setting.
-SUB_TABLES = {"logs": "service_logs", "metrics": "service_metrics", "approval": "service_approval"}
+SUB_TABLES = {
+    "logs": "service_logs",
+    "metrics": "service_metrics",
+    "approval": "service_approval",
+    "actions": "service_actions",
+}
 SERVICE_SETTINGS = ("services", *SUB_TABLES.values())
 
 
 def split_service_tables(data: Any) -> Any:
-    """The raw settings with each ``[services.<name>]`` table's logs, metrics and approval in their own settings."""
+    """The raw settings with each ``[services.<name>]`` table's logs, metrics, approval and actions in their own
+    settings."""
     if not (isinstance(data, dict) and isinstance(data.get("services"), dict)):
         return data
     services: dict[str, Any] = {}
@@ -29,7 +35,7 @@ def split_service_tables(data: Any) -> Any:
                     split[setting][name] = table[key]
             table = {key: value for key, value in table.items() if key not in SUB_TABLES}
             if not table:
-                continue  # a service with a log source, metrics or an approval mode and no restart action
+                continue  # a service with a log source, metrics, an approval mode or actions and no restart action
         services[name] = table
     return {**data, "services": services, **split}
 
