@@ -127,11 +127,23 @@ def register_listed_features(server: MCPServer, app: DeskApp) -> None:
         prompts,
         read_tools,
         restart,
+        service_actions,
         summarize,
     )
     from incident_desk.features import resources as resources_
 
-    for feature in (resources_, prompts, read_tools, summarize, restart, metrics, incident_acts, approved_acts, memory):
+    for feature in (
+        resources_,
+        prompts,
+        read_tools,
+        summarize,
+        restart,
+        service_actions,
+        metrics,
+        incident_acts,
+        approved_acts,
+        memory,
+    ):
         feature.register(server, app)
     for name in _tools_off(app):
         server.remove_tool(name)

@@ -4,6 +4,7 @@ shape the data layout allows. Strict clients (MCP Inspector) reject a whole resu
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -78,7 +79,13 @@ async def test_every_tool_result_matches_its_output_schema(
 
 
 async def _check_every_tool(tmp_path: Path, make_server: Callable[..., MCPServer], era: str, prometheus: str) -> None:
-    metrics = {"payments-api": {"metrics": {"prometheus": prometheus, "queries": {"errors": "up"}}}}
+    flush = {"description": "Flush a cache", "argv": [sys.executable, "-c", "print('flushed')"]}
+    metrics = {
+        "payments-api": {
+            "metrics": {"prometheus": prometheus, "queries": {"errors": "up"}},
+            "actions": {"flush": flush},
+        }
+    }
     server = make_server(data_dir=_desk(tmp_path / "desk"), services=metrics)
     calls: list[tuple[str, dict[str, Any]]] = [
         ("list_incidents", {}),
@@ -89,6 +96,8 @@ async def _check_every_tool(tmp_path: Path, make_server: Callable[..., MCPServer
         ("get_runbook", {"service": "payments-api"}),
         ("summarize_incident", {"incidentId": "INC-5"}),
         ("restart_service", {"service": "payments-api"}),
+        ("list_service_actions", {"service": "payments-api"}),
+        ("run_service_action", {"service": "payments-api", "action": "flush"}),
         ("get_audit_log", {}),
         ("acknowledge_incident", {"incidentId": "INC-3", "note": "on it"}),
         ("add_incident_note", {"incidentId": "INC-3", "text": "rolled back the deploy"}),

@@ -22,6 +22,7 @@ from incident_desk.app import DeskApp
 from incident_desk.approvals import out_of_band
 from incident_desk.core.acts import approval
 from incident_desk.core.acts.approval import Approved, Entry
+from incident_desk.core.acts.links import ApprovalMode, strictest
 from incident_desk.core.acts.preview import Preview, shown_reason
 from incident_desk.core.acts.preview import question as with_preview
 from incident_desk.core.journal.audit import AuditError, DuplicateApproval
@@ -138,6 +139,7 @@ async def ask(
     report: Report,
     requested_because: str | None = None,
     before_asking: Callable[[], Awaitable[CallToolResult | None]] | None = None,
+    approval_mode: ApprovalMode | None = None,
 ) -> Asked:
     """Ask the human for the act ``words`` names, as the act's and the service's ``approval`` says: an
     :class:`Approved` (not yet spent: see :func:`spend`), or the result to return as it is.
@@ -146,7 +148,8 @@ async def ask(
     requester's ``requested_because`` (masked here); the answer is bound to the preview's digest, so a 2026
     retry after the targets changed is refused (:func:`unchanged` checks again before the act runs). Nobody is
     asked when the journal could not take the answer (``AuditError``), nor when ``before_asking`` has a result
-    (what would turn the human's yes into a refusal anyway)."""
+    (what would turn the human's yes into a refusal anyway). ``approval_mode`` (a runbook action's own) can only
+    add eyes to the service's and the act's."""
     await app.check_journal_writable()
     # Past an act limit ([act_limits]) nobody is asked either: a limit no model can talk a human past.
     if (limit := await app.limit_reached(words.verb, record.actor, service)) is not None:
@@ -161,7 +164,7 @@ async def ask(
     reason = because or reason
     form = client_features.ApprovalForm(question, approval.form_schema(words.what))
     timeout = app.settings.approval_timeout_seconds
-    mode = app.settings.approval_for(words.verb, service)
+    mode = strictest(app.settings.approval_for(words.verb, service), approval_mode)
     page_journalled = False  # the approval page wrote the decision's row itself
     try:
         if mode == "in-band":

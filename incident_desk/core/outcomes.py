@@ -182,6 +182,7 @@ SILENCE = ActWords(
 UNSILENCE = ActWords(
     "unsilence", "NOT UNSILENCED", "lifting the silence", "UNSILENCED {id} (silence {silence_id} expired)"
 )
+RUN = ActWords("run", "NOT RUN", "running the action", "RAN {action} on {service} under {ticket}")
 
 # The texts beyond the approval's, act by act.
 RESTART_EXECUTED = OutcomeText("restart", Outcome.EXECUTED, RESTART.done + "\ncommand exited 0 after {seconds}s")
@@ -216,6 +217,11 @@ NOTE_TOO_LONG = OutcomeText(
 )
 NOTE_EMPTY = OutcomeText("note", "", "NOTE NOT ADDED -- the note is empty")
 NOTE_NOT_ADDED = OutcomeText("note", "", "NOTE NOT ADDED -- the audit journal cannot be written: {error}")
+RAN = OutcomeText("run", Outcome.EXECUTED, RUN.done + "\ncommand exited 0 after {seconds}s")
+RUN_FAILED = OutcomeText("run", Outcome.FAILED, "FAILED {action} on {service} under {ticket}: exit {code}")
+RUN_BUSY = OutcomeText("run", Outcome.REFUSED_BUSY, RUN.refusal("{busy}"))
+NO_ACTION = OutcomeText("run", "", "No action {action} for {service}; it has: {names}")
+BAD_PARAMETER = OutcomeText("run", "", RUN.refusal("{why}"))
 RESOLVED = OutcomeText("resolve", Outcome.DONE, RESOLVE.done)
 SILENCED = OutcomeText("silence", Outcome.DONE, SILENCE.done)
 UNSILENCED = OutcomeText("unsilence", Outcome.DONE, UNSILENCE.done)
@@ -248,8 +254,18 @@ def all_outcome_texts() -> list[OutcomeText]:
         ACT_FAILED["unsilence"],
         *UNSILENCE.refusal_texts("{id}"),
         OutcomeText("unsilence", Outcome.REFUSED_FOREIGN, UNSILENCE.refusal(FOREIGN_SILENCE)),
+        RAN,
+        RUN_FAILED,
+        RUN_BUSY,
+        NO_ACTION,
+        BAD_PARAMETER,
+        *RUN.refusal_texts("{action} on {service}"),
+        *(
+            OutcomeText("run", Outcome.REFUSED_LIMIT, RUN.refusal(_limit_template(what)))
+            for what in (SERVICE_LIMIT, COOLDOWN_LIMIT)
+        ),
         *(
             OutcomeText(words.verb, Outcome.APPROVAL_REQUESTED, PENDING_TEXT)
-            for words in (RESTART, RESOLVE, SILENCE, UNSILENCE)
+            for words in (RESTART, RESOLVE, SILENCE, UNSILENCE, RUN)
         ),
     ]

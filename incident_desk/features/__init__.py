@@ -15,6 +15,7 @@ TOOL_FEATURES = (
     "read_tools",
     "summarize",
     "restart",
+    "service_actions",
     "metrics",
     "incident_acts",
     "approved_acts",

@@ -26,8 +26,9 @@ from incident_desk.core.outcomes import (
 )
 
 HOUR = timedelta(hours=1)
-# The acts counted per service, by their journal's name for them (runbook actions will join them).
-SERVICE_ACTS = frozenset({"restart"})
+# The acts counted per service: a runbook action ("run") is journalled as the audit journal's rows are, so a
+# service's restarts and actions count together.
+SERVICE_ACTS = frozenset({"restart", "run"})
 # An approved act is counted once, by its approval row, whatever became of it afterwards.
 COUNTED = Outcome.APPROVED
 

@@ -1,0 +1,283 @@
+"""``list_service_actions`` and ``run_service_action``: a service's runbook actions, each run only after a human
+approves the exact command (and what its preview printed), journalled, locked and limited as a restart is."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import structlog
+from mcp.server.mcpserver import Context, MCPServer
+from mcp_types import CallToolResult, InputRequiredResult
+from pydantic import BaseModel, Field
+
+from incident_desk.app import DeskApp
+from incident_desk.approvals import flow
+from incident_desk.core.acts import executor, service_actions
+from incident_desk.core.acts.actions import CommandAction
+from incident_desk.core.acts.approval import Approved, Entry
+from incident_desk.core.acts.links import strictest
+from incident_desk.core.acts.preview import MAX_REASON_CHARS, Preview
+from incident_desk.core.acts.service_actions import ServiceAction
+from incident_desk.core.journal.audit import FIELD_LIMITS, AuditError, Decision, cut
+from incident_desk.core.journal.locks import ServiceBusy, this_replica
+from incident_desk.core.outcomes import (
+    BAD_PARAMETER,
+    NO_ACTION,
+    RAN,
+    RUN,
+    RUN_BUSY,
+    RUN_FAILED,
+    UNKNOWN_SERVICE,
+    Outcome,
+)
+from incident_desk.identity import principal
+from incident_desk.protocol import client_features, client_logging
+from incident_desk.protocol import tool_results as results
+from incident_desk.protocol.tool_kinds import ToolKinds, read, restart
+
+log = structlog.get_logger(__name__)
+
+PREVIEW_LINES = 40  # of a preview command's masked output, shown in the question
+OUTPUT_HEAD_CHARS = 4000  # of an action's masked output, in the answer
+
+RequestReason = Annotated[
+    str | None,
+    Field(
+        max_length=MAX_REASON_CHARS,
+        description="Why you ask for this act, in a sentence: shown to the approver (masked) and journalled",
+    ),
+]
+
+
+class ActionParameter(BaseModel):
+    name: str
+    accepts: str = Field(description="What values it takes: a pattern, choices or an integer range")
+    description: str
+
+
+WrittenOutParameter = Annotated[ActionParameter, results.written_out(ActionParameter)]
+
+
+class ActionInfo(BaseModel):
+    name: str
+    description: str
+    parameters: list[WrittenOutParameter]
+    approval: str = Field(description="in-band, out-of-band or second-person")
+    has_preview: bool
+
+
+# Item schemas written out rather than referenced: see tool_results.written_out.
+WrittenOutAction = Annotated[ActionInfo, results.written_out(ActionInfo)]
+
+
+class ActionList(BaseModel):
+    service: str
+    actions: list[WrittenOutAction]
+
+
+class ActionReport(BaseModel):
+    service: str
+    action: str
+    outcome: str = Field(description="Journal outcome: executed, failed, declined, cancelled, ...")
+    ran: bool = Field(description="True only when the action's command ran and succeeded")
+    ticket: str | None = None
+    approver: str | None = None
+    exit_status: int | None = None
+    output: str | None = Field(default=None, description="Head of the command's masked output")
+    reason: str | None = Field(default=None, description="Why the desk did not run it, when it did not")
+
+
+TOOLS = ToolKinds(list_service_actions=read(), run_service_action=restart())
+
+
+def _recorder(ctx: Context, app: DeskApp, service: str, action: str, approver: str, era: str) -> flow.Recorder:
+    """A restart's recorder whose rows name the action: the audit journal holds a service's restarts and actions
+    alike, so its limits and its readers see both."""
+    stored = cut(service, FIELD_LIMITS["service"])
+
+    async def write(entry: Entry) -> None:
+        detail = f"action {action}: {entry.detail}" if entry.detail else f"action {action}"
+        decision = Decision(
+            service=stored,
+            outcome=entry.outcome,
+            ticket=entry.ticket,
+            approver=entry.who,
+            protocol_era=era,
+            exit_status=entry.exit_status,
+            detail=detail,
+            nonce=entry.nonce,
+        )
+        await app.record_decision(decision)
+
+    async def tell(message: str, fields: dict[str, Any]) -> None:
+        await client_logging.tell_client(ctx, app.log_levels, "info", message, **fields)
+
+    said = ("action decision", "action approval step")
+    fields = {"service": stored, "action": action, "era": era}
+    return flow.Recorder(write, approver, said=said, fields=fields, tell=tell)
+
+
+def _command(service: str, action: ServiceAction, argv: list[str]) -> CommandAction:
+    return CommandAction(argv=argv, timeout_seconds=action.timeout_seconds, pass_env=action.pass_env)
+
+
+def register(server: MCPServer, app: DeskApp) -> None:
+    @TOOLS.tool(server)
+    async def list_service_actions(
+        service: Annotated[str, Field(description="Service name, e.g. payments-api")],
+    ) -> Annotated[CallToolResult, ActionList]:
+        """The runbook actions configured for a service (besides restart_service), with their parameters and how
+        each is approved. Run one with run_service_action."""
+        known = await app.known_services()
+        if service not in known:
+            return results.error(UNKNOWN_SERVICE.render(service=service, known=", ".join(known)))
+        listed = ActionList(service=service, actions=[])
+        for name, action in sorted(app.settings.service_actions.get(service, {}).items()):
+            parameters = [
+                ActionParameter(name=p, accepts=spec.described(), description=spec.description)
+                for p, spec in sorted(action.parameters.items())
+            ]
+            mode = app.settings.approval_for(RUN.verb, service)
+            mode = strictest(mode, action.approval)
+            listed.actions.append(
+                ActionInfo(
+                    name=name,
+                    description=action.description,
+                    parameters=parameters,
+                    approval=mode,
+                    has_preview=action.preview_argv is not None,
+                )
+            )
+        return results.ok(describe(listed), listed)
+
+    @TOOLS.tool(server)
+    async def run_service_action(
+        service: Annotated[str, Field(description="Service name, e.g. payments-api")],
+        action: Annotated[str, Field(description="The action's name, as list_service_actions gives it")],
+        ctx: Context,
+        parameters: Annotated[
+            dict[str, str | int], Field(description='The action\'s parameters by name, e.g. {"version": "v41"}')
+        ]
+        | None = None,
+        reason: RequestReason = None,
+    ) -> Annotated[CallToolResult, ActionReport] | InputRequiredResult:
+        """Run one of a service's runbook actions after a human approves the exact command in a form with a
+        change ticket; refuses without approval. Wrong actions and parameters are refused before anyone is asked."""
+        try:
+            return await _decide_and_run(ctx, service, action, parameters or {}, reason)
+        except AuditError as exc:
+            log.error("audit journal write failed", service=cut(service, FIELD_LIMITS["service"]), error=str(exc))
+            return results.error(RUN.journal_unwritable_text(exc))
+
+    async def _decide_and_run(
+        ctx: Context, service: str, name: str, given: dict[str, str | int], because: str | None
+    ) -> Annotated[CallToolResult, ActionReport] | InputRequiredResult:
+        known = await app.known_services()
+        if service not in known:
+            return results.error(UNKNOWN_SERVICE.render(service=service, known=", ".join(known)))
+        offered = app.settings.service_actions.get(service, {})
+        action = offered.get(name)
+        if action is None:
+            names = ", ".join(sorted(offered)) or "none (restart_service restarts it)"
+            return results.error(NO_ACTION.render(action=cut(name, 64), service=service, names=names))
+        if (why := service_actions.refusal(action, given)) is not None:
+            return results.error(BAD_PARAMETER.render(why=why))
+        argv = service_actions.fill(action.argv, service, given)
+        client = client_features.view(ctx)
+        record = _recorder(ctx, app, service, name, principal.approver(ctx), client.era)
+
+        def report(outcome: Outcome, **fields: object) -> ActionReport:
+            return ActionReport.model_validate(
+                {"service": service, "action": name, "outcome": outcome, "ran": False, **fields}
+            )
+
+        async def busy_before_asking() -> CallToolResult | None:
+            """A service another restart or action holds would turn the human's yes into a refusal."""
+            holder = await app.restart_lock_holder(service)
+            if holder is None:
+                return None
+            await record(Outcome.REFUSED_BUSY, detail=f"{holder.describe()}; nobody was asked")
+            return results.error(RUN_BUSY.render(busy=ServiceBusy(service, holder)))
+
+        shown = await preview(service, action, argv, given)
+        asked = await flow.ask(
+            ctx,
+            app,
+            record,
+            RUN,
+            question=f"Run {name} on {service}? {action.description}",
+            preview=shown,
+            binding={"tool": "run_service_action", "service": service, "action": name},
+            target=f"{name} on {service}",
+            service=service,
+            reason=f"run_service_action called for {name} on {service}",
+            report=report,
+            requested_because=because,
+            before_asking=busy_before_asking,
+            approval_mode=action.approval,
+        )
+        if not isinstance(asked, Approved):
+            return asked
+        try:
+            async with app.restart_lock(service, f"{this_replica()} for {record.actor} ({name})"):
+                if (replayed := await flow.spend(record, RUN, asked)) is not None:
+                    return replayed
+                return await _approved_run(service, name, action, argv, asked.ticket, record)
+        except ServiceBusy as busy:
+            await record(Outcome.REFUSED_BUSY, ticket=asked.ticket, detail=busy.holder.describe())
+            return results.error(RUN_BUSY.render(busy=busy))
+
+    async def preview(service: str, action: ServiceAction, argv: list[str], given: dict[str, str | int]) -> Preview:
+        """``Will run: [...]``, and with ``preview_argv`` its masked output: the approval binds to both."""
+        lines = [f"Will run: {argv}"]
+        if action.preview_argv is not None:
+            preview_argv = service_actions.fill(action.preview_argv, service, given)
+            run = await executor.run_restart(service, _command(service, action, preview_argv))
+            output = await app.redacted(run.output)
+            status = run.error or (f"exit {run.exit_status}" if run.exit_status else "")
+            lines.append(f"Preview ({preview_argv}):" + (f" {status}" if status else ""))
+            lines.extend(output.splitlines()[:PREVIEW_LINES])
+        return Preview(tuple(lines), ("run", *lines))
+
+    async def _approved_run(
+        service: str, name: str, action: ServiceAction, argv: list[str], ticket: str, record: flow.Recorder
+    ) -> CallToolResult:
+        run = await executor.run_restart(service, _command(service, action, argv))
+        output = await app.redacted(run.output)
+        head = output[:OUTPUT_HEAD_CHARS]
+        fields = {"ticket": ticket, "approver": record.actor, "exit_status": run.exit_status, "output": head}
+        if run.succeeded:
+            await record.quietly(Outcome.EXECUTED, ticket=ticket, exit_status=run.exit_status, detail=output[-2000:])
+            text = RAN.render(action=name, service=service, ticket=ticket, seconds=f"{run.duration_seconds:.1f}")
+            shown = ActionReport(service=service, action=name, outcome=Outcome.EXECUTED, ran=True, **fields)  # type: ignore[arg-type]
+            return results.ok(f"{text}\n{head}".rstrip(), shown)
+        code = run.exit_status if run.exit_status is not None else (run.error or "none")
+        why = run.error or (f"timed out after {action.timeout_seconds:g}s" if run.timed_out else None)
+        await record.quietly(
+            Outcome.FAILED, ticket=ticket, exit_status=run.exit_status, detail=f"{why or ''}\n{output[-2000:]}"
+        )
+        text = RUN_FAILED.render(action=name, service=service, ticket=ticket, code=code)
+        failed = results.error("\n".join(part for part in (text, why, head) if part))
+        failed.structured_content = ActionReport(
+            service=service,
+            action=name,
+            outcome=Outcome.FAILED,
+            ran=False,
+            reason=why,
+            **fields,  # type: ignore[arg-type]
+        ).model_dump(mode="json")
+        return failed
+
+
+def describe(listed: ActionList) -> str:
+    """One line per action, then one per parameter: the text ``list_service_actions`` and runbooks show."""
+    if not listed.actions:
+        return f"{listed.service} has no runbook actions on this desk (restart_service restarts it)."
+    lines: list[str] = []
+    for action in listed.actions:
+        preview = ", previewed" if action.has_preview else ""
+        lines.append(f"- {action.name}: {action.description} (approval: {action.approval}{preview})")
+        lines.extend(
+            f"  - {p.name}: {p.accepts}" + (f" -- {p.description}" if p.description else "") for p in action.parameters
+        )
+    return "\n".join(lines)
