@@ -26,6 +26,7 @@ import structlog
 from incident_desk.core import credentials
 from incident_desk.core.acts import limits
 from incident_desk.core.acts.preview import SilenceTarget, covered_by_labels
+from incident_desk.core.acts.service_actions import runbook_section
 from incident_desk.core.incidents import (
     DataFolder,
     Incident,
@@ -416,11 +417,13 @@ class DeskApp:
     def _runbook(self, service: str) -> str:
         """The service's runbook; a service the desk knows without one is told apart from an unknown name."""
         try:
-            return self.sources.runbook(service)
+            markdown = self.sources.runbook(service)
         except UnknownService:
             if service in self.services():
                 raise RunbookMissing(service) from None
             raise
+        actions = self.settings.service_actions.get(service)
+        return markdown.rstrip("\n") + runbook_section(actions) if actions else markdown
 
     def read_log(self, incident_id: str, reader: Callable[[BinaryIO], T]) -> T:
         """Run ``reader`` on an incident's log, opened safely once and read only through that handle (a path

@@ -47,6 +47,8 @@ TOOL_CALLS: dict[str, list[dict[str, Any]]] = {
     "get_audit_log": [{}],
     "summarize_incident": [{"incidentId": "INC-1"}, {"incidentId": ALERT_ID}],
     "restart_service": [{"service": "db"}],
+    "list_service_actions": [{"service": "db"}],
+    "run_service_action": [{"service": "db", "action": "flush"}],
     "show_incident_timeline": [{"incidentId": "INC-1"}, {"incidentId": ALERT_ID}],
     "query_incident_metrics": [{"incidentId": "INC-1"}],
     "acknowledge_incident": [{"incidentId": "INC-1"}, {"incidentId": ALERT_ID}],

@@ -393,3 +393,20 @@ async def test_rollback_under_supervisor_serves_the_earlier_version(
         await anyio.sleep(0.1)
     assert served == "v1"
     assert outcomes(app.journal) == ["approved", "executed"]
+
+
+async def test_runbooks_end_with_the_service_s_actions(make_app: AppFactory, flush: Flush, era: str) -> None:
+    _, server = desk(make_app, services=flush.services())
+    _, plain = desk(make_app)
+    async with connect(server, era) as client:
+        tool = text_of(await client.call_tool("get_runbook", {"service": SERVICE}))
+        resource = await client.read_resource(f"runbook://{SERVICE}")
+    async with connect(plain, era) as client:
+        without = text_of(await client.call_tool("get_runbook", {"service": SERVICE}))
+    section = "\n## Actions on this desk\n"
+    assert section not in without and tool.startswith(without.rstrip("\n"))
+    assert tool.endswith(
+        f"{section}\nRun one with run_service_action; each asks a human first.\n\n"
+        "- `flush`: Flush one of the service's caches\n  - `cache`: one of sessions, prices -- which cache\n"
+    )
+    assert section in str(resource.contents[0].text)  # type: ignore[union-attr]

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import string
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal, Self
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from incident_desk.core.linear import LinearPattern, compile_linear
 from incident_desk.core.names import ALNUM, NameShape
 from incident_desk.core.neighbours.runner import check_pass_env
+
+if TYPE_CHECKING:
+    from incident_desk.core.linear import LinearPattern
 
 ACTION_NAME = NameShape(ALNUM, ALNUM + "_-", 64)
 PARAMETER_NAME = NameShape(ALNUM, ALNUM + "_", 64)
@@ -72,7 +74,10 @@ class Parameter(BaseModel):
 
 
 def _whole(pattern: str) -> LinearPattern:
-    """``pattern`` anchored at both ends: a value matches whole or not at all."""
+    """``pattern`` anchored at both ends: a value matches whole or not at all. RE2 is imported here, when a
+    parameter is checked, so a desk serving stdio does not load it before its first answer."""
+    from incident_desk.core.linear import compile_linear
+
     return compile_linear(f"\\A(?:{pattern})\\z")
 
 
@@ -165,3 +170,18 @@ def fill(argv: list[str], service: str, given: Mapping[str, object]) -> list[str
         names = _placeholders(item)
         filled.append(values[names[0]] if names else item.replace("{{", "{").replace("}}", "}"))
     return filled
+
+
+RUNBOOK_HEADING = "## Actions on this desk"
+
+
+def runbook_section(actions: Mapping[str, ServiceAction]) -> str:
+    """What a runbook ends with when its service has actions: the step and the action read together."""
+    lines = ["", "", RUNBOOK_HEADING, "", "Run one with run_service_action; each asks a human first.", ""]
+    for name, action in sorted(actions.items()):
+        lines.append(f"- `{name}`: {action.description}")
+        lines.extend(
+            f"  - `{p}`: {spec.described()}" + (f" -- {spec.description}" if spec.description else "")
+            for p, spec in sorted(action.parameters.items())
+        )
+    return "\n".join(lines) + "\n"
