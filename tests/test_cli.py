@@ -465,6 +465,7 @@ def test_a_secret_value_never_appears_in_a_settings_error(monkeypatch: pytest.Mo
         ["serve", "--transport", "http", "--port", "9000", "--no-redact"],
         ["audit", "--limit", "5"],
         ["tools", "--read-only", "--desk-name", "team-a"],
+        ["actions", "payments-api", "--desk-name", "team-a"],
         ["locks", "break", "payments-api", "--reason", "r2 frozen"],
         ["limits", "--desk-name", "team-a"],
         ["limits", "--desk-name", "team-a", "reset", "payments-api", "--reason", "hotfix"],
@@ -478,7 +479,20 @@ def test_a_secret_value_never_appears_in_a_settings_error(monkeypatch: pytest.Mo
 )
 def test_the_parser_built_for_one_subcommand_reads_it_as_the_whole_parser_does(arguments: list[str]) -> None:
     """A served desk builds only the serve parser (the others import what serving never needs)."""
-    all_of_them = {"serve", "audit", "tools", "locks", "limits", "key", "token", "config", "doctor", "demo", "timeline"}
+    all_of_them = {
+        "serve",
+        "audit",
+        "tools",
+        "actions",
+        "locks",
+        "limits",
+        "key",
+        "token",
+        "config",
+        "doctor",
+        "demo",
+        "timeline",
+    }
     assert set(SUBCOMMANDS) == all_of_them  # all of them here
     assert build_parser(arguments[0]).parse_args(arguments) == build_parser().parse_args(arguments)
 

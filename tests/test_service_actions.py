@@ -410,3 +410,55 @@ async def test_runbooks_end_with_the_service_s_actions(make_app: AppFactory, flu
         "- `flush`: Flush one of the service's caches\n  - `cache`: one of sessions, prices -- which cache\n"
     )
     assert section in str(resource.contents[0].text)  # type: ignore[union-attr]
+
+
+SETTINGS_ERRORS: dict[str, tuple[dict[str, Any], str, str]] = {
+    "part-of-an-item": (
+        {"argv": ["/opt/x", "--v={v}"], "parameters": {"v": {"pattern": "^v[0-9]+$"}}},
+        "services.payments-api.actions.go",
+        "argv item '--v={v}': a placeholder must be a whole item, like {service}",
+    ),
+    "unknown-placeholder": (
+        {"argv": ["/opt/x", "{version}"]},
+        "services.payments-api.actions.go",
+        "argv item '{version}' names no parameter (it may name: service)",
+    ),
+    "two-types": (
+        {"argv": ["/opt/x"], "parameters": {"v": {"pattern": "a", "choices": ["a"]}}},
+        "services.payments-api.actions.go.parameters.v",
+        "a parameter has exactly one of pattern, choices, or min/max",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SETTINGS_ERRORS))
+def test_bad_action_tables_are_refused_at_load_in_the_user_s_key_names(case: str) -> None:
+    from incident_desk.settings.errors import SettingsError
+    from incident_desk.settings.model import load_settings
+
+    table, where, why = SETTINGS_ERRORS[case]
+    with pytest.raises(SettingsError) as raised:
+        load_settings({"services": {SERVICE: {"actions": {"go": {"description": "Go", **table}}}}})
+    assert f"invalid setting {where} " in str(raised.value) and why in str(raised.value)
+
+
+def test_the_actions_command_prints_what_a_configuration_offers(
+    flush: Flush, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from incident_desk.cli import main as cli
+
+    config = tmp_path / "desk.toml"
+    config.write_text(
+        f'[services.{SERVICE}.actions.flush]\ndescription = "Flush a cache"\nargv = ["/opt/flush", "{{cache}}"]\n'
+        'parameters.cache = { choices = ["sessions", "prices"] }\napproval = "out-of-band"\n',
+        encoding="utf-8",
+    )
+    assert cli.main(["actions", "--config", str(config)]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        f"{SERVICE}:",
+        "  flush: Flush a cache (approval: out-of-band)",
+        "    argv: ['/opt/flush', '{cache}']",
+        "    cache: one of sessions, prices",
+    ]
+    assert cli.main(["actions", "--config", str(config), "search-api"]) == 1
+    assert "search-api has no runbook actions" in capsys.readouterr().err

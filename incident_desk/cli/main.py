@@ -91,6 +91,10 @@ def _run(args: argparse.Namespace) -> int:
             return _audit(settings, args.limit)
         if args.command == "tools":
             return _tools(settings)
+        if args.command == "actions":
+            from incident_desk.cli.actions import run_actions
+
+            return run_actions(settings, args.service)
         if args.command == "locks":
             from incident_desk.cli.locks import run_locks
 

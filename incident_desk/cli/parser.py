@@ -14,7 +14,20 @@ from incident_desk import __version__
 if TYPE_CHECKING:
     Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
 
-SUBCOMMANDS = ("serve", "audit", "tools", "locks", "limits", "key", "token", "config", "doctor", "demo", "timeline")
+SUBCOMMANDS = (
+    "serve",
+    "audit",
+    "tools",
+    "actions",
+    "locks",
+    "limits",
+    "key",
+    "token",
+    "config",
+    "doctor",
+    "demo",
+    "timeline",
+)
 
 
 # The settings a command line may set, by their Settings field names: each flag's name, type, choices and help are
@@ -106,6 +119,15 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         )
         _add_settings_flags(tools)
         _add_setting_flag(tools, "read_only")
+    if only in (None, "actions"):
+        actions = commands.add_parser(
+            "actions",
+            help="print the runbook actions this configuration offers",
+            description="Print each service's runbook actions ([services.<name>.actions.<action>]): description, "
+            "approval, argv, preview_argv and parameters.",
+        )
+        _add_settings_flags(actions)
+        actions.add_argument("service", nargs="?", help="only this service's actions")
     if only in (None, "locks"):
         _add_locks_parser(commands)
     if only in (None, "limits"):

@@ -67,6 +67,8 @@ def _user_location(loc: tuple[int | str, ...]) -> list[str]:
         parts.pop(2)
     if top == "service_logs" and len(parts) >= 2:
         parts = ["services", parts[1], "logs", *parts[2:]]
+    if top == "service_actions" and len(parts) >= 2:
+        parts = ["services", parts[1], "actions", *parts[2:]]
     if top == "incident_sources" and len(parts) >= 2 and isinstance(parts[1], int):
         parts = [f"incident_sources #{parts[1] + 1}", *parts[2:]]
     return [str(part) for part in parts]
