@@ -53,7 +53,7 @@ def test_the_contract_texts_render_exactly() -> None:
 
 def test_the_listing_covers_every_act_and_names_only_known_outcomes() -> None:
     texts = all_outcome_texts()
-    assert {t.act for t in texts} == {"restart", "acknowledge", "note", "resolve", "silence", "unsilence"}
+    assert {t.act for t in texts} == {"restart", "acknowledge", "note", "resolve", "silence", "unsilence", "run"}
     known = {o.value for o in RESTART_OUTCOMES} | {o.value for o in EVENT_OUTCOMES} | {""}
     assert {t.outcome for t in texts} <= known
     assert len({(t.act, str(t.outcome), t.template) for t in texts}) == len(texts), "a text is listed twice"
@@ -63,6 +63,8 @@ def test_the_listing_covers_every_act_and_names_only_known_outcomes() -> None:
     assert {"executed", "simulated", "failed", "timed_out", "refused_no_channel", "refused_busy"} <= listed
     for act in ("acknowledge", "note", "resolve", "silence", "unsilence"):
         assert any(t.act == act and t.outcome == Outcome.DONE for t in texts), act
+    ran = {str(t.outcome) for t in texts if t.act == "run"}
+    assert {"executed", "failed", "refused_no_channel", "refused_busy", "refused_limit"} <= ran
 
 
 @pytest.mark.parametrize("text", all_outcome_texts(), ids=lambda t: f"{t.act}:{t.outcome}:{t.template[:30]}")

@@ -17,6 +17,7 @@ def test_each_key_of_a_service_table_goes_to_its_own_setting() -> None:
             "api": {"kind": "simulate", "logs": {"kind": "files"}, "metrics": {"url": "u"}, "approval": "in-band"},
             "web": {"approval": "out-of-band"},
             "db": {"logs": {"kind": "journald"}},
+            "cache": {"actions": {"flush": {"description": "Flush"}}},
         },
         "service_logs": {"cache": {"kind": "command"}},
     }
@@ -25,6 +26,7 @@ def test_each_key_of_a_service_table_goes_to_its_own_setting() -> None:
         "service_logs": {"cache": {"kind": "command"}, "api": {"kind": "files"}, "db": {"kind": "journald"}},
         "service_metrics": {"api": {"url": "u"}},
         "service_approval": {"api": "in-band", "web": "out-of-band"},
+        "service_actions": {"cache": {"flush": {"description": "Flush"}}},
     }
 
 
