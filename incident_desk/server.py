@@ -131,7 +131,17 @@ def register_listed_features(server: MCPServer, app: DeskApp) -> None:
     )
     from incident_desk.features import resources as desk_resources  # importlib's ``resources`` is in use here
 
-    for feature in (desk_resources, prompts, read_tools, summarize, restart, metrics, incident_acts, approved_acts, memory):
+    for feature in (
+        desk_resources,
+        prompts,
+        read_tools,
+        summarize,
+        restart,
+        metrics,
+        incident_acts,
+        approved_acts,
+        memory,
+    ):
         feature.register(server, app)
     for name in _tools_off(app):
         server.remove_tool(name)
