@@ -130,10 +130,10 @@ def register_listed_features(server: MCPServer, app: DeskApp) -> None:
         service_actions,
         summarize,
     )
-    from incident_desk.features import resources as resources_
+    from incident_desk.features import resources as desk_resources  # importlib's ``resources`` is in use here
 
     for feature in (
-        resources_,
+        desk_resources,
         prompts,
         read_tools,
         summarize,

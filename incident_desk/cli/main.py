@@ -1,9 +1,9 @@
 """Command line: ``incident-desk`` serves (stdio by default); subcommands manage keys, the journal and clients.
 
-``main`` parses (``cli_parser``), loads the settings and hands each subcommand to its handler, imported only when
-that subcommand runs (``config_cli``, ``keychain_cli``, ``locks_cli``, ``doctor``...; ``audit`` and ``tools`` print
+``main`` parses (``cli.parser``), loads the settings and hands each subcommand to its handler, imported only when
+that subcommand runs (``config``, ``keychain``, ``locks``, ``doctor``...; ``audit`` and ``tools`` print
 a few lines each and are here). Every human-facing line goes to stderr except the output a subcommand exists to
-print (``cli_output``). Serving never writes to stdout: in stdio mode it belongs to the protocol.
+print (``output``). Serving never writes to stdout: in stdio mode it belongs to the protocol.
 """
 
 from __future__ import annotations

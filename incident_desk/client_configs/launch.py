@@ -64,7 +64,7 @@ def client_launch(flags: Mapping[str, Any]) -> ClientLaunch:
         elif setting in Settings.model_fields or setting == "config":
             env[name if "__" in name else name.upper()] = value
         else:
-            left_out[name] = "not a setting of this desk"  # settings_errors.unknown_environment_variables
+            left_out[name] = "not a setting of this desk"  # settings.errors.unknown_environment_variables
     env.update({ENV_PREFIX + name.upper(): str(value) for name, value in flags.items() if value is not None})
     paths = {name: ENV_PREFIX + name.upper() for name in _PATH_SETTINGS}
     for variable in paths.values():

@@ -1,7 +1,4 @@
-"""Resources: the incident index, each incident's raw log (a bounded tail window), each service's runbook.
-
-Named ``resources_`` to stay clear of :mod:`importlib.resources`.
-"""
+"""Resources: the incident index, each incident's raw log (a bounded tail window), each service's runbook."""
 
 from __future__ import annotations
 

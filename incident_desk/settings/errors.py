@@ -30,7 +30,7 @@ _KINDS: dict[str, dict[str, type[BaseModel]]] = {
     "service_logs": {"files": FilesLogConfig, "command": CommandLogConfig, "journald": JournaldLogConfig},
     "incident_sources": {"folder": FolderSourceConfig, "alertmanager": AlertmanagerSourceConfig},
 }
-# Settings the command line also takes as flags (cli_parser._add_settings_flags and _add_serve_flags).
+# Settings the command line also takes as flags (cli/parser.py: _add_settings_flags and _add_serve_flags).
 _FLAGS = {
     "data_dir": "--data-dir",
     "audit_db": "--audit-db",

@@ -423,7 +423,7 @@ def search(
     moves on by at least one line, however long, so paging with next_cursor always ends. ``time_budget``,
     ``byte_budget`` and ``cancelled`` make the scan's ``ScanBudget``. ``processes``: helper processes that
     prefilter a big log's stretches for a pattern with literals (default
-    ``timeline_processes.default_processes()``; 0: this process reads alone).
+    ``helper_pool.default_processes()``; 0: this process reads alone).
     """
     budget = ScanBudget.starting_now(time_budget=time_budget, byte_budget=byte_budget, cancelled=cancelled)
     if redaction is None or pattern.mask_blind:

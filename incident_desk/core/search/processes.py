@@ -2,7 +2,7 @@
 
 Reading a log out of the page cache and counting its newlines cost a search more than finding the pattern, and
 threads cannot share that work (``log_parallel.free_workers``). The timeline's helper processes
-(``core.timeline_processes``) are lent to the search: each reads its stretch by position into its own buffer, looks
+(``core.helper_pool``) are lent to the search: each reads its stretch by position into its own buffer, looks
 for the first line that may be a candidate (one with one of the pattern's literals, too long to scan raw, or not
 UTF-8 when that matters) and counts the newlines before it. The desk adds the counts of stretches without one and
 scans, with the real matcher and redaction, only from a stretch's first candidate to its end. Only patterns with

@@ -318,7 +318,7 @@ def scan_levels(
     ``chunk_bytes``: read and counted at a time; a line longer than ``max_carry_bytes`` counts as unparsed.
     ``workers`` (threads counting chunks) and ``lines_per_pass`` (lines decided at once) are the kernel's sizes.
     ``processes``: helper processes that count a log of two ``stretch_bytes`` or more, a stretch each (default
-    ``timeline_processes.default_processes()``; 0: this process counts alone). Helpers still starting leave the
+    ``helper_pool.default_processes()``; 0: this process counts alone). Helpers still starting leave the
     counting to this process until they are ready, then take the rest but its last partial line.
     """
     budget = ScanBudget.starting_now(time_budget=time_budget, byte_budget=byte_budget, cancelled=cancelled)
