@@ -10,20 +10,20 @@ to the flow reaches every act.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Protocol
+from typing import Annotated, Any, Protocol
 
 import anyio
 import structlog
 from mcp.server.mcpserver import Context
 from mcp_types import CallToolResult, InputRequiredResult
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from incident_desk.app import DeskApp
 from incident_desk.approvals import out_of_band
 from incident_desk.core.acts import approval
 from incident_desk.core.acts.approval import Approved, Entry
 from incident_desk.core.acts.links import ApprovalMode, strictest
-from incident_desk.core.acts.preview import Preview, shown_reason
+from incident_desk.core.acts.preview import MAX_REASON_CHARS, Preview, shown_reason
 from incident_desk.core.acts.preview import question as with_preview
 from incident_desk.core.journal.audit import AuditError, DuplicateApproval
 from incident_desk.core.outcomes import CHANGED, OUTCOME_OF, REPLAYED, ActWords, Outcome
@@ -33,6 +33,15 @@ from incident_desk.protocol import tool_results as results
 from incident_desk.protocol.client_features import NoAnswerKind
 
 log = structlog.get_logger(__name__)
+
+# The optional ``reason`` argument of every act that asks a human: the model's own words, untrusted.
+RequestReason = Annotated[
+    str | None,
+    Field(
+        max_length=MAX_REASON_CHARS,
+        description="Why you ask for this act, in a sentence: shown to the approver (masked) and journalled",
+    ),
+]
 
 # The journal outcome of a question that got no usable answer, by why: the same for every act.
 NO_ANSWER: dict[NoAnswerKind, Outcome] = {

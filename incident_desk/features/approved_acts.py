@@ -19,7 +19,6 @@ from incident_desk.approvals import flow
 from incident_desk.core import outcomes
 from incident_desk.core.acts.approval import Approved, Entry
 from incident_desk.core.acts.preview import (
-    MAX_REASON_CHARS,
     Preview,
     foreign_refusal,
     resolve_preview,
@@ -39,13 +38,6 @@ from incident_desk.protocol.tool_kinds import ToolKinds, act
 log = structlog.get_logger(__name__)
 
 IncidentId = Annotated[str, Field(description="Incident id, e.g. INC-1042")]
-RequestReason = Annotated[
-    str | None,
-    Field(
-        max_length=MAX_REASON_CHARS,
-        description="Why you ask for this act, in a sentence: shown to the approver (masked) and journalled",
-    ),
-]
 
 
 class ActReport(BaseModel):
@@ -155,7 +147,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
         incidentId: IncidentId,
         resolution: Annotated[str, Field(min_length=1, max_length=MAX_NOTE_CHARS, description="What resolved it")],
         ctx: Context,
-        reason: RequestReason = None,
+        reason: flow.RequestReason = None,
     ) -> Annotated[CallToolResult, ActReport] | InputRequiredResult:
         """Mark an incident resolved, after a human approves in a form with a change ticket."""
         found = await _incident(incidentId)
@@ -234,7 +226,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
             bool,
             Field(description="Also lift silences someone else made (a maintenance silence may cover many alerts)"),
         ] = False,
-        reason: RequestReason = None,
+        reason: flow.RequestReason = None,
     ) -> Annotated[CallToolResult, ActReport] | InputRequiredResult:
         """Lift the silences this desk made on an Alertmanager incident's alert (with include_foreign, anyone's),
         after a human approves in a form with a change ticket; the human sees every alert it unsilences."""

@@ -15,7 +15,7 @@ from incident_desk.approvals import flow
 from incident_desk.core.acts import approval, executor
 from incident_desk.core.acts.actions import CommandAction, SimulateAction
 from incident_desk.core.acts.approval import Approved, Entry
-from incident_desk.core.acts.preview import MAX_REASON_CHARS, Preview, restart_preview
+from incident_desk.core.acts.preview import Preview, restart_preview
 from incident_desk.core.journal.audit import FIELD_LIMITS, AuditError, Decision, cut
 from incident_desk.core.journal.locks import Holding, LockLost, ServiceBusy, this_replica
 from incident_desk.core.outcomes import (
@@ -34,14 +34,6 @@ from incident_desk.protocol import tool_results as results
 from incident_desk.protocol.tool_kinds import ToolKinds, restart
 
 log = structlog.get_logger(__name__)
-
-RequestReason = Annotated[
-    str | None,
-    Field(
-        max_length=MAX_REASON_CHARS,
-        description="Why you ask for this act, in a sentence: shown to the approver (masked) and journalled",
-    ),
-]
 
 
 class RestartReport(BaseModel):
@@ -103,7 +95,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
     async def restart_service(
         service: Annotated[str, Field(description="Service name, e.g. payments-api")],
         ctx: Context,
-        reason: RequestReason = None,
+        reason: flow.RequestReason = None,
     ) -> Annotated[CallToolResult, RestartReport] | InputRequiredResult:
         """Restart a service after a human approves in a form with a change ticket; refuses without approval.
         The human sees the command it will run."""

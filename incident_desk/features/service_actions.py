@@ -16,7 +16,7 @@ from incident_desk.core.acts import executor, service_actions
 from incident_desk.core.acts.actions import CommandAction
 from incident_desk.core.acts.approval import Approved, Entry
 from incident_desk.core.acts.links import strictest
-from incident_desk.core.acts.preview import MAX_REASON_CHARS, Preview
+from incident_desk.core.acts.preview import Preview
 from incident_desk.core.acts.service_actions import ServiceAction
 from incident_desk.core.journal.audit import FIELD_LIMITS, AuditError, Decision, cut
 from incident_desk.core.journal.locks import ServiceBusy, this_replica
@@ -39,14 +39,6 @@ log = structlog.get_logger(__name__)
 
 PREVIEW_LINES = 40  # of a preview command's masked output, shown in the question
 OUTPUT_HEAD_CHARS = 4000  # of an action's masked output, in the answer
-
-RequestReason = Annotated[
-    str | None,
-    Field(
-        max_length=MAX_REASON_CHARS,
-        description="Why you ask for this act, in a sentence: shown to the approver (masked) and journalled",
-    ),
-]
 
 
 class ActionParameter(BaseModel):
@@ -159,7 +151,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
             dict[str, str | int], Field(description='The action\'s parameters by name, e.g. {"version": "v41"}')
         ]
         | None = None,
-        reason: RequestReason = None,
+        reason: flow.RequestReason = None,
     ) -> Annotated[CallToolResult, ActionReport] | InputRequiredResult:
         """Run one of a service's runbook actions after a human approves the exact command in a form with a
         change ticket; refuses without approval. Wrong actions and parameters are refused before anyone is asked."""
