@@ -76,6 +76,7 @@ def build_server(app: DeskApp, *, defer_features: bool = False) -> MCPServer:
         middleware=[log_context, HideAppViewsFromPlainClients(), DeclareOnTheHandshake([served_skills])],
         extensions=[timeline.extension(app), served_skills],
     )
+    timeline.TOOLS.publish(server)  # registered by its extension just now
     server.middleware.append(DeskWordsForArgumentErrors(server))
     if off := _tools_off(app):
         server.middleware.append(AnswerTurnedOffTools(off))

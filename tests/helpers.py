@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 import anyio
 from mcp import Client
 from mcp.server.mcpserver import MCPServer
+from pydantic import TypeAdapter
 
 from incident_desk.app import DeskApp
 
@@ -53,6 +54,16 @@ def child_env(audit_db: Path, **extra: str) -> dict[str, str]:
 async def connect(server: MCPServer, mode: str, **callbacks: Any) -> AsyncIterator[Client]:
     async with Client(server, mode=mode, **callbacks) as client:
         yield client
+
+
+def answer_schemas(server: MCPServer) -> dict[str, dict[str, Any]]:
+    """Each tool's whole answer schema, as its answer model gives it (``tools/list`` publishes a lean one, or none
+    for a text answer: protocol/tool_schemas.py). The SDK keeps the model on the registered tool."""
+    return {
+        tool.name: TypeAdapter(tool.fn_metadata.output_model).json_schema()
+        for tool in server._tool_manager.list_tools()
+        if tool.fn_metadata.output_model is not None
+    }
 
 
 def text_of(result: Any) -> str:

@@ -20,6 +20,7 @@ from mcp.server.mcpserver import MCPServer
 from mcp_types import EmptyResult, SetLevelRequestParams
 from packaging.requirements import Requirement
 from packaging.version import Version
+from pydantic import BaseModel
 from uvicorn.protocols.http import h11_impl
 from uvicorn.server import ServerState
 
@@ -107,6 +108,35 @@ def test_the_sdk_hands_out_a_registered_tools_argument_model() -> None:
     assert library_hooks.sdk_tool_arguments(server, "absent") is None
 
 
+class Counted(BaseModel):
+    times: int
+
+
+async def test_the_sdk_lists_a_tool_with_the_schemas_the_desk_publishes() -> None:
+    server = MCPServer("hooks")
+
+    @server.tool()
+    def count(times: int) -> Counted:
+        return Counted(times=times)
+
+    published = library_hooks.sdk_publish_tool_schemas(
+        server, "count", lambda full: {**full, "lean": True}, lambda full: {"type": "object", "seen": sorted(full)}
+    )
+    assert published, changed("mcp", "tool schemas (MCPServer._tool_manager.get_tool())")
+    async with connect(server, "legacy") as client:
+        (tool,) = (await client.list_tools()).tools
+        answer = await client.call_tool("count", {"times": 2})
+    assert tool.input_schema.get("lean") is True, changed("mcp", "tool schemas (Tool.parameters is not listed)")
+    assert tool.output_schema is not None and "properties" in tool.output_schema["seen"], changed(
+        "mcp", "tool schemas (FuncMetadata.output_schema is not listed)"
+    )
+    assert answer.structured_content == {"times": 2}
+    library_hooks.sdk_publish_tool_schemas(server, "count", dict, lambda full: None)
+    async with connect(server, "legacy") as client:
+        (tool,) = (await client.list_tools()).tools
+    assert tool.output_schema is None, changed("mcp", "tool schemas (no output schema still lists one)")
+
+
 def test_uvicorn_h11_protocol_has_what_the_guard_uses() -> None:
     protocol_class = library_hooks.uvicorn_h11_protocol()
     assert protocol_class is h11_impl.H11Protocol, changed("uvicorn", "h11 protocol (methods the guard overrides)")
@@ -157,6 +187,7 @@ def test_each_hook_degrades_softly_and_says_what_is_lost(monkeypatch: pytest.Mon
         assert library_hooks.sdk_resource_templates(object()) is None
         assert not library_hooks.sdk_add_request_handler(object(), "logging/setLevel", SetLevelRequestParams, _never)
         assert library_hooks.sdk_tool_arguments(object(), "count") is None
+        assert not library_hooks.sdk_publish_tool_schemas(object(), "count", dict, dict)
         monkeypatch.delattr(h11_impl.H11Protocol, "on_response_complete")
         assert library_hooks.uvicorn_h11_protocol() is None
         assert guarded_protocol(10, 1.0) == "h11", "the server falls back to uvicorn's own protocol"
@@ -168,6 +199,7 @@ def test_each_hook_degrades_softly_and_says_what_is_lost(monkeypatch: pytest.Mon
         ("mcp", version("mcp"), "resource template"),
         ("mcp", version("mcp"), "logging/setLevel handler"),
         ("mcp", version("mcp"), "tool arguments"),
+        ("mcp", version("mcp"), "tool schemas"),
         ("uvicorn", version("uvicorn"), "h11 protocol"),
         ("uvicorn", version("uvicorn"), "h11 protocol"),
         ("google-re2", version("google-re2"), "RE2 match"),

@@ -15,8 +15,10 @@ from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult, CreateMessageResult, ElicitResult, TextContent
 from pydantic import BaseModel
 
+from incident_desk.features import tool_catalog
 from incident_desk.protocol.tool_results import written_out
-from tests.helpers import connect
+from incident_desk.protocol.tool_schemas import Answer
+from tests.helpers import answer_schemas, connect
 from tests.prometheus import canned_prometheus
 
 pytestmark = pytest.mark.anyio
@@ -111,6 +113,7 @@ async def _check_every_tool(tmp_path: Path, make_server: Callable[..., MCPServer
         ("query_incident_metrics", {"incidentId": "INC-1", "minutes_after": 60}),
     ]
     checked: set[str] = set()
+    answers, declared = answer_schemas(server), tool_catalog()
     for callbacks in ({}, {"elicitation_callback": _accept, "sampling_callback": _sample}):
         async with connect(server, era, **callbacks) as client:
             schemas = {tool.name: tool.output_schema for tool in (await client.list_tools()).tools}
@@ -118,9 +121,12 @@ async def _check_every_tool(tmp_path: Path, make_server: Callable[..., MCPServer
                 result: CallToolResult = await client.call_tool(name, arguments)
                 assert not result.is_error, (name, arguments, result.content)
                 assert result.structured_content is not None, name
+                # The whole answer model, and the lean schema tools/list publishes (none for a text answer).
+                jsonschema.validate(result.structured_content, answers[name], format_checker=FORMAT_CHECKER)
                 schema = schemas[name]
-                assert schema is not None, f"{name} declares no output schema"
-                jsonschema.validate(result.structured_content, schema, format_checker=FORMAT_CHECKER)
+                assert (schema is None) is (declared[name].answer is Answer.TEXT), f"{name} publishes {schema}"
+                if schema is not None:
+                    jsonschema.validate(result.structured_content, schema, format_checker=FORMAT_CHECKER)
                 checked.add(name)
             listing = await client.call_tool("list_incidents", {"status": "all"})
             assert listing.structured_content is not None

@@ -24,7 +24,7 @@ from mcp_types import ElicitResult, InputRequiredResult, InputResponses
 
 from incident_desk.server import build_server
 from tests.alertmanager import Alertmanager, alert, needs_alertmanager, running_alertmanager
-from tests.helpers import ROOT, AppFactory, child_env, connect, text_of
+from tests.helpers import ROOT, AppFactory, answer_schemas, child_env, connect, text_of
 from tests.restart_helpers import APPROVER, Operator, approve
 from tests.test_output_schemas import FORMAT_CHECKER
 from tests.test_sources_alertmanager import STARTED, folder_desk, sources
@@ -70,7 +70,8 @@ async def test_an_approved_silence_mutes_exactly_that_alert_and_unsilence_expire
     app, incident_id = await _desk_and_alert(make_app, manager, tmp_path, max_silence_minutes=30)
     operator = approve("CHG-77")
     before = datetime.now(UTC)
-    async with connect(build_server(app), era, elicitation_callback=operator) as client:
+    server = build_server(app)
+    async with connect(server, era, elicitation_callback=operator) as client:
         silenced = await client.call_tool(
             "silence_incident", {"incidentId": incident_id, "minutes": 600, "reason": "deploy"}
         )
@@ -81,10 +82,10 @@ async def test_an_approved_silence_mutes_exactly_that_alert_and_unsilence_expire
         unsilenced = await client.call_tool("unsilence_incident", {"incidentId": incident_id})
         again = await client.call_tool("unsilence_incident", {"incidentId": incident_id})
         after = await client.call_tool("list_incidents", {})
-        schemas = {tool.name: tool.output_schema for tool in (await client.list_tools()).tools}
+        schemas = answer_schemas(server)
     for name, result in (("silence_incident", silenced), ("unsilence_incident", unsilenced)):
         schema = schemas[name]
-        assert schema is not None and result.structured_content is not None
+        assert result.structured_content is not None
         jsonschema.validate(result.structured_content, schema, format_checker=FORMAT_CHECKER)
     (question, lift) = [asked.message.split("\n") for asked in operator.asked]
     assert re.fullmatch(

@@ -33,7 +33,13 @@ async def test_every_served_tool_has_the_annotations_its_kind_gives(
         assert annotations is not None, name
         expected = declared.annotations()
         assert annotations.read_only_hint is (declared.kind is ToolKind.READ), name
-        assert annotations.destructive_hint is (declared.kind in (ToolKind.ACT, ToolKind.RESTART)), name
+        # The spec reads destructiveHint only when readOnlyHint is false: a read tool does not say it.
+        destructive = None if declared.kind is ToolKind.READ else declared.kind in (ToolKind.ACT, ToolKind.RESTART)
+        assert annotations.destructive_hint is destructive, name
+        # Unsaid, idempotentHint is false and openWorldHint true: each is said exactly when the kind differs.
+        if declared.kind is not ToolKind.READ:
+            assert (annotations.idempotent_hint or False) is declared.repeatable, name
+        assert (True if annotations.open_world_hint is None else annotations.open_world_hint) is declared.open_world
         assert annotations.model_dump() == expected.model_dump(), name
 
 

@@ -39,7 +39,7 @@ RequestReason = Annotated[
     str | None,
     Field(
         max_length=MAX_REASON_CHARS,
-        description="Why you ask for this act, in a sentence: shown to the approver (masked) and journalled",
+        description="why: shown to the approver, journalled",
     ),
 ]
 

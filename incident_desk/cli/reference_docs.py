@@ -242,20 +242,21 @@ def outcomes_reference() -> str:
 def tool_kinds_table() -> str:
     """Each tool with the kind it declares and what that kind gives it: scope, read-only mode, annotations."""
     from incident_desk.features import tool_catalog
+    from incident_desk.protocol.tool_kinds import ToolKind
 
     rows = [
         "| tool | kind | OAuth scope | served when `read_only` | annotations |",
         "|---|---|---|---|---|",
     ]
     for name, declared in tool_catalog().items():
-        hints = declared.annotations()
+        # What the hints mean, the spec's defaults for the unsaid ones included (protocol/tool_kinds.py).
         shown = [
             label
             for label, on in (
-                ("read-only", hints.read_only_hint),
-                ("destructive", hints.destructive_hint),
-                ("idempotent", hints.idempotent_hint),
-                ("open world", hints.open_world_hint),
+                ("read-only", declared.kind is ToolKind.READ),
+                ("destructive", declared.kind in (ToolKind.ACT, ToolKind.RESTART)),
+                ("idempotent", declared.repeatable),
+                ("open world", declared.open_world),
             )
             if on
         ]
@@ -285,6 +286,54 @@ def tools_by_kind_table() -> str:
     return "\n".join(rows) + "\n"
 
 
+def tools_list_table() -> str:
+    """What ``tools/list`` weighs with the default settings, tool by tool: the bytes every conversation pays
+    before its first question (``tests/test_tools_list_size.py`` holds the whole under the bound)."""
+    from incident_desk.protocol.tool_schemas import TOOLS_LIST_BOUND, compact_size, tools_list_weight
+
+    listing = default_tools_list()
+    weights = tools_list_weight(listing)
+    rows = [
+        "| tool | bytes | description | input schema | output schema | annotations |",
+        "|---|--:|--:|--:|--:|--:|",
+    ]
+    for name, weight in sorted(weights.items(), key=lambda item: (-item[1]["tool"], item[0])):
+        parts = (weight[part] for part in ("description", "inputSchema", "outputSchema", "annotations"))
+        rows.append(
+            f"| `{name}` | {weight['tool']:,} | " + " | ".join(f"{part:,}" if part else "none" for part in parts) + " |"
+        )
+    total = compact_size(listing)
+    rows.append(f"| **the whole answer** | **{total:,}** of {TOOLS_LIST_BOUND:,} | | | | |")
+    return "\n".join(rows) + "\n"
+
+
+def default_tools_list() -> dict[str, Any]:
+    """The ``tools/list`` answer of a desk with the default settings (none of this environment's), as a client of
+    the 2025-11-25 era receives it, dumped for the wire."""
+    import os
+    import tempfile
+
+    import anyio
+    from mcp import Client
+
+    from incident_desk.app import build_app
+    from incident_desk.server import build_server
+    from incident_desk.settings.model import load_settings
+
+    async def listed() -> dict[str, Any]:
+        async with Client(build_server(build_app(load_settings())), mode="legacy") as client:
+            return (await client.list_tools()).model_dump(mode="json", by_alias=True, exclude_none=True)
+
+    saved = {name: os.environ.pop(name) for name in list(os.environ) if name.startswith("INCIDENT_DESK_")}
+    try:
+        with tempfile.TemporaryDirectory() as scratch:
+            os.environ["INCIDENT_DESK_AUDIT_DB"] = str(Path(scratch) / "audit.sqlite3")
+            return anyio.run(listed)
+    finally:
+        os.environ.pop("INCIDENT_DESK_AUDIT_DB", None)
+        os.environ.update(saved)
+
+
 PAGES: dict[str, Callable[[], str]] = {
     "configuration.md": configuration_reference,
     "outcomes.md": outcomes_reference,
@@ -292,19 +341,20 @@ PAGES: dict[str, Callable[[], str]] = {
 # Generated blocks inside hand-written pages (paths from the checkout's root), between
 # ``<!-- {block}: begin (...) -->`` and ``<!-- {block}: end -->``.
 CHECKOUT = Path(__file__).resolve().parents[2]
-BLOCKS: dict[str, tuple[str, Callable[[], str]]] = {
-    "docs/tools.md": ("tool kinds", tool_kinds_table),
-    "README.md": ("tools by kind", tools_by_kind_table),
+BLOCKS: dict[str, tuple[tuple[str, Callable[[], str]], ...]] = {
+    "docs/tools.md": (("tool kinds", tool_kinds_table), ("tools/list weight", tools_list_table)),
+    "README.md": (("tools by kind", tools_by_kind_table),),
 }
 
 
 def _with_block(name: str, current: str) -> str:
-    block, render = BLOCKS[name]
-    begin, end = f"<!-- {block}: begin ({REGENERATE}) -->\n", f"<!-- {block}: end -->"
-    head, found, rest = current.partition(begin)
-    if not found or end not in rest:
-        raise ValueError(f"{name} has no {begin.strip()} ... {end} block")
-    return head + begin + render() + rest[rest.index(end) :]
+    for block, render in BLOCKS[name]:
+        begin, end = f"<!-- {block}: begin ({REGENERATE}) -->\n", f"<!-- {block}: end -->"
+        head, found, rest = current.partition(begin)
+        if not found or end not in rest:
+            raise ValueError(f"{name} has no {begin.strip()} ... {end} block")
+        current = head + begin + render() + rest[rest.index(end) :]
+    return current
 
 
 def stale_pages() -> list[str]:
@@ -338,7 +388,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name in BLOCKS:
         path = CHECKOUT / name
         path.write_text(_with_block(name, path.read_text(encoding="utf-8")), encoding="utf-8")
-        sys.stderr.write(f"wrote the generated block of {name}\n")
+        sys.stderr.write(f"wrote the generated blocks of {name}\n")
     return 0
 
 

@@ -37,7 +37,7 @@ from incident_desk.protocol.tool_kinds import ToolKinds, act
 
 log = structlog.get_logger(__name__)
 
-IncidentId = Annotated[str, Field(description="Incident id, e.g. INC-1042")]
+IncidentId = str
 
 
 class ActReport(BaseModel):
@@ -145,11 +145,11 @@ def register(server: MCPServer, app: DeskApp) -> None:
     @TOOLS.tool(server)
     async def resolve_incident(
         incidentId: IncidentId,
-        resolution: Annotated[str, Field(min_length=1, max_length=MAX_NOTE_CHARS, description="What resolved it")],
+        resolution: Annotated[str, Field(min_length=1, max_length=MAX_NOTE_CHARS)],
         ctx: Context,
         reason: flow.RequestReason = None,
     ) -> Annotated[CallToolResult, ActReport] | InputRequiredResult:
-        """Mark an incident resolved, after a human approves in a form with a change ticket."""
+        """Resolve an incident once a human approves."""
         found = await _incident(incidentId)
         if isinstance(found, CallToolResult):
             return found
@@ -174,12 +174,11 @@ def register(server: MCPServer, app: DeskApp) -> None:
     @TOOLS.tool(server)
     async def silence_incident(
         incidentId: IncidentId,
-        minutes: Annotated[int, Field(ge=1, description="How long to silence its alert, in minutes (capped)")],
-        reason: Annotated[str, Field(min_length=1, max_length=MAX_NOTE_CHARS, description="Why; kept as comment")],
+        minutes: Annotated[int, Field(ge=1, description="capped by the desk")],
+        reason: Annotated[str, Field(min_length=1, max_length=MAX_NOTE_CHARS, description="kept as its comment")],
         ctx: Context,
     ) -> Annotated[CallToolResult, ActReport] | InputRequiredResult:
-        """Silence an Alertmanager incident's alert for some minutes (at most the desk's cap), after a human
-        approves in a form with a change ticket."""
+        """Silence an incident's alert for some minutes once a human approves."""
         found = await _incident(incidentId)
         if isinstance(found, CallToolResult):
             return found
@@ -224,12 +223,11 @@ def register(server: MCPServer, app: DeskApp) -> None:
         ctx: Context,
         include_foreign: Annotated[
             bool,
-            Field(description="Also lift silences someone else made (a maintenance silence may cover many alerts)"),
+            Field(description="also others' silences"),
         ] = False,
         reason: flow.RequestReason = None,
     ) -> Annotated[CallToolResult, ActReport] | InputRequiredResult:
-        """Lift the silences this desk made on an Alertmanager incident's alert (with include_foreign, anyone's),
-        after a human approves in a form with a change ticket; the human sees every alert it unsilences."""
+        """Lift this desk's silences of an incident's alert once a human approves."""
         found = await _incident(incidentId, fresh=True)
         if isinstance(found, CallToolResult):
             return found

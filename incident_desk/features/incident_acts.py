@@ -37,7 +37,7 @@ from incident_desk.protocol import client_features
 from incident_desk.protocol import tool_results as results
 from incident_desk.protocol.tool_kinds import ToolKinds, note, read
 
-IncidentId = Annotated[str, Field(description="Incident id, e.g. INC-1042")]
+IncidentId = str
 
 
 class ActivityEntry(BaseModel):
@@ -110,11 +110,9 @@ def register(server: MCPServer, app: DeskApp) -> None:
     async def acknowledge_incident(
         incidentId: IncidentId,
         ctx: Context,
-        note: Annotated[
-            str | None, Field(description="Optional note kept with the acknowledgement", max_length=MAX_NOTE_CHARS)
-        ] = None,
+        note: Annotated[str | None, Field(max_length=MAX_NOTE_CHARS)] = None,
     ) -> Annotated[CallToolResult, AckReport]:
-        """Acknowledge an incident: the journal records who took it and when (no approval form needed)."""
+        """Acknowledge an incident: journalled with who and when, no form."""
         if (problem := await _known(incidentId)) is not None:
             return results.error(problem)
         actor = principal.approver(ctx)
@@ -149,7 +147,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
         text: Annotated[str, Field(description=f"The note, at most {MAX_NOTE_CHARS} characters")],
         ctx: Context,
     ) -> Annotated[CallToolResult, NoteReport]:
-        """Add a note to an incident's activity log, with who wrote it and when."""
+        """Add a note to an incident's activity log."""
         if len(text) > MAX_NOTE_CHARS:
             return results.error(NOTE_TOO_LONG.render(length=len(text), limit=MAX_NOTE_CHARS))
         if not text.strip():
@@ -202,8 +200,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
 
     @TOOLS.tool(server)
     async def get_incident_activity(incidentId: IncidentId) -> Annotated[CallToolResult, IncidentActivity]:
-        """An incident's activity log on this desk, oldest first: acknowledgements, notes, approvals, silences,
-        resolution, with who and when; and, for an Alertmanager incident, the silences muting it now."""
+        """Who did what to an incident, oldest first, and the silences muting it."""
         try:
             text, structured = await _activity(incidentId)
         except (DataError, AuditError) as exc:

@@ -101,14 +101,13 @@ TOOLS = ToolKinds(find_similar_incidents=read(), save_postmortem=note(repeatable
 def register(server: MCPServer, app: DeskApp) -> None:
     @TOOLS.tool(server)
     async def find_similar_incidents(
-        incidentId: Annotated[str | None, Field(description="Find incidents like this one (e.g. INC-1042)")] = None,
+        incidentId: Annotated[str | None, Field()] = None,
         query: Annotated[
-            str | None, Field(description="Or words to look for: an error line, a symptom", max_length=MAX_QUERY_CHARS)
+            str | None, Field(description="or words: an error line, a symptom", max_length=MAX_QUERY_CHARS)
         ] = None,
-        limit: Annotated[int, Field(ge=1, le=MAX_SIMILAR, description="How many to return")] = DEFAULT_SIMILAR,
+        limit: Annotated[int, Field(ge=1, le=MAX_SIMILAR)] = DEFAULT_SIMILAR,
     ) -> Annotated[CallToolResult, SimilarIncidents]:
-        """Past incidents this desk remembers that look like an incident (or like a query), best first, each with
-        what fixed it, the restarts and silences done, how long it took, and its saved postmortem."""
+        """Past incidents like an incident or a query, best first, with what fixed them."""
         if incidentId is None and not (query and query.strip()):
             return results.error("Give incidentId or query: there is nothing to look for")
         if query is not None and len(query) > MAX_QUERY_CHARS:
@@ -132,12 +131,11 @@ def register(server: MCPServer, app: DeskApp) -> None:
 
     @TOOLS.tool(server)
     async def save_postmortem(
-        incidentId: Annotated[str, Field(description="Incident id, e.g. INC-1042")],
-        markdown: Annotated[str, Field(description=f"The postmortem, Markdown, at most {MAX_POSTMORTEM_CHARS} chars")],
+        incidentId: str,
+        markdown: Annotated[str, Field(description=f"at most {MAX_POSTMORTEM_CHARS} characters")],
         ctx: Context,
     ) -> Annotated[CallToolResult, PostmortemSaved]:
-        """Keep a postmortem on the desk (replacing an earlier one): served as postmortem://{id} and pointed at by
-        find_similar_incidents. Journalled with its author."""
+        """Keep an incident's postmortem as postmortem://{id}, replacing an earlier one."""
         if len(markdown) > MAX_POSTMORTEM_CHARS:
             return results.error(
                 f"POSTMORTEM NOT SAVED -- it is {len(markdown)} characters long; at most {MAX_POSTMORTEM_CHARS}"

@@ -48,24 +48,19 @@ TOOLS = ToolKinds(query_incident_metrics=read(open_world=True))
 def register(server: MCPServer, app: DeskApp) -> None:
     @TOOLS.tool(server)
     async def query_incident_metrics(
-        incidentId: Annotated[str, Field(description="Incident id, e.g. INC-1042")],
-        name: Annotated[
-            str | None, Field(description="One query by its name (or 'alert' for the alert's own); omit for all")
-        ] = None,
-        minutes_before: Annotated[
-            float, Field(ge=0, le=7 * 24 * 60, description="Minutes before the incident opened (default 30)")
-        ] = what_changed.DEFAULT_MINUTES_BEFORE,
+        incidentId: str,
+        name: Annotated[str | None, Field(description="one query (or 'alert'); omit for all")] = None,
+        minutes_before: Annotated[float, Field(ge=0, le=7 * 24 * 60)] = what_changed.DEFAULT_MINUTES_BEFORE,
         minutes_after: Annotated[
             float | None,
             Field(
                 ge=1,
                 le=7 * 24 * 60,
-                description="Minutes after it opened; omit to run to now (or as far as metrics_max_points allows)",
+                description="omit for up to now",
             ),
         ] = None,
     ) -> Annotated[CallToolResult, IncidentMetrics]:
-        """Query the service's Prometheus around an incident: each named query (and an alert's own expression) as
-        a range from before it opened to now, with a sparkline, min, max and last per series."""
+        """The service's metrics around an incident: sparkline, min, max, last per series."""
         try:
             incident = await app.incident(incidentId)
             found = await what_changed.gather_metrics(

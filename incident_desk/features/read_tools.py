@@ -11,19 +11,18 @@ from pydantic import BaseModel, Field
 
 from incident_desk.app import DeskApp
 from incident_desk.core.incidents import DataError, Listing
-from incident_desk.core.journal.activity import STATES, IncidentState, Standing, stamp, state_of
+from incident_desk.core.journal.activity import IncidentState, Standing, stamp, state_of
 from incident_desk.core.journal.audit import MAX_RECENT_DECISIONS, AuditError, format_decisions
 from incident_desk.core.search import paging as logfile
 from incident_desk.core.search.pattern import MAX_PATTERN_LENGTH, PatternError
 from incident_desk.protocol import tool_results as results
 from incident_desk.protocol.tool_kinds import ToolKinds, read
+from incident_desk.protocol.tool_schemas import Answer
 
 MAX_PAGE_LINES = 5_000
 MAX_MATCHES = 1_000
-IncidentId = Annotated[str, Field(description="Incident id, e.g. INC-1042")]
-CursorArg = Annotated[
-    str | None, Field(description="next_cursor from the previous call; omit to start at the first line")
-]
+IncidentId = str
+CursorArg = Annotated[str | None, Field(description="next_cursor of the last call")]
 
 
 class IncidentEntry(BaseModel):
@@ -177,9 +176,9 @@ def _render_listing(
 
 
 TOOLS = ToolKinds(
-    list_incidents=read(),
-    read_incident_log=read(),
-    search_incident_log=read(),
+    list_incidents=read(answer=Answer.FIELDS),
+    read_incident_log=read(answer=Answer.RECORDS),
+    search_incident_log=read(answer=Answer.RECORDS),
     get_runbook=read(),
     get_audit_log=read(),
 )
@@ -192,14 +191,13 @@ def register(server: MCPServer, app: DeskApp) -> None:
 
     @TOOLS.tool(server)
     async def list_incidents(
-        status: Annotated[Literal["open", "all"], Field(description="open (default) or all incidents")] = "open",
+        status: Annotated[Literal["open", "all"], Field()] = "open",
         state: Annotated[
             IncidentState | None,
-            Field(description=f"Only incidents in this state ({', '.join(STATES)}); omit for every state"),
+            Field(),
         ] = None,
     ) -> Annotated[CallToolResult, IncidentList]:
-        """List incidents with their service, severity, status and state (open, acknowledged, silenced,
-        resolved), sorted by id."""
+        """Incidents with service, severity, status and state."""
         current = await app.listing()
         try:
             standings = await app.standings()
@@ -220,9 +218,9 @@ def register(server: MCPServer, app: DeskApp) -> None:
     async def read_incident_log(
         incidentId: IncidentId,
         cursor: CursorArg = None,
-        limit: Annotated[int | None, Field(ge=1, le=MAX_PAGE_LINES, description="Lines per page")] = None,
+        limit: Annotated[int | None, Field(ge=1, le=MAX_PAGE_LINES)] = None,
     ) -> Annotated[CallToolResult, LogPage]:
-        """Read one page of an incident's raw log, oldest line first; page on with next_cursor."""
+        """One page of an incident's log, oldest first; page on with next_cursor."""
         try:
             page = await app.read_page(incidentId, cursor, limit)
         except (DataError, logfile.CursorError) as exc:
@@ -245,17 +243,14 @@ def register(server: MCPServer, app: DeskApp) -> None:
             Field(
                 min_length=1,
                 max_length=MAX_PATTERN_LENGTH,
-                description="Regular expression (Python syntax, matched by RE2: no backreferences or lookaround)",
+                description="regex (RE2: no backreferences or lookaround)",
             ),
         ],
         cursor: CursorArg = None,
-        limit: Annotated[int, Field(ge=1, le=MAX_MATCHES, description="Most matches to return")] = 50,
-        ignoreCase: Annotated[bool, Field(description="Match without regard to case")] = False,
+        limit: Annotated[int, Field(ge=1, le=MAX_MATCHES)] = 50,
+        ignoreCase: bool = False,
     ) -> Annotated[CallToolResult, LogSearch]:
-        """Find the log lines matching a regular expression, with their line numbers; resume with next_cursor.
-
-        Each call scans for at most a couple of seconds; when it stops early it says so and hands a cursor.
-        """
+        """Log lines matching a regex, with line numbers; resume with next_cursor."""
         try:
             found = await app.search(incidentId, pattern, cursor, limit, ignore_case=ignoreCase)
         except (DataError, PatternError, logfile.CursorError) as exc:
@@ -279,9 +274,9 @@ def register(server: MCPServer, app: DeskApp) -> None:
 
     @TOOLS.tool(server)
     async def get_runbook(
-        service: Annotated[str, Field(description="Service name, e.g. payments-api")],
+        service: str,
     ) -> Annotated[CallToolResult, Runbook]:
-        """Return a service's runbook (Markdown)."""
+        """A service's runbook (Markdown)."""
         try:
             markdown = await app.runbook(service)
         except DataError as exc:
@@ -290,11 +285,9 @@ def register(server: MCPServer, app: DeskApp) -> None:
 
     @TOOLS.tool(server)
     async def get_audit_log(
-        limit: Annotated[
-            int, Field(ge=1, le=MAX_RECENT_DECISIONS, description="How many decisions, newest first")
-        ] = 20,
+        limit: Annotated[int, Field(ge=1, le=MAX_RECENT_DECISIONS)] = 20,
     ) -> Annotated[CallToolResult, AuditLog]:
-        """The most recent restart decisions from the audit journal (the twin of the audit://recent resource)."""
+        """The latest restart decisions, newest first."""
         try:
             decisions = await app.recent_decisions(limit)
         except AuditError as exc:

@@ -93,12 +93,11 @@ TOOLS = ToolKinds(restart_service=restart())
 def register(server: MCPServer, app: DeskApp) -> None:
     @TOOLS.tool(server)
     async def restart_service(
-        service: Annotated[str, Field(description="Service name, e.g. payments-api")],
+        service: str,
         ctx: Context,
         reason: flow.RequestReason = None,
     ) -> Annotated[CallToolResult, RestartReport] | InputRequiredResult:
-        """Restart a service after a human approves in a form with a change ticket; refuses without approval.
-        The human sees the command it will run."""
+        """Restart a service once a human approves it with a change ticket."""
         try:
             return await _decide_and_restart(ctx, service, reason)
         except AuditError as exc:

@@ -116,10 +116,9 @@ def _command(service: str, action: ServiceAction, argv: list[str]) -> CommandAct
 def register(server: MCPServer, app: DeskApp) -> None:
     @TOOLS.tool(server)
     async def list_service_actions(
-        service: Annotated[str, Field(description="Service name, e.g. payments-api")],
+        service: str,
     ) -> Annotated[CallToolResult, ActionList]:
-        """The runbook actions configured for a service (besides restart_service), with their parameters and how
-        each is approved. Run one with run_service_action."""
+        """A service's runbook actions and their parameters; run one with run_service_action."""
         known = await app.known_services()
         if service not in known:
             return results.error(UNKNOWN_SERVICE.render(service=service, known=", ".join(known)))
@@ -144,17 +143,14 @@ def register(server: MCPServer, app: DeskApp) -> None:
 
     @TOOLS.tool(server)
     async def run_service_action(
-        service: Annotated[str, Field(description="Service name, e.g. payments-api")],
-        action: Annotated[str, Field(description="The action's name, as list_service_actions gives it")],
+        service: str,
+        action: Annotated[str, Field(description="from list_service_actions")],
         ctx: Context,
-        parameters: Annotated[
-            dict[str, str | int], Field(description='The action\'s parameters by name, e.g. {"version": "v41"}')
-        ]
+        parameters: Annotated[dict[str, str | int], Field(description='by name, e.g. {"version": "v41"}')]
         | None = None,
         reason: flow.RequestReason = None,
     ) -> Annotated[CallToolResult, ActionReport] | InputRequiredResult:
-        """Run one of a service's runbook actions after a human approves the exact command in a form with a
-        change ticket; refuses without approval. Wrong actions and parameters are refused before anyone is asked."""
+        """Run a service's runbook action once a human approves it with a change ticket."""
         try:
             return await _decide_and_run(ctx, service, action, parameters or {}, reason)
         except AuditError as exc:

@@ -79,10 +79,10 @@ TOOLS = ToolKinds(summarize_incident=read(open_world=True, repeatable=False))
 def register(server: MCPServer, app: DeskApp) -> None:
     @TOOLS.tool(server)
     async def summarize_incident(
-        incidentId: Annotated[str, Field(description="Incident id, e.g. INC-1042")],
+        incidentId: str,
         ctx: Context,
     ) -> Annotated[CallToolResult, Summary] | InputRequiredResult:
-        """Summarize an incident log in two sentences (raw log when no model is available, and it says so)."""
+        """An incident's log in two sentences (raw when no model is available)."""
         try:
             log_text = await app.bounded_log_from_loop(incidentId)
         except DataError as exc:

@@ -27,6 +27,7 @@ from incident_desk.core.timeline import levels as timeline
 from incident_desk.core.timeline.cache import TimelineCache
 from incident_desk.protocol import tool_results as results
 from incident_desk.protocol.tool_kinds import ToolKinds, read
+from incident_desk.protocol.tool_schemas import Answer
 
 VIEW_URI = "ui://incident-desk/timeline"
 
@@ -217,7 +218,7 @@ async def _around(app: DeskApp, incident: Incident, view: Timeline) -> Timeline:
     return view.model_copy(update={"metrics": series, "changes": changes, "problems": problems})
 
 
-TOOLS = ToolKinds(show_incident_timeline=read())
+TOOLS = ToolKinds(show_incident_timeline=read(answer=Answer.FIELDS))
 # What a timeline counts when the incident's log cannot be read: nothing.
 _NO_LOG = timeline.LevelScan([], None, 0, 0, 0, 0, "end of log")
 
@@ -242,11 +243,10 @@ def extension(app: DeskApp) -> Apps:
         meta={"ui/resourceUri": VIEW_URI},  # the key older hosts still read
     )
     async def show_incident_timeline(
-        incidentId: Annotated[str, Field(description="Incident id, e.g. INC-1042")],
+        incidentId: str,
     ) -> Annotated[CallToolResult, Timeline]:
-        """Show an incident's timeline: log lines per minute by level, when it opened, the first error, the
-        service's metrics and change events, and the desk's restart decisions, on one time axis. Reads the log from
-        its start for at most a couple of seconds and says what span it covers."""
+        """An incident's log lines per minute by level, first error, metrics, changes and acts on one time
+        axis."""
         try:
             incident = await app.incident(incidentId)
         except DataError as exc:

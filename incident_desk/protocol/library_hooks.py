@@ -79,6 +79,28 @@ def sdk_tool_arguments(server: Any, name: str) -> Any | None:
     return metadata if callable(getattr(metadata, "validate_arguments", None)) else None
 
 
+def sdk_publish_tool_schemas(
+    server: Any, name: str, input_schema: Callable[[Any], Any], output_schema: Callable[[Any], Any]
+) -> bool:
+    """Publish the registered tool ``name`` with the schemas ``input_schema`` and ``output_schema`` make of the
+    SDK's own (``MCPServer._tool_manager``; its ``parameters`` and ``fn_metadata.output_schema``, read at each
+    ``tools/list``). The SDK still validates arguments and answers against the tool's models.
+
+    mcp 2.3 has no public way to publish other schemas. Without this hook ``tools/list`` carries the SDK's
+    schemas, titles and descriptions included: about three times the bytes, the same tools and arguments.
+    """
+    get_tool = getattr(getattr(server, "_tool_manager", None), "get_tool", None)
+    tool: Any = get_tool(name) if callable(get_tool) else None
+    metadata: Any = getattr(tool, "fn_metadata", None)
+    if not isinstance(getattr(tool, "parameters", None), dict) or not hasattr(metadata, "output_schema"):
+        _hook_gone("mcp", "tool schemas", "tools/list carries the SDK's full schemas")
+        return False
+    tool.parameters = input_schema(tool.parameters)
+    metadata.output_schema = None if metadata.output_schema is None else output_schema(metadata.output_schema)
+    vars(tool).pop("output_schema", None)  # the tool caches what it read there once listed
+    return True
+
+
 def uvicorn_h11_protocol() -> type[H11Protocol] | None:
     """uvicorn's h11 protocol class to extend with a request read deadline and a connection cap, or None.
 

@@ -13,7 +13,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, TypeVar
 
+from mcp.server.mcpserver import MCPServer
 from mcp_types import ToolAnnotations
+
+from incident_desk.protocol.library_hooks import sdk_publish_tool_schemas
+from incident_desk.protocol.tool_schemas import Answer, lean_description, lean_input_schema, lean_output_schema
 
 # The OAuth scopes, one per kind of access; the issuer may name them otherwise (``oauth_scope_map``).
 READ_SCOPE, WRITE_SCOPE, RESTART_SCOPE = "incidents:read", "incidents:write", "services:restart"
@@ -46,30 +50,37 @@ class ToolDeclaration:
     kind: ToolKind
     open_world: bool = False  # reaches a neighbour (Alertmanager, Prometheus, a model, a command)
     repeatable: bool = True  # the MCP idempotent hint: calling twice does no more than calling once
+    answer: Answer = Answer.TEXT  # what its output schema says (protocol/tool_schemas.py)
+
+    def output_schema(self, full: dict[str, Any]) -> dict[str, Any] | None:
+        """The output schema ``tools/list`` publishes, made from the model's ``full`` one."""
+        return lean_output_schema(full, self.answer)
 
     def annotations(self) -> ToolAnnotations:
+        """The MCP hints of its kind, each said only where the spec's default would say otherwise.
+
+        ``readOnlyHint`` is always said, and an acting tool always says whether it is destructive. The spec reads
+        ``destructiveHint`` and ``idempotentHint`` only when ``readOnlyHint`` is false, and takes
+        ``idempotentHint`` false and ``openWorldHint`` true when unsaid: saying those again costs every
+        conversation bytes (protocol/tool_schemas.py) and tells a client nothing.
+        """
         if self.kind is ToolKind.READ:
-            return ToolAnnotations(
-                read_only_hint=True,
-                destructive_hint=False,
-                idempotent_hint=self.repeatable,
-                open_world_hint=self.open_world,
-            )
+            return ToolAnnotations(read_only_hint=True, open_world_hint=None if self.open_world else False)
         return ToolAnnotations(
             read_only_hint=False,
             destructive_hint=self.kind in (ToolKind.ACT, ToolKind.RESTART),
-            idempotent_hint=self.repeatable,
-            open_world_hint=self.open_world,
+            idempotent_hint=True if self.repeatable else None,
+            open_world_hint=None if self.open_world else False,
         )
 
 
-def read(*, open_world: bool = False, repeatable: bool = True) -> ToolDeclaration:
-    return ToolDeclaration(ToolKind.READ, open_world=open_world, repeatable=repeatable)
+def read(*, open_world: bool = False, repeatable: bool = True, answer: Answer = Answer.TEXT) -> ToolDeclaration:
+    return ToolDeclaration(ToolKind.READ, open_world=open_world, repeatable=repeatable, answer=answer)
 
 
-def note(*, repeatable: bool = False) -> ToolDeclaration:
+def note(*, repeatable: bool = False, answer: Answer = Answer.TEXT) -> ToolDeclaration:
     """A write to the desk's own journal; ``repeatable`` when doing it twice leaves what doing it once did."""
-    return ToolDeclaration(ToolKind.NOTE, repeatable=repeatable)
+    return ToolDeclaration(ToolKind.NOTE, repeatable=repeatable, answer=answer)
 
 
 def act() -> ToolDeclaration:
@@ -96,16 +107,27 @@ class ToolKinds(Mapping[str, ToolDeclaration]):
         return len(self._declared)
 
     def tool(self, server: Any, **options: Any) -> Callable[[F], F]:
-        """Register a function as its declared tool, with the annotations its kind gives."""
+        """Register a function as its declared tool, with the annotations its kind gives and lean schemas."""
 
         def register(fn: F) -> F:
             declared = self._declared.get(fn.__name__)
             if declared is None:
                 raise LookupError(f"tool {fn.__name__} has no kind: declare it in its module's ToolKinds")
+            options.setdefault("description", lean_description(fn.__doc__))
             server.tool(annotations=declared.annotations(), **options)(fn)
+            if isinstance(server, MCPServer):  # else an extension registers it later: see publish()
+                self.publish(server, fn.__name__)
             return fn
 
         return register
+
+    def publish(self, server: MCPServer, *names: str) -> None:
+        """Have ``tools/list`` publish these tools (every one declared here, by default) with lean schemas.
+
+        ``tool()`` does it for a tool it registers on the server; an extension's tool is registered when the
+        server is built, which then calls this."""
+        for name in names or tuple(self._declared):
+            sdk_publish_tool_schemas(server, name, lean_input_schema, self._declared[name].output_schema)
 
 
 def merged(tables: Iterator[ToolKinds] | tuple[ToolKinds, ...]) -> dict[str, ToolDeclaration]:
