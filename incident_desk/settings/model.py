@@ -73,7 +73,9 @@ class Settings(BaseSettings):
     log_window_bytes: int = Field(
         default=256 * 1024, ge=1024, le=64 * 1024 * 1024, description="Byte cap of that tail window."
     )
-    page_lines: int = Field(default=100, ge=1, le=5_000, description="Default lines per read_incident_log page.")
+    page_lines: int = Field(
+        default=50, ge=1, le=5_000, description="Default lines per read_incident_log page: one screen."
+    )
     page_max_bytes: int = Field(
         default=512 * 1024,
         ge=16 * 1024,
