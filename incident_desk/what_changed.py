@@ -21,7 +21,7 @@ from incident_desk.core.journal.activity import Event
 from incident_desk.core.journal.audit import Decision
 from incident_desk.core.neighbours import metrics
 from incident_desk.core.neighbours.untrusted import one_line
-from incident_desk.protocol import tool_results as results
+from incident_desk.protocol.tool_schemas import written_out
 
 DEFAULT_MINUTES_BEFORE = 30.0
 # Without minutes_after the window runs to now, but never more than this past the incident's opening.
@@ -33,7 +33,7 @@ class MetricPoint(BaseModel):
     value: float
 
 
-WrittenOutPoint = Annotated[MetricPoint, results.written_out(MetricPoint)]
+WrittenOutPoint = Annotated[MetricPoint, written_out(MetricPoint)]
 
 
 class MetricSeries(BaseModel):
@@ -66,9 +66,9 @@ class ActRecord(BaseModel):
 # A note's text as the timeline shows it beside the act: the activity log has it whole.
 ACT_TEXT_CHARS = 80
 
-WrittenOutSeries = Annotated[MetricSeries, results.written_out(MetricSeries)]
-WrittenOutChange = Annotated[ChangeEventOut, results.written_out(ChangeEventOut)]
-WrittenOutAct = Annotated[ActRecord, results.written_out(ActRecord)]
+WrittenOutSeries = Annotated[MetricSeries, written_out(MetricSeries)]
+WrittenOutChange = Annotated[ChangeEventOut, written_out(ChangeEventOut)]
+WrittenOutAct = Annotated[ActRecord, written_out(ActRecord)]
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ Rules (docs/architecture.md), each with where it lives:
 - ``core`` stands alone: it imports no MCP package and nothing of the desk outside ``core`` (contract
   ``core-stands-alone`` in pyproject.toml).
 - A feature module never imports another feature module (``features-stand-apart``).
-- Only the transports and the in-process clients (``doctor``, ``demo``, ``timeline_page``, ``reference_docs``) import the server factory
+- Only the transports and the in-process clients (``doctor``, ``demo``, ``reference_docs``) import the server factory
   (``server-factory-importers``).
 - No module that handles content (``core``, the features) imports Python's backtracking ``re`` (``content-is-linear``;
   ``tests/test_linear_content.py`` also looks for ``__import__("re")`` and compiled patterns at run time).

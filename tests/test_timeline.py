@@ -137,6 +137,6 @@ async def test_declaring_the_extension_without_its_mime_type_is_not_declaring_it
     ],
 )
 def test_sizes_read_as_people_read_them(size: int, shown: str) -> None:
-    from incident_desk.features.timeline import human_size
+    from incident_desk.timeline_view import human_size
 
     assert human_size(size) == shown

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from incident_desk import __version__
 from incident_desk.cli.output import err, out
 from incident_desk.cli.parser import SERVE_FLAGS, SETTINGS_FLAGS, SUBCOMMANDS, build_parser
 
@@ -43,6 +44,10 @@ def _settings_from(args: argparse.Namespace) -> Settings:
 
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments == ["--version"]:
+        # Answered before the parser is built: its settings flags are read from the settings model (pydantic).
+        out(f"incident-desk {__version__}")
+        raise SystemExit(0)  # as argparse's version action does
     if not arguments or (arguments[0].startswith("-") and arguments[0] not in ("-h", "--help", "--version")):
         arguments.insert(0, "serve")
     command = arguments[0] if arguments[0] in SUBCOMMANDS else None

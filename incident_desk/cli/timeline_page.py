@@ -1,8 +1,9 @@
 """``incident-desk timeline ID [--html FILE]``: the timeline for people whose client does not render MCP Apps.
 
-It asks an in-process desk for ``show_incident_timeline`` exactly as a client would, prints the text timeline,
-and with ``--html`` writes the same view the app-rendering clients show as one self-contained page: the built
-view with the tool's structured content inside it and a Content-Security-Policy that allows no load at all.
+It builds the timeline ``show_incident_timeline`` answers (``timeline_view``, without loading the MCP SDK: a
+command starts like one), prints its text, and with ``--html`` writes the same view the app-rendering clients show
+as one self-contained page: the built view with the tool's structured content inside it and a
+Content-Security-Policy that allows no load at all.
 """
 
 from __future__ import annotations
@@ -29,21 +30,18 @@ class TimelineUnavailable(Exception):
 
 
 async def _call(settings: Settings, incident_id: str) -> tuple[str, dict[str, Any]]:
-    from mcp import Client
-
     from incident_desk.app import build_app
-    from incident_desk.server import build_server
+    from incident_desk.core.incidents import DataError
+    from incident_desk.timeline_view import gather, render_text
 
     app = build_app(settings)
     try:
-        async with Client(build_server(app), mode="legacy") as client:
-            result = await client.call_tool("show_incident_timeline", {"incidentId": incident_id})
+        view = await gather(app, incident_id)
+    except DataError as exc:
+        raise TimelineUnavailable(str(exc)) from None
     finally:
         app.journal.close()
-    text = "\n".join(str(getattr(block, "text", "")) for block in result.content)
-    if result.is_error or result.structured_content is None:
-        raise TimelineUnavailable(text or f"no timeline for {incident_id}")
-    return text, dict(result.structured_content)
+    return render_text(view), view.model_dump(mode="json", by_alias=True)
 
 
 def timeline_of(settings: Settings, incident_id: str) -> tuple[str, dict[str, Any]]:
@@ -83,7 +81,7 @@ def write_page(path: Path, page: str) -> None:
 
 
 def run_timeline(settings: Settings, incident_id: str, html_path: Path | None) -> int:
-    from incident_desk.features.timeline import view_html
+    from incident_desk.timeline_view import view_html
 
     try:
         text, timeline = timeline_of(settings, incident_id)

@@ -9,17 +9,17 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import structlog
-from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
-from mcp.server.mcpserver import Context, MCPServer
-from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
-from mcp_types import EmptyResult, LoggingLevel, SetLevelRequestParams
 
 from incident_desk.protocol.eras import ROUND_TRIP_ERAS
-from incident_desk.protocol.library_hooks import sdk_add_request_handler
+
+if TYPE_CHECKING:  # the desk's app keeps the levels; the SDK is loaded by whoever serves (cli, tools, timeline)
+    from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+    from mcp.server.mcpserver import Context, MCPServer
+    from mcp_types import EmptyResult, LoggingLevel, SetLevelRequestParams
 
 _LEVELS: tuple[str, ...] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 _STDIO_CONNECTION = "stdio"
@@ -78,6 +78,10 @@ def serve_set_level(server: MCPServer, levels: ClientLogLevels) -> None:
     (``library_hooks.sdk_add_request_handler``); revisit when the SDK grows a decorator for MCPServer.
     """
 
+    from mcp_types import EmptyResult, SetLevelRequestParams
+
+    from incident_desk.protocol.library_hooks import sdk_add_request_handler
+
     async def set_level(ctx: ServerRequestContext[Any, Any], params: SetLevelRequestParams) -> EmptyResult:
         headers = getattr(ctx.request, "headers", None)
         levels.set(ClientLogLevels.connection_key(headers), params.level)
@@ -92,6 +96,8 @@ async def tell_client(ctx: Context, levels: ClientLogLevels, level: LoggingLevel
         ClientLogLevels.connection_key(ctx.headers), level
     ):
         return
+    from mcp.shared.exceptions import MCPDeprecationWarning, MCPError
+
     data = {"event": event, **fields}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", MCPDeprecationWarning)

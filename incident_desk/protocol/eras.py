@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
-from mcp.server.extension import Extension
+if TYPE_CHECKING:  # the era names are read by modules that never load the SDK
+    from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+    from mcp.server.extension import Extension
 
 ERA_2025 = "2025-11-25"
 ERA_2026 = "2026-07-28"

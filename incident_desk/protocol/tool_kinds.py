@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from mcp.server.mcpserver import MCPServer
-from mcp_types import ToolAnnotations
-
-from incident_desk.protocol.library_hooks import sdk_publish_tool_schemas
 from incident_desk.protocol.tool_schemas import Answer, lean_description, lean_input_schema, lean_output_schema
+
+if TYPE_CHECKING:  # the declarations are read without the SDK (`incident-desk tools`); registering loads it
+    from mcp.server.mcpserver import MCPServer
+    from mcp_types import ToolAnnotations
 
 # The OAuth scopes, one per kind of access; the issuer may name them otherwise (``oauth_scope_map``).
 READ_SCOPE, WRITE_SCOPE, RESTART_SCOPE = "incidents:read", "incidents:write", "services:restart"
@@ -64,6 +64,8 @@ class ToolDeclaration:
         ``idempotentHint`` false and ``openWorldHint`` true when unsaid: saying those again costs every
         conversation bytes (protocol/tool_schemas.py) and tells a client nothing.
         """
+        from mcp_types import ToolAnnotations
+
         if self.kind is ToolKind.READ:
             return ToolAnnotations(read_only_hint=True, open_world_hint=None if self.open_world else False)
         return ToolAnnotations(
@@ -113,6 +115,8 @@ class ToolKinds(Mapping[str, ToolDeclaration]):
             declared = self._declared.get(fn.__name__)
             if declared is None:
                 raise LookupError(f"tool {fn.__name__} has no kind: declare it in its module's ToolKinds")
+            from mcp.server.mcpserver import MCPServer
+
             options.setdefault("description", lean_description(fn.__doc__))
             server.tool(annotations=declared.annotations(), **options)(fn)
             if isinstance(server, MCPServer):  # else an extension registers it later: see publish()
@@ -126,6 +130,8 @@ class ToolKinds(Mapping[str, ToolDeclaration]):
 
         ``tool()`` does it for a tool it registers on the server; an extension's tool is registered when the
         server is built, which then calls this."""
+        from incident_desk.protocol.library_hooks import sdk_publish_tool_schemas
+
         for name in names or tuple(self._declared):
             sdk_publish_tool_schemas(server, name, lean_input_schema, self._declared[name].output_schema)
 

@@ -6,9 +6,10 @@ from typing import Any
 
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError
 from mcp_types import CallToolResult, TextContent
-from pydantic import BaseModel, WithJsonSchema
+from pydantic import BaseModel
 
 from incident_desk.core.errors import IncidentDeskError, NotFound
+from incident_desk.protocol.tool_schemas import written_out as written_out  # where the features found it
 
 
 def ok(text: str, structured: BaseModel) -> CallToolResult:
@@ -38,16 +39,3 @@ def resource_failure(exc: IncidentDeskError) -> ResourceError:
     """The same failure read as a resource: one that does not exist is the SDK's not-found, any other its
     resource error; the text is the message either way."""
     return ResourceNotFoundError(str(exc)) if isinstance(exc, NotFound) else ResourceError(str(exc))
-
-
-def written_out(model: type[BaseModel]) -> WithJsonSchema:
-    """A nested model's JSON schema written out where it is used, in place of a ``$ref`` into ``$defs``.
-
-    Clients in Python validate structured content with ``jsonschema``, which resolves a ``$ref`` again for every
-    item of a list: written out, a log page validates in about half the time (docs/performance.md), and the
-    longer the page the more it saves. Only for models with no nested models of their own.
-    """
-    schema = model.model_json_schema()
-    if "$defs" in schema:
-        raise ValueError(f"{model.__name__} nests other models: its schema cannot be written out without $defs")
-    return WithJsonSchema(schema)

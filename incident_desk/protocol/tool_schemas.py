@@ -25,6 +25,8 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
+from pydantic import BaseModel, WithJsonSchema
+
 # The most tools/list may weigh, in bytes of compact JSON with the default settings: what every conversation pays.
 TOOLS_LIST_BOUND = 10 * 1024
 
@@ -132,3 +134,16 @@ def tools_list_weight(listing: Mapping[str, Any]) -> dict[str, dict[str, int]]:
         | {part: compact_size(tool[part]) if part in tool else 0 for part in parts}
         for tool in listing["tools"]
     }
+
+
+def written_out(model: type[BaseModel]) -> WithJsonSchema:
+    """A nested model's JSON schema written out where it is used, in place of a ``$ref`` into ``$defs``.
+
+    Clients in Python validate structured content with ``jsonschema``, which resolves a ``$ref`` again for every
+    item of a list: written out, a log page validates in about half the time (docs/performance.md), and the
+    longer the page the more it saves. Only for models with no nested models of their own.
+    """
+    schema = model.model_json_schema()
+    if "$defs" in schema:
+        raise ValueError(f"{model.__name__} nests other models: its schema cannot be written out without $defs")
+    return WithJsonSchema(schema)

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from difflib import get_close_matches
-from typing import Any
-
-from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from typing import TYPE_CHECKING, Any
 
 from incident_desk.protocol.tool_kinds import ToolDeclaration
 from incident_desk.settings.errors import SettingsError
+
+if TYPE_CHECKING:  # `incident-desk tools` reads the selection without loading the SDK
+    from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 
 Catalog = Mapping[str, ToolDeclaration]
 
