@@ -123,6 +123,25 @@ class DeskApp:
 
         return redact(text) if self.settings.redact_secrets else text
 
+    def load_search_stack(self) -> None:
+        """Load what a first search or log read would: the redaction rules, RE2, numpy, the search engine, a
+        pattern compiled and a small log searched. Blocking: the stdio desk runs it in a thread once the client
+        has its handshake answer (``server.LoadSearchStackAfterHandshake``), so the first call costs what the
+        others do."""
+        import tempfile
+
+        from incident_desk.core.redaction.face import MASK
+        from incident_desk.core.search import engine
+        from incident_desk.core.search.pattern import compile_pattern
+
+        with tempfile.TemporaryFile() as log:
+            log.write(b"10:58:12 payments-api ERROR pool exhausted token=abc\n10:58:13 payments-api INFO ok\n" * 64)
+            log.flush()
+            for text, ignore_case in (("ERROR", False), ("pool|exhausted", True)):
+                pattern = compile_pattern(text, ignore_case=ignore_case, mask=MASK)
+                engine.search(log, pattern, limit=50, redaction=self.redaction, processes=0)
+        self.redactor("warm: Authorization: Bearer abc.def.ghi")
+
     @property
     def redaction(self) -> Redaction | None:
         """What searches redact before matching, with the triggers that let them skip clean lines."""

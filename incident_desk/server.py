@@ -5,10 +5,14 @@ Only the transports and ``doctor`` import this module; features never do.
 
 from __future__ import annotations
 
+import asyncio
 import gc
+import threading
+import time
 from importlib import resources
 from typing import Any
 
+import anyio
 import structlog
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
@@ -85,6 +89,7 @@ def build_server(app: DeskApp, *, defer_features: bool = False) -> MCPServer:
     completions.register(server, app)
     if defer_features:
         server.middleware.insert(server.middleware.index(log_context), RegisterFeaturesOnFirstUse(server, app))
+        server.middleware.insert(0, LoadSearchStackAfterHandshake(server, app))
     else:
         register_listed_features(server, app)
     return server
@@ -187,6 +192,52 @@ class ResultInHandTemplate(ResourceTemplate):
 
         created.fn = in_hand
         return created
+
+
+class LoadSearchStackAfterHandshake:
+    """Server middleware: once the first request (the handshake, in either era) is answered, load the search stack
+    (``DeskApp.load_search_stack``) in a thread while the client is still starting, then leave the chain. A
+    client that sends nothing yet (a 2026 client needs no handshake) gets it ``IDLE_SECONDS`` after the desk
+    started serving (``after_start``, which the stdio transport runs).
+
+    It starts a moment after that answer is handed back, so the answer is written first: ``initialize`` costs
+    what it did (bench/bench_stdio.py), and the client's first search no longer pays for the imports.
+    """
+
+    AFTER_SECONDS = 0.01
+    IDLE_SECONDS = 0.5
+
+    def __init__(self, server: MCPServer, app: DeskApp) -> None:
+        self._server = server
+        self._app = app
+        self._started = False
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if self not in self._server.middleware:
+            return await call_next(ctx)
+        self._server.middleware.remove(self)
+        try:
+            return await call_next(ctx)
+        finally:
+            asyncio.get_running_loop().call_later(self.AFTER_SECONDS, self._start)
+
+    async def after_start(self) -> None:
+        await anyio.sleep(self.IDLE_SECONDS)
+        self._start()
+
+    def _start(self) -> None:
+        if not self._started:
+            self._started = True
+            threading.Thread(target=self._load, name="incident-desk-search-stack", daemon=True).start()
+
+    def _load(self) -> None:
+        began = time.perf_counter()
+        try:
+            self._app.load_search_stack()
+        except Exception as exc:  # the first search loads what is missing, and says what fails
+            logger.warning("search stack not loaded ahead", error=str(exc))
+            return
+        logger.debug("search stack loaded", seconds=round(time.perf_counter() - began, 3))
 
 
 class RegisterFeaturesOnFirstUse:

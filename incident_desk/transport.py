@@ -118,10 +118,15 @@ async def _serve_stdio(server: MCPServer) -> int:
     that no cancellation reaches, so a signal cancels every request (restart commands are killed and journalled
     on the way out) and, if the stdin read still holds the process after a grace period, ends it.
     """
+    from incident_desk.server import LoadSearchStackAfterHandshake
+
     stopped_by: list[int] = []
     async with anyio.create_task_group() as tasks:
         if sys.platform != "win32":  # asyncio has no signal handlers there; Ctrl-C raises KeyboardInterrupt
             tasks.start_soon(_stop_on_signal, tasks.cancel_scope, stopped_by)
+        for layer in server.middleware:
+            if isinstance(layer, LoadSearchStackAfterHandshake):
+                tasks.start_soon(layer.after_start)
         await server.run_stdio_async()
         tasks.cancel_scope.cancel()
     return 128 + stopped_by[0] if stopped_by else 0

@@ -6,15 +6,17 @@ import json
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
+import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 from mcp_types import TextContent
 
 from incident_desk.features.prompts import SAVE_SENTENCE
-from tests.helpers import ROOT, SAMPLE_1043_LOG, child_env, text_of
+from tests.helpers import ROOT, SAMPLE_1043_LOG, child_env, text_of, until_logged
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 
@@ -172,3 +174,16 @@ def test_bad_settings_stop_the_start_with_a_message_naming_them(
     assert completed.returncode == 2
     assert expected in completed.stderr
     assert completed.stdout == ""
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_the_search_stack_loads_while_the_client_starts(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str], mode: str
+) -> None:
+    """After the handshake answer, before any call: the first search then costs what the others do."""
+    params = server_params(tmp_path, INCIDENT_DESK_LOG_LEVEL="debug")
+    async with Client(params, mode=mode) as client:
+        await until_logged(capfd, "search stack loaded", partial(anyio.sleep, 0.05), tries=400)
+        assert "search_incident_log" not in capfd.readouterr().err, "no call asked for it"
+        found = await client.call_tool("search_incident_log", {"incidentId": "INC-1043", "pattern": "WARN"})
+    assert text_of(found).startswith("1: 11:02:44 search-api WARN")

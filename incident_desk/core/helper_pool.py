@@ -5,7 +5,8 @@ each other thousands of times a second (``timeline_chunks.WORKERS``). Processes 
 A helper gets the open log itself (its descriptor, over a pipe), never its path: a path opened again could lead to
 another file. It reads with ``pread`` (the shared offset of the caller's handle is left alone), counts the lines
 that start in its stretch with the same kernel and sends back per-minute counts, a few hundred numbers. The
-helpers start on the first big timeline (a second or so of a new interpreter loading numpy) and stay for the next;
+helpers start after the first scan that needed them, never during it (a second or so of a new interpreter loading
+numpy, on the cores that scan needs), and stay for the next;
 a helper that dies, hangs past its stretch or is busy with another scan costs only speed: the caller counts the
 rest itself. A helper idle for ``IDLE_SECONDS`` ends, giving its memory (some 60 MiB: numpy, RE2, its buffers) back.
 
@@ -214,6 +215,15 @@ class _Helpers:
     def pids(self) -> list[int]:
         """The helpers' process ids (for a look from outside: tests, diagnostics)."""
         return [helper.process.pid for helper in self._helpers if helper.alive() and helper.process.pid is not None]
+
+    def ready(self, count: int) -> bool:
+        """Whether ``count`` helpers are started, free and ready now; never starts one, never waits."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            return len(self._helpers) >= count and all(helper.ready() for helper in self._helpers[:count])
+        finally:
+            self._lock.release()
 
     def start(self, count: int, *, wait_seconds: float = 0.0) -> bool:
         """Start ``count`` helpers now, and wait up to ``wait_seconds`` for them to be ready (tests, benches)."""

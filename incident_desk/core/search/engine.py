@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
-from incident_desk.core.helper_pool import default_processes
+from incident_desk.core.helper_pool import HELPERS, default_processes
 from incident_desk.core.scan_budget import SCAN_BUDGET_BYTES, ScanBudget, StopReason
 from incident_desk.core.search.literals import LiteralSet, searches
 from incident_desk.core.search.paging import (
@@ -436,13 +436,16 @@ def search(
         check_cursor(handle, cursor, total)
         scan = _Search(pattern, finder, redactor, limit, cursor, budget, sizes, handle.fileno())
         processes = default_processes() if processes is None else processes
+        wants_helpers = False
         try:
             if processes and scan.literals is not None and total - cursor.offset >= 2 * sizes.stretch_bytes:
-                helped_scan(scan, handle, total, processes, partial(_read_and_scan, scan, handle))
+                wants_helpers = helped_scan(scan, handle, total, processes, partial(_read_and_scan, scan, handle))
             if scan.stopped is None:
                 _read_and_scan(scan, handle, scan.offset, None)
         finally:
             scan.indexer.shutdown(wait=True)
+    if wants_helpers:
+        HELPERS.start(processes)  # this search is done with the cores: they load while its answer goes out
     next_cursor: Cursor | None = Cursor(scan.line, scan.offset)
     if scan.stopped is None or scan.offset >= total:
         next_cursor = None

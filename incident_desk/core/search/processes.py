@@ -7,8 +7,8 @@ for the first line that may be a candidate (one with one of the pattern's litera
 UTF-8 when that matters) and counts the newlines before it. The desk adds the counts of stretches without one and
 scans, with the real matcher and redaction, only from a stretch's first candidate to its end. Only patterns with
 literals are prefiltered this way (without them the desk's own scan is already as fast as ripgrep's), and only
-logs of ``HELPED_FROM`` bytes or more. Helpers started by a search are used once they are ready: the first big
-search does not wait for them, and reads its first stretch itself while they start on the next ones.
+logs of ``HELPED_FROM`` bytes or more. The first big search reads alone and starts the helpers once it
+has its answer; the searches after it find them ready.
 """
 
 from __future__ import annotations
@@ -171,32 +171,34 @@ _TAIL_BYTES = 64 * 1024
 
 def helped_scan(
     scan: HelpedScan, handle: BinaryIO, total: int, processes: int, read: Callable[[int, int | None], None]
-) -> None:
+) -> bool:
     """Move ``scan`` on through the log with helpers. The desk reads the first eighth of a stretch alone, then a
     stretch of its own while they start on the next ones (a search that finds its matches early never waits for
     them); then it moves past each stretch up to its first candidate line by the helper's count, and
     ``read(start, end)`` (the desk's own reading and scanning) from there to the stretch's end. Returns where the
     helpers stop helping (none free, one failed, the log changed, a budget is near, the scan stopped): the caller
-    reads on from ``scan.offset`` if the scan has not stopped."""
+    reads on from ``scan.offset`` if the scan has not stopped. True when the scan would have used helpers that
+    are not there yet: the caller starts them once its answer is made (``HELPERS.start``), so they never take a
+    core from the search that needed them, and the next one finds them ready."""
     assert scan.literals is not None
     tail = os.pread(handle.fileno(), min(_TAIL_BYTES, total), total - min(_TAIL_BYTES, total))
     until = total - len(tail) + tail.rfind(b"\n") + 1  # the last line's end: helpers give only whole lines
     early = line_start_at(handle.fileno(), scan.offset + scan.sizes.stretch_bytes // 8)
     if early is None or until - early < 2 * scan.sizes.stretch_bytes:
-        return
-    # Helpers not yet there start now, in the background, for this search's later stretches or the next search.
-    HELPERS.start(processes)
-    # A search whose matches are in the log's first megabytes (the first 50 of ERROR) asks no helper anything:
-    # they would only take CPU from it.
+        return False
+    # A search whose matches are in the log's first megabytes (the first 50 of ERROR) neither asks nor starts a
+    # helper: they would only take CPU from it.
     read(scan.offset, early)
     if scan.stopped is not None or scan.offset != early:
-        return
+        return False
     own = line_start_at(handle.fileno(), scan.offset + scan.sizes.stretch_bytes)  # the desk's own first stretch
     if own is None or own >= until:
-        return
+        return False
+    if not HELPERS.ready(processes):
+        return True  # not started, still starting or lent to a timeline: the desk reads alone
     with HELPERS.lent(processes) as helpers:
         if not helpers or not all([helper.ready() for helper in helpers]):
-            return  # none free, or still starting (for the next search): the desk reads alone
+            return False  # taken meanwhile: the desk reads alone
         stretches = clear_stretches(
             helpers,
             handle,
@@ -215,6 +217,7 @@ def helped_scan(
         finally:
             stretches.close()
         _log.debug("search read with helpers", from_offset=began, to_offset=scan.offset, stopped=scan.stopped)
+    return False
 
 
 def _follow(
