@@ -332,3 +332,29 @@ async def test_over_stdio_helpers_search_a_big_log_and_end_with_the_desk(
     assert [match["number"] for match in _result(shown)[0]] == [last_line]
     assert len(helpers) == 2
     assert wait_until_gone([desk, *helpers]), "the helpers ended with the desk"
+
+
+def _folder_desk(root: Path, log_bytes: int) -> Path:
+    entry = root / "incidents" / "INC-1"
+    entry.mkdir(parents=True)
+    entry.joinpath("incident.toml").write_text(
+        'title = "t"\nservice = "ledger"\nseverity = "SEV2"\nstatus = "open"\nopened = 2026-11-29T10:00:00Z\n'
+    )
+    with entry.joinpath("log.txt").open("wb") as log:
+        log.write(b"10:00:00 ledger ERROR x\n")
+        log.truncate(log_bytes)  # sparse: only its size matters here
+    return root
+
+
+@pytest.mark.parametrize(("log_bytes", "started"), [(search_processes.HELPED_FROM, True), (1 << 20, False)])
+def test_the_search_stack_starts_helpers_only_for_a_desk_with_a_big_log(
+    make_app: AppFactory, tmp_path: Path, log_bytes: int, started: bool
+) -> None:
+    HELPERS.end_all()
+    app = make_app(data_dir=_folder_desk(tmp_path / "desk", log_bytes), search_processes=2)
+    app.load_search_stack()
+    assert bool(HELPERS.pids()) is started
+    off = make_app(data_dir=tmp_path / "desk", search_processes=0)
+    HELPERS.end_all()
+    off.load_search_stack()
+    assert HELPERS.pids() == [], "search_processes = 0 starts none"
