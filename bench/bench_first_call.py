@@ -39,13 +39,14 @@ def warm(log: Path) -> None:
     subprocess.run(["cat", str(log)], stdout=subprocess.DEVNULL, check=True)
 
 
-def desk_params(desk: Path, tmp: Path) -> StdioServerParameters:
+def desk_params(desk: Path, tmp: Path, **settings: str) -> StdioServerParameters:
     env = {k: v for k, v in os.environ.items() if not k.startswith("INCIDENT_DESK_")}
     env.update(
         INCIDENT_DESK_AUDIT_DB=str(tmp / "audit.sqlite3"),
         INCIDENT_DESK_DATA_DIR=str(desk),
         INCIDENT_DESK_LOG_LEVEL="warning",
         PYTHON_KEYRING_BACKEND="keyring.backends.null.Keyring",
+        **settings,
     )
     return StdioServerParameters(command=sys.executable, args=["-m", "incident_desk"], cwd=str(ROOT), env=env)
 
@@ -66,21 +67,19 @@ async def main(rounds: int, directory: str | None, mebibytes: int) -> None:
         desk, lines = bench_search.make_desk(tmp)
         log = desk / "incidents" / bench_search.INCIDENT / "log.txt"
         warm(log)
-        params = desk_params(desk, tmp)
+        helped, alone = desk_params(desk, tmp), desk_params(desk, tmp, INCIDENT_DESK_SEARCH_PROCESSES="0")
         print(f"log {log.stat().st_size / 2**20:,.0f} MiB, {lines:,} lines; {os.cpu_count()} cores; {rounds} rounds")
         rows: dict[str, list[tuple[float, float, float]]] = {}
         for _ in range(rounds):
-            for label, pattern, limit, rg_args, settle in (
-                ("first 50 of ERROR", "ERROR", 50, ("-n", "-m", "50", "ERROR"), 0.0),
-                (
-                    f"first 50 of ERROR, {SETTLE_SECONDS:.0f} s after",
-                    "ERROR",
-                    50,
-                    ("-n", "-m", "50", "ERROR"),
-                    SETTLE_SECONDS,
-                ),
-                ("whole-file search", MISSING, 1000, ("-n", MISSING), 0.0),
-                (f"whole-file search, {SETTLE_SECONDS:.0f} s after", MISSING, 1000, ("-n", MISSING), SETTLE_SECONDS),
+            later = f", {SETTLE_SECONDS:.0f} s after"
+            first_50 = ("ERROR", 50, ("-n", "-m", "50", "ERROR"))
+            whole = (MISSING, 1000, ("-n", MISSING))
+            for label, params, (pattern, limit, rg_args), settle in (
+                ("first 50 of ERROR", helped, first_50, 0.0),
+                ("first 50 of ERROR" + later, helped, first_50, SETTLE_SECONDS),
+                ("whole-file search", helped, whole, 0.0),
+                ("whole-file search" + later, helped, whole, SETTLE_SECONDS),
+                ("the same, search_processes = 0", alone, whole, SETTLE_SECONDS),
             ):
                 before = load()
                 rg = bench_search.rg_run(*rg_args, str(log))[0]

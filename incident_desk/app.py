@@ -9,7 +9,6 @@ sources' own threads and never fills the default pool the stdio transport reads 
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
 import threading
@@ -56,7 +55,6 @@ if TYPE_CHECKING:
     from incident_desk.core.search.paging import TailWindow
     from incident_desk.core.sources.changes import ChangeRead
 
-_BIG_LOG_LOOKS = 1_000  # folder incidents whose log size the search stack's loading looks at
 logger = structlog.get_logger(__name__)
 # How to add the PostgreSQL journal's driver to an install made without it.
 POSTGRES_INSTALL = 'pip install "incident-desk[postgres]" or uv tool install "incident-desk[postgres]"'
@@ -143,25 +141,6 @@ class DeskApp:
                 pattern = compile_pattern(text, ignore_case=ignore_case, mask=MASK)
                 engine.search(log, pattern, limit=50, redaction=self.redaction, processes=0)
         self.redactor("warm: Authorization: Bearer abc.def.ghi")
-        self._start_helpers_for_big_logs()
-
-    def _start_helpers_for_big_logs(self) -> None:
-        """Start the search's helper processes now, before any call, when a folder incident's log is big enough
-        for a search to want them (``HELPED_FROM``): the first search of it then reads on both cores, and no call
-        waits while they load. A desk without such a log starts none until a search finds one."""
-        from incident_desk.core.helper_pool import HELPERS, default_processes
-        from incident_desk.core.incidents import LOG_FILE
-        from incident_desk.core.search.processes import HELPED_FROM
-
-        configured = self.settings.search_processes
-        processes = default_processes() if configured is None else configured
-        if not processes:
-            return
-        for incident_id in sorted(self.sources.data.listing().incidents)[:_BIG_LOG_LOOKS]:
-            with contextlib.suppress(OSError):
-                if (self.data_root / "incidents" / incident_id / LOG_FILE).stat().st_size >= HELPED_FROM:
-                    HELPERS.start(processes)
-                    return
 
     @property
     def redaction(self) -> Redaction | None:

@@ -230,6 +230,29 @@ def test_a_first_big_search_does_not_wait_for_helpers_to_start(tmp_path: Path, s
     assert _all(log, "needle-xyz", processes=2) == first and stretches
 
 
+def test_a_first_big_search_that_ends_early_starts_no_helper(tmp_path: Path) -> None:
+    """The first 50 of a common pattern end in the log's first stretch: starting helpers would only take a core
+    from it; and a long first search starts them only once it has its answer."""
+    HELPERS.end_all()
+    log = _log(tmp_path, 20_000, {500: b"10:02:00 ledger ERROR needle-xyz"})
+    early = search(log, compile_pattern("ERROR"), limit=5, processes=2, sizes=SIZES)
+    assert len(early.matches) == 5 and early.next_cursor is not None
+    assert HELPERS.pids() == [], "a search that ended in its first stretch started helpers"
+    started: list[list[int]] = []
+    real_read = search_processes.helped_scan
+
+    def watched(*args: Any, **kwargs: Any) -> bool:
+        wanted = real_read(*args, **kwargs)
+        started.append(HELPERS.pids())  # what runs while this search still reads
+        return wanted
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("incident_desk.core.search.engine.helped_scan", watched)
+        _all(log, "needle-xyz", processes=2)
+    assert started and started[0] == [], "helpers started while the search that needed them read"
+    assert HELPERS.pids(), "started once it had its answer"
+
+
 def _result(shown: Any) -> tuple[list[Any], Any]:
     view = shown.structured_content or {}
     assert not shown.is_error and view["stopped"] == "end of log", shown
@@ -332,29 +355,3 @@ async def test_over_stdio_helpers_search_a_big_log_and_end_with_the_desk(
     assert [match["number"] for match in _result(shown)[0]] == [last_line]
     assert len(helpers) == 2
     assert wait_until_gone([desk, *helpers]), "the helpers ended with the desk"
-
-
-def _folder_desk(root: Path, log_bytes: int) -> Path:
-    entry = root / "incidents" / "INC-1"
-    entry.mkdir(parents=True)
-    entry.joinpath("incident.toml").write_text(
-        'title = "t"\nservice = "ledger"\nseverity = "SEV2"\nstatus = "open"\nopened = 2026-11-29T10:00:00Z\n'
-    )
-    with entry.joinpath("log.txt").open("wb") as log:
-        log.write(b"10:00:00 ledger ERROR x\n")
-        log.truncate(log_bytes)  # sparse: only its size matters here
-    return root
-
-
-@pytest.mark.parametrize(("log_bytes", "started"), [(search_processes.HELPED_FROM, True), (1 << 20, False)])
-def test_the_search_stack_starts_helpers_only_for_a_desk_with_a_big_log(
-    make_app: AppFactory, tmp_path: Path, log_bytes: int, started: bool
-) -> None:
-    HELPERS.end_all()
-    app = make_app(data_dir=_folder_desk(tmp_path / "desk", log_bytes), search_processes=2)
-    app.load_search_stack()
-    assert bool(HELPERS.pids()) is started
-    off = make_app(data_dir=tmp_path / "desk", search_processes=0)
-    HELPERS.end_all()
-    off.load_search_stack()
-    assert HELPERS.pids() == [], "search_processes = 0 starts none"
