@@ -14,7 +14,7 @@ from mcp.server.mcpserver import MCPServer
 
 from incident_desk.cli import reference_docs
 from incident_desk.features import tool_catalog
-from incident_desk.protocol import tool_kinds
+from incident_desk.protocol import library_hooks
 from incident_desk.protocol.tool_schemas import TOOLS_LIST_BOUND, compact_size, lean_input_schema, tools_list_weight
 from tests.helpers import connect
 
@@ -104,7 +104,7 @@ async def test_lean_input_schemas_take_exactly_the_arguments_the_full_ones_do(
     make_server: Callable[..., MCPServer], era: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     lean = {tool["name"]: tool["inputSchema"] for tool in (await _listing(make_server(), era))["tools"]}
-    monkeypatch.setattr(tool_kinds, "sdk_publish_tool_schemas", lambda *_: False)  # the SDK's own schemas
+    monkeypatch.setattr(library_hooks, "sdk_publish_tool_schemas", lambda *_: False)  # the SDK's own schemas
     full = {tool["name"]: tool["inputSchema"] for tool in (await _listing(make_server(), era))["tools"]}
     assert sorted(full) == sorted(lean)
     for name in full:
