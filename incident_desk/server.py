@@ -122,6 +122,7 @@ def register_listed_features(server: MCPServer, app: DeskApp) -> None:
     from incident_desk.features import (
         approved_acts,
         incident_acts,
+        investigate,
         memory,
         metrics,
         prompts,
@@ -143,6 +144,7 @@ def register_listed_features(server: MCPServer, app: DeskApp) -> None:
         incident_acts,
         approved_acts,
         memory,
+        investigate,
     ):
         feature.register(server, app)
     for name in _tools_off(app):

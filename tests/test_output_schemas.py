@@ -89,6 +89,7 @@ async def _check_every_tool(tmp_path: Path, make_server: Callable[..., MCPServer
     server = make_server(data_dir=_desk(tmp_path / "desk"), services=metrics)
     calls: list[tuple[str, dict[str, Any]]] = [
         ("list_incidents", {}),
+        ("investigate_incident", {"incidentId": "INC-3"}),
         ("list_incidents", {"status": "all"}),
         *[("read_incident_log", {"incidentId": incident_id, "limit": 1}) for incident_id in OPENED_SHAPES],
         ("search_incident_log", {"incidentId": "INC-3", "pattern": "ERROR"}),
