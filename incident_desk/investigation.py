@@ -44,11 +44,11 @@ class Investigation:
     findings: list[evidence.Finding] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
 
-    def report(self, budget_tokens: int = DEFAULT_BUDGET_TOKENS) -> Report:
+    def report(self, budget_tokens: int = DEFAULT_BUDGET_TOKENS, hidden: frozenset[str] = frozenset()) -> Report:
         incident = self.incident
         head = [f"{incident.id} {incident.service}: {incident.title}", f"evidence from {self.covers}"]
         head += [f"unavailable: {problem}" for problem in self.problems]
-        return report(head, self.findings, budget_tokens)
+        return report(head, self.findings, budget_tokens, hidden)
 
 
 def _size(size: int) -> str:
@@ -184,15 +184,30 @@ async def investigate(app: DeskApp, incident_id: str) -> Investigation:
 
 
 def findings_text(investigation: Investigation) -> str:
-    """The best findings as a few lines for a model beside the log window (a summary, a postmortem)."""
-    top = ranked(investigation.findings)[:TOP_FINDINGS_FOR_PROMPTS]
-    return Investigation(investigation.incident, investigation.covers, top).report(_SUMMARY_BUDGET_TOKENS).text
+    """The best findings as a few lines for a model beside the log window (a summary, a postmortem), without
+    cursors and without past incidents (the same text every time for the same log and neighbours; the prompts
+    ask for an account of this incident's log)."""
+    about_this_incident = [f for f in investigation.findings if f.kind != evidence.SIMILAR_INCIDENT]
+    top = Investigation(
+        investigation.incident, investigation.covers, ranked(about_this_incident)[:TOP_FINDINGS_FOR_PROMPTS]
+    )
+    return top.report(_SUMMARY_BUDGET_TOKENS, frozenset({"cursor"})).text
+
+
+def after_log(log: str, findings: str) -> str:
+    """``log`` as it is, then ``findings`` after one blank line (nothing when there are none)."""
+    if not findings:
+        return log
+    return log + ("\n" if log.endswith("\n") else "\n\n") + findings
+
+
+FINDINGS_HEADING = "Findings of investigate_incident (ranked, no model):"
 
 
 async def findings_for_prompt(app: DeskApp, incident_id: str) -> str:
-    """``findings_text`` of the incident, or empty when it cannot be investigated (the log's own failure is
-    the caller's to report)."""
+    """``FINDINGS_HEADING`` and ``findings_text`` of the incident, or empty when it cannot be investigated (the
+    log's own failure is the caller's to report)."""
     try:
-        return findings_text(await investigate(app, incident_id))
+        return f"{FINDINGS_HEADING}\n{findings_text(await investigate(app, incident_id))}"
     except IncidentDeskError:
         return ""

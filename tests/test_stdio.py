@@ -14,7 +14,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import TextContent
 
 from incident_desk.features.prompts import SAVE_SENTENCE
-from tests.helpers import ROOT, SAMPLE_1043_LOG, child_env, text_of
+from tests.helpers import ROOT, SAMPLE_1043_FINDINGS, SAMPLE_1043_LOG, child_env, text_of
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 
@@ -47,10 +47,16 @@ async def test_transcripts_over_stdio(tmp_path: Path, mode: str) -> None:
     prompt_content = prompt.messages[0].content
     assert isinstance(prompt_content, TextContent)
     saving = "\n\n" + SAVE_SENTENCE.format(id="INC-1043")
-    assert prompt_content.text.endswith("Use only the log below.\n\n" + SAMPLE_1043_LOG + saving)
+    findings = "\n\n" + SAMPLE_1043_FINDINGS
+    assert prompt_content.text.endswith("Use only the log below.\n\n" + SAMPLE_1043_LOG + findings + saving)
     assert "summarize_incident" in tools and "restart_service" in tools
     # A client with neither capability gets transcript 06.
-    assert text_of(summary) == "SAMPLING_UNAVAILABLE -- client has no model to lend. Raw log:\n" + SAMPLE_1043_LOG
+    assert text_of(summary) == (
+        "SAMPLING_UNAVAILABLE -- client has no model to lend. Raw log:\n"
+        + SAMPLE_1043_LOG
+        + "\n"
+        + SAMPLE_1043_FINDINGS
+    )
     assert text_of(restart) == (
         "ELICITATION_UNAVAILABLE -- refusing to restart payments-api without an approval channel"
     )

@@ -12,7 +12,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import PromptReference, ResourceTemplateReference, TextContent
 
 from incident_desk.features.prompts import SAVE_SENTENCE
-from tests.helpers import SAMPLE_1043_LOG, connect, text_of
+from tests.helpers import SAMPLE_1043_FINDINGS, SAMPLE_1043_LOG, connect, text_of
 
 pytestmark = pytest.mark.anyio
 
@@ -23,6 +23,7 @@ EXPECTED_TOOLS = [
     "get_audit_log",
     "get_incident_activity",
     "get_runbook",
+    "investigate_incident",
     "list_incidents",
     "list_service_actions",
     "query_incident_metrics",
@@ -116,7 +117,12 @@ async def test_postmortem_prompt_reproduces_transcript_03(make_server: Callable[
     assert isinstance(message.content, TextContent)
     assert message.content.text == (
         "Write a blameless postmortem for the on-call manager. Sections: impact, timeline, root cause, "
-        "follow-ups. Use only the log below.\n\n" + SAMPLE_1043_LOG + "\n\n" + SAVE_SENTENCE.format(id="INC-1043")
+        "follow-ups. Use only the log below.\n\n"
+        + SAMPLE_1043_LOG
+        + "\n\n"
+        + SAMPLE_1043_FINDINGS
+        + "\n\n"
+        + SAVE_SENTENCE.format(id="INC-1043")
     )
     default_content = default.messages[0].content
     assert isinstance(default_content, TextContent)
@@ -167,6 +173,7 @@ async def test_tools_are_listed_with_annotations(make_server: Callable[..., MCPS
         "summarize_incident",
         "query_incident_metrics",
         "find_similar_incidents",
+        "investigate_incident",
     ):
         annotations = tools[name].annotations
         assert annotations is not None, name

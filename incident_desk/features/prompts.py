@@ -9,6 +9,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 from pydantic import Field
 
+from incident_desk import investigation
 from incident_desk.app import DeskApp
 from incident_desk.core.incidents import LogUnavailable, UnknownIncident
 from incident_desk.core.journal.activity import MAX_ACTIVITY_EVENTS, describe
@@ -23,7 +24,9 @@ SAVE_SENTENCE = (
 )
 
 
-def postmortem_text(audience: str | None, log: str, activity: str = "", save_as: str | None = None) -> str:
+def postmortem_text(
+    audience: str | None, log: str, activity: str = "", save_as: str | None = None, findings: str = ""
+) -> str:
     """The prompt, worded exactly as clients and tests expect; when the desk journalled acts on the incident,
     its activity log follows the log; when the desk serves ``save_postmortem``, a last sentence says the result
     can be saved as ``save_as``."""
@@ -32,6 +35,8 @@ def postmortem_text(audience: str | None, log: str, activity: str = "", save_as:
         f"Write a blameless postmortem for {who}. Sections: impact, timeline, root cause, follow-ups. "
         f"Use only the log below.\n\n{log}"
     )
+    if findings:  # the desk's ranked evidence, drawn from the same log
+        text += f"\n\n{findings}"
     if activity:
         text += f"\n\nWhat the on-call desk journalled for this incident (who did what, UTC):\n{activity}"
     if save_as is not None:
@@ -59,4 +64,5 @@ def register(server: MCPServer, app: DeskApp) -> None:
             activity = f"(the desk's activity log cannot be read: {exc})"
         # Offered only when this desk serves the tool (its operator may have turned it off).
         can_save = any(tool.name == "save_postmortem" for tool in await server.list_tools())
-        return postmortem_text(audience, log, activity, incidentId if can_save else None)
+        findings = await investigation.findings_for_prompt(app, incidentId)
+        return postmortem_text(audience, log, activity, incidentId if can_save else None, findings)

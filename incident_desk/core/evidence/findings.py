@@ -94,10 +94,11 @@ def pattern_findings(
     found: list[Finding] = []
     for score, _recent, _first, template, new in ranked[:MAX_PATTERNS]:
         sample, when = _sample(handle, template.first_offset, anchor, redactor)
+        pattern = redactor(template.text)  # a secret without a digit in it is not masked
         first, last = template.first_line + 1, template.last_line + 1
         trend = "new" if new else f"{template.baseline} in baseline, {template.recent} after" if baseline_lines else ""
         kind = template.level if template.level != "other" else "line"
-        summary = f"{kind} x{template.count}" + (f" ({trend})" if trend else "") + f": {template.text[:160]}"
+        summary = f"{kind} x{template.count}" + (f" ({trend})" if trend else "") + f": {pattern[:160]}"
         found.append(
             Finding(
                 LOG_PATTERN,
@@ -105,7 +106,7 @@ def pattern_findings(
                 summary,
                 {"lines": f"{first}-{last}", "cursor": cursor(first, template.first_offset)},
                 {
-                    "pattern": template.text,
+                    "pattern": pattern,
                     "count": template.count,
                     "first_line": first,
                     "last_line": last,

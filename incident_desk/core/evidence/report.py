@@ -18,8 +18,8 @@ class Report:
     dropped: int
 
 
-def _line(rank: int, finding: Finding) -> str:
-    where = "; ".join(f"{key} {value}" for key, value in finding.provenance.items())
+def _line(rank: int, finding: Finding, hidden: frozenset[str]) -> str:
+    where = "; ".join(f"{key} {value}" for key, value in finding.provenance.items() if key not in hidden)
     return f"{rank}. [{finding.kind} {finding.score:.2f}] {finding.summary} ({where})"
 
 
@@ -32,14 +32,17 @@ def _dropped_line(dropped: int) -> str:
     return f"({dropped} lower-ranked finding{'s' if dropped != 1 else ''} dropped to fit the budget)"
 
 
-def report(head: Sequence[str], findings: Sequence[Finding], budget_tokens: int) -> Report:
-    """The text (``head`` lines, then one line per finding) in at most ``budget_tokens * 4`` bytes."""
+def report(
+    head: Sequence[str], findings: Sequence[Finding], budget_tokens: int, hidden: frozenset[str] = frozenset()
+) -> Report:
+    """The text (``head`` lines, then one line per finding) in at most ``budget_tokens * 4`` bytes; provenance
+    keys in ``hidden`` are left out of the text (a cursor means nothing to a model that cannot page)."""
     limit = budget_tokens * BYTES_PER_TOKEN
     order = ranked(findings)
     lines = [*head]
     kept: list[Finding] = []
     for finding in order:
-        line = _line(len(kept) + 1, finding)
+        line = _line(len(kept) + 1, finding, hidden)
         dropped_after = len(order) - len(kept) - 1
         room = "\n".join([*lines, line] + ([_dropped_line(dropped_after)] if dropped_after else []))
         if len(room.encode()) > limit:
