@@ -27,6 +27,7 @@ SUBCOMMANDS = (
     "doctor",
     "demo",
     "timeline",
+    "investigate",
 )
 
 
@@ -165,6 +166,15 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         _add_settings_flags(timeline)
         timeline.add_argument("incident_id", metavar="ID", help="the incident, e.g. INC-1042")
         timeline.add_argument("--html", type=Path, metavar="FILE", help="write the chart as a self-contained page")
+    if only in (None, "investigate"):
+        investigate = commands.add_parser(
+            "investigate",
+            help="print an incident's ranked evidence",
+            description="Print what investigate_incident finds: new and rising log templates, metric steps, changes "
+            "before the opening, similar past incidents and runbook sections, each with where to check it.",
+        )
+        _add_settings_flags(investigate)
+        investigate.add_argument("incident_id", metavar="ID", help="the incident, e.g. INC-1042")
     return parser
 
 

@@ -163,7 +163,7 @@ def similar_finding(incident_id: str, title: str, resolution: str, score: float,
     fixed = f"fixed: {resolution}" if resolution else "no resolution recorded"
     return Finding(
         SIMILAR_INCIDENT,
-        round(0.55 * (score / best if best else 0.0), 3),
+        round(0.1 + 0.45 * (score / best if best > 0 else 0.0), 3),
         f"{incident_id} {title} -- {fixed}",
         {"incident_id": incident_id, "memory": "find_similar_incidents"},
     )

@@ -1,0 +1,111 @@
+"""investigate_incident through a real MCP client, both eras: on a generated corpus of 20 incidents (steady noise
+with errors that were always there, one injected error template starting shortly before each opening, a deploy just
+before it in a change file, a queue-depth step on a real Prometheus) the injected template ranks first among the
+log patterns and is new, the deploy and the step are found, and the text keeps to its token budget."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from incident_desk.server import build_server
+from tests.evidence_corpus import (
+    DEPLOY_MINUTES_BEFORE,
+    QUEUE_AFTER,
+    QUEUE_BEFORE,
+    STEP_MINUTES_BEFORE,
+    CorpusIncident,
+    queue_history,
+    services,
+    write_corpus,
+)
+from tests.helpers import AppFactory, connect, text_of
+from tests.prometheus import Prometheus, needs_prometheus, openmetrics, running_prometheus
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, list[CorpusIncident]]:
+    root = tmp_path_factory.mktemp("corpus")
+    changes = root / "deploys.jsonl"
+    return root / "desk", changes, write_corpus(root / "desk", changes)
+
+
+@pytest.fixture(scope="module")
+def prometheus(
+    tmp_path_factory: pytest.TempPathFactory, corpus: tuple[Path, Path, list[CorpusIncident]]
+) -> Iterator[Prometheus]:
+    history = openmetrics(queue_history(corpus[2]), {"queue_depth": "gauge"})
+    with running_prometheus(tmp_path_factory.mktemp("prometheus"), history) as server:
+        yield server
+
+
+def _by_kind(evidence: dict[str, Any], kind: str) -> list[dict[str, Any]]:
+    return [f for f in evidence["findings"] if f["kind"] == kind]
+
+
+@needs_prometheus
+async def test_the_injected_template_the_deploy_and_the_step_are_found_across_the_corpus(
+    corpus: tuple[Path, Path, list[CorpusIncident]], prometheus: Prometheus, make_app: AppFactory, era: str
+) -> None:
+    root, changes, incidents = corpus
+    app = make_app(
+        data_dir=root,
+        services=services(incidents, prometheus.url),
+        change_sources=[{"kind": "files", "name": "deploys", "paths": [str(changes)]}],
+    )
+    first_and_new = 0
+    async with connect(build_server(app), era) as client:
+        for incident in incidents:
+            result = await client.call_tool("investigate_incident", {"incidentId": incident.id})
+            assert not result.is_error, text_of(result)
+            evidence = result.structured_content
+            assert evidence is not None and evidence["incident_id"] == incident.id
+            assert evidence["covers"].startswith("the whole log")
+            text = text_of(result)
+            assert len(text.encode()) <= 1500 * 4
+            patterns = _by_kind(evidence, "log_pattern")
+            top = patterns[0]
+            if top["first_line"] == incident.first_injected_line and top["new"]:
+                first_and_new += 1
+                assert "ERROR" in top["pattern"] and top["sample"].endswith(incident.injected.split(" ", 1)[1])
+                assert top["provenance"]["cursor"].startswith(f"L{incident.first_injected_line}@")
+            assert not any(p["new"] for p in patterns[1:] if "ERROR" in p["pattern"]), "the old errors are not new"
+            (deploy, *older) = _by_kind(evidence, "change")
+            assert deploy["provenance"]["record"] == incident.deploy
+            assert deploy["provenance"]["source"] == "deploys"
+            assert deploy["summary"].startswith(f"{DEPLOY_MINUTES_BEFORE} min before opening")
+            assert all("rollback" not in c["summary"] for c in older), "a change after the opening is not a cause"
+            (step,) = _by_kind(evidence, "metric_change")
+            assert step["provenance"]["query"] == f'queue_depth{{job="{incident.service}"}}'
+            step_at = datetime.fromisoformat(step["provenance"]["step_at"])
+            assert abs(step_at - (incident.opened - timedelta(minutes=STEP_MINUTES_BEFORE))) <= timedelta(minutes=1)
+            assert abs(step["before"] - QUEUE_BEFORE) < 2 and abs(step["after"] - QUEUE_AFTER) < 2
+            assert "[log_pattern 1.00] error x" in text.splitlines()[2]
+    assert first_and_new >= 0.9 * len(incidents), f"injected template first and new in {first_and_new} of 20"
+
+
+async def test_the_text_keeps_to_the_budget_and_says_how_many_were_dropped(
+    corpus: tuple[Path, Path, list[CorpusIncident]], make_app: AppFactory, era: str
+) -> None:
+    root, changes, incidents = corpus
+    app = make_app(data_dir=root, change_sources=[{"kind": "files", "name": "deploys", "paths": [str(changes)]}])
+    async with connect(build_server(app), era) as client:
+        roomy = await client.call_tool("investigate_incident", {"incidentId": incidents[0].id})
+        tight = await client.call_tool("investigate_incident", {"incidentId": incidents[0].id, "budgetTokens": 150})
+        too_small = await client.call_tool("investigate_incident", {"incidentId": incidents[0].id, "budgetTokens": 5})
+        unknown = await client.call_tool("investigate_incident", {"incidentId": "INC-9999"})
+    full, cut = roomy.structured_content, tight.structured_content
+    assert full is not None and cut is not None
+    assert full["dropped"] == 0
+    assert len(text_of(tight).encode()) <= 150 * 4
+    assert cut["dropped"] > 0 and len(cut["findings"]) + cut["dropped"] == len(full["findings"])
+    assert cut["findings"] == full["findings"][: len(cut["findings"])], "the lowest-ranked go first"
+    assert text_of(tight).endswith(f"({cut['dropped']} lower-ranked findings dropped to fit the budget)")
+    assert too_small.is_error and "budgetTokens must be at least 100" in text_of(too_small)
+    assert unknown.is_error and text_of(unknown) == "No such incident: INC-9999"
