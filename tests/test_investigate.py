@@ -5,6 +5,7 @@ log patterns and is new, the deploy and the step are found, and the text keeps t
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -12,7 +13,10 @@ from typing import Any
 
 import pytest
 
+from incident_desk.cli import main as cli
 from incident_desk.server import build_server
+from tests.evidence_big_log import OPENED as BIG_OPENED
+from tests.evidence_big_log import write_big_log
 from tests.evidence_corpus import (
     DEPLOY_MINUTES_BEFORE,
     QUEUE_AFTER,
@@ -23,7 +27,7 @@ from tests.evidence_corpus import (
     services,
     write_corpus,
 )
-from tests.helpers import AppFactory, connect, text_of
+from tests.helpers import AppFactory, connect, pinging, text_of
 from tests.prometheus import Prometheus, needs_prometheus, openmetrics, running_prometheus
 
 pytestmark = pytest.mark.anyio
@@ -109,3 +113,81 @@ async def test_the_text_keeps_to_the_budget_and_says_how_many_were_dropped(
     assert text_of(tight).endswith(f"({cut['dropped']} lower-ranked findings dropped to fit the budget)")
     assert too_small.is_error and "budgetTokens must be at least 100" in text_of(too_small)
     assert unknown.is_error and text_of(unknown) == "No such incident: INC-9999"
+
+
+def test_incident_desk_investigate_prints_the_findings(
+    corpus: tuple[Path, Path, list[CorpusIncident]], capsys: pytest.CaptureFixture[str]
+) -> None:
+    root, _changes, incidents = corpus
+    incident = incidents[0]
+    assert cli.main(["investigate", incident.id, "--data-dir", str(root)]) == 0
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[0] == f"{incident.id} {incident.service}: {incident.service} failing"
+    assert printed[1].startswith("evidence from the whole log")
+    assert (
+        printed[2].startswith("1. [log_pattern 1.00] error x")
+        and f"lines {incident.first_injected_line}-" in printed[2]
+    )
+    assert "cursor L" in printed[2]
+    assert cli.main(["investigate", "INC-404", "--data-dir", str(root)]) == 1
+    assert capsys.readouterr().err.strip() == "incident-desk: No such incident: INC-404"
+
+
+BIG_LOG_BYTES = 256 * 1024 * 1024
+PING_WITHIN = 0.5
+# Past the time budget: the sample lines read after the pass, and one chunk or stretch under way when it ended.
+BUDGET_SLACK_SECONDS = 4.0
+
+
+@pytest.fixture(scope="module")
+def big_desk(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("big") / "desk"
+    entry = root / "incidents" / "INC-BIG"
+    entry.mkdir(parents=True)
+    (entry / "incident.toml").write_text(
+        f'title="ledger refusing"\nservice="payments-api"\nseverity="SEV1"\nstatus="open"\n'
+        f"opened={BIG_OPENED.isoformat().replace('+00:00', 'Z')}\n",
+        encoding="utf-8",
+    )
+    write_big_log(entry / "log.txt", BIG_LOG_BYTES)
+    return root
+
+
+@pytest.mark.slow
+async def test_a_256_mb_log_answers_within_the_default_budget_while_pings_answer(
+    big_desk: Path, make_app: AppFactory, era: str
+) -> None:
+    app = make_app(data_dir=big_desk)
+    budget = app.settings.search_time_budget_seconds
+    size = f"{(big_desk / 'incidents' / 'INC-BIG' / 'log.txt').stat().st_size / 1e6:.1f} MB"
+    async with connect(build_server(app), era) as client:
+        await client.call_tool("list_incidents", {})
+        # Something trivial: a ping where the era has one, else the tool list.
+        ask = client.send_ping if era == "legacy" else client.list_tools
+        async with pinging(client, asks=(ask,)) as latencies:
+            began = time.perf_counter()
+            result = await client.call_tool("investigate_incident", {"incidentId": "INC-BIG"})
+            elapsed = time.perf_counter() - began
+            again = await client.call_tool("investigate_incident", {"incidentId": "INC-BIG"})
+    assert not result.is_error, text_of(result)
+    evidence, later = result.structured_content, again.structured_content
+    assert evidence is not None and later is not None
+    covers = evidence["covers"]
+    whole = covers.startswith(f"the whole log ({size}")
+    assert whole or (
+        covers.startswith("the first ")
+        and f"of {size} (" in covers
+        and "stopped at the time budget; call again" in covers
+    ), covers
+    if not whole:  # the next call reads on from where this one stopped
+        assert _read_megabytes(later["covers"]) > _read_megabytes(covers) or later["covers"].startswith("the whole")
+    assert elapsed < budget + BUDGET_SLACK_SECONDS, f"{elapsed:.1f} s for a {budget} s budget"
+    assert latencies and max(latencies) < PING_WITHIN, f"slowest ping {max(latencies):.3f} s"
+    assert len(text_of(result).encode()) <= 1500 * 4
+    assert _by_kind(evidence, "log_pattern"), "what was read is grouped into templates"
+
+
+def _read_megabytes(covers: str) -> float:
+    """The MB a partial pass read, from its ``covers``: ``the first 4.2 MB of ...``."""
+    number, unit = covers.removeprefix("the first ").split(" ")[:2]
+    return float(number) * {"GB": 1000.0, "MB": 1.0, "kB": 0.001}[unit]

@@ -111,7 +111,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
         skipped.append(f"sampling: {sampled.reason}")
         await _skipped(ctx, app, incidentId, "sampling", sampled.reason)
 
-        # The sampling question stays the seed's; the desk's own model and the raw log get the evidence too.
+        # The sampling question stays as it always was; the desk's own model and the raw log get the evidence too.
         findings = await investigation.findings_for_prompt(app, incidentId)
         answer = await _from_provider(app, log_text, findings)
         if isinstance(answer, provider.ProviderAnswer):

@@ -51,9 +51,11 @@ def mask_lines(chunk: bytes) -> bytes:
     if chunk.find(b'"') >= 0:
         quote = (classes & _QUOTE).view(np.bool_)
         quotes = np.cumsum(quote, dtype=np.int32)
-        at_line_start = np.maximum.accumulate(np.where(data == 0x0A, quotes, 0))
-        inside = ((quotes - at_line_start) & 1).astype(np.bool_)
-        masked |= inside & ~quote & (data != 0x0A)
+        newline = data == 0x0A
+        if np.any(quotes[newline] & 1):  # a line with an odd count: count each line's quotes from its start
+            quotes -= np.maximum.accumulate(np.where(newline, quotes, 0))
+        inside = (quotes & 1).astype(np.bool_)
+        masked |= inside & ~quote & ~newline
     run_start = masked.copy()
     run_start[1:] &= ~masked[:-1]
     keep = ~masked

@@ -6,7 +6,7 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-CHUNK_BYTES = 4 * 1024 * 1024
+CHUNK_BYTES = 1024 * 1024  # some 10 ms of masking: the budget is looked at this often
 MAX_LINE_BYTES = 4 * 1024 * 1024  # a longer line is passed over as one line without a template
 
 

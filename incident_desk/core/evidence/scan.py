@@ -18,18 +18,14 @@ import structlog
 
 from incident_desk.core.evidence.reading import CHUNK_BYTES, pieces, pread_from
 from incident_desk.core.evidence.tally import Boundary, Tally, tally_chunk
-from incident_desk.core.helper_pool import (
-    HELPERS,
-    PRELOADED,
-    STRETCH_BYTES,
-    default_processes,
-    helped_stretches,
-    line_start_at,
-)
+from incident_desk.core.helper_pool import HELPERS, PRELOADED, default_processes, helped_stretches, line_start_at
 from incident_desk.core.scan_budget import SCAN_BUDGET_BYTES, ScanBudget, StopReason
 
 PRELOADED.append(__name__)  # a helper loads this module before it says it is ready
 _log = structlog.get_logger(__name__)
+# A helper's share at a time: masking costs some ten times the timeline's counting a byte, so a stretch is an
+# eighth of the timeline's, and a pass that stops leaves its helpers as little stale work.
+STRETCH_BYTES = 4 * 1024 * 1024
 _CHECK_BYTES = 256  # bytes before a resume point that must be unchanged for the tally up to it to hold
 
 
