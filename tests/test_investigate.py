@@ -191,3 +191,42 @@ def _read_megabytes(covers: str) -> float:
     """The MB a partial pass read, from its ``covers``: ``the first 4.2 MB of ...``."""
     number, unit = covers.removeprefix("the first ").split(" ")[:2]
     return float(number) * {"GB": 1000.0, "MB": 1.0, "kB": 0.001}[unit]
+
+
+async def test_a_log_that_cannot_be_read_and_neighbours_that_fail_are_named_and_the_rest_answers(
+    tmp_path: Path, make_app: AppFactory, era: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "desk"
+    entry = root / "incidents" / "INC-1"
+    entry.mkdir(parents=True)
+    (entry / "incident.toml").write_text(
+        'title="gone"\nservice="payments-api"\nseverity="SEV2"\nstatus="open"\nopened=2026-11-29T10:00:00Z\n'
+    )
+    (entry / "log.txt").write_text("10:00:00 payments-api ERROR boom\n")
+    deploys = tmp_path / "deploys.jsonl"
+    deploys.write_text('{"time": "2026-11-29T09:58:00Z", "service": "payments-api", "summary": "deploy v9"}\n')
+    app = make_app(
+        data_dir=root,
+        services={"payments-api": {"metrics": {"prometheus": "http://127.0.0.1:9", "queries": {"up": "up"}}}},
+        change_sources=[
+            {"kind": "files", "name": "deploys", "paths": [str(deploys)]},
+            {"kind": "files", "name": "missing", "paths": [str(tmp_path / "nope.jsonl")]},
+        ],
+    )
+
+    def unreadable(*args: object, **kwargs: object) -> None:
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr("incident_desk.core.evidence.cache.TemplateCache.scan_templates", unreadable)
+    async with connect(build_server(app), era) as client:
+        result = await client.call_tool("investigate_incident", {"incidentId": "INC-1"})
+    assert not result.is_error, text_of(result)
+    evidence = result.structured_content
+    assert evidence is not None
+    assert evidence["covers"] == "no log lines (the log is unavailable)"
+    text = text_of(result)
+    assert "unavailable: Log of INC-1 cannot be read: Permission denied" in text
+    assert "unavailable: prometheus for payments-api at http://127.0.0.1:9 " in text
+    assert "unavailable: change source 'missing': cannot open " in text
+    assert [f["provenance"]["record"] for f in _by_kind(evidence, "change")] == ["deploy v9"]
+    assert not _by_kind(evidence, "log_pattern") and not _by_kind(evidence, "metric_change")
