@@ -24,14 +24,15 @@ def _np() -> Any:
 
 
 @functools.cache
-def _classes() -> Any:
-    np = _np()
-    table = np.zeros(256, dtype=np.uint8)
+def _classes() -> bytes:
+    """Each byte's classes, as a ``bytes.translate`` table (a C pass, far faster than an array lookup)."""
+    table = bytearray(256)
     for byte in DELIMITERS:
         table[byte] |= _DELIMITER
-    table[0x30:0x3A] |= _DIGIT
+    for byte in range(0x30, 0x3A):
+        table[byte] |= _DIGIT
     table[0x22] |= _QUOTE
-    return table
+    return bytes(table)
 
 
 def mask_lines(chunk: bytes) -> bytes:
@@ -41,9 +42,9 @@ def mask_lines(chunk: bytes) -> bytes:
     if not chunk:
         return b""
     data = np.frombuffer(chunk, dtype=np.uint8)
-    classes = _classes().take(data)
+    classes = np.frombuffer(chunk.translate(_classes()), dtype=np.uint8)
     delimiter = (classes & _DELIMITER).view(np.bool_)
-    token = np.cumsum(delimiter, dtype=np.int32)
+    token = np.cumsum(delimiter, dtype=np.intp)  # intp: ``take`` below converts nothing
     numeric = np.zeros(int(token[-1]) + 1, dtype=np.uint8)
     numeric[token[(classes & _DIGIT).view(np.bool_)]] = 1
     masked = numeric.take(token).view(np.bool_)
