@@ -127,6 +127,18 @@ def baseline_split(raw_lines: list[bytes], boundary: Boundary) -> int:
     return bisect.bisect_left(_Times(raw_lines, boundary.anchor), boundary.baseline_end)
 
 
+def _quick_split(chunk: bytes, lines: int, boundary: Boundary) -> int | None:
+    """``baseline_split`` from the chunk's first and last lines alone, when their times settle it (most chunks lie
+    wholly before or after the baseline's end); None when the lines must be looked at."""
+    last = line_time(chunk[chunk.rfind(b"\n", 0, len(chunk) - 1) + 1 :], boundary.anchor)
+    if last is not None and last < boundary.baseline_end:
+        return lines
+    first = line_time(chunk[: chunk.find(b"\n")], boundary.anchor)
+    if last is not None and first is not None and first >= boundary.baseline_end:
+        return 0
+    return None
+
+
 def _cut(keys: list[bytes]) -> list[bytes]:
     if max(map(len, keys)) <= MAX_KEY_BYTES:
         return keys
@@ -151,7 +163,9 @@ def tally_chunk(chunk: bytes, offset: int, boundary: Boundary, into: Tally) -> N
     if not keys:
         return
     keys = _cut(keys)
-    split = baseline_split(chunk.split(b"\n", len(keys))[: len(keys)], boundary)
+    split = _quick_split(chunk, len(keys), boundary)
+    if split is None:
+        split = baseline_split(chunk.split(b"\n", len(keys))[: len(keys)], boundary)
     counts = Counter(keys) if split == 0 else Counter(keys[split:])
     before = Counter(keys[:split]) if split else Counter()
     firsts = dict(zip(reversed(keys), range(len(keys) - 1, -1, -1), strict=True))
