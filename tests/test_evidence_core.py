@@ -145,3 +145,15 @@ def test_the_text_keeps_to_the_budget_dropping_the_lowest_ranked_first() -> None
     assert answer.findings == findings[: len(answer.findings)] and answer.dropped == 40 - len(answer.findings)
     assert answer.text.endswith(f"({answer.dropped} lower-ranked findings dropped to fit the budget)")
     assert report(["INC-1 svc: title"], findings, 10_000).dropped == 0
+
+
+def test_a_line_too_long_to_hold_is_counted_without_a_template_and_a_pass_resumes_only_at_a_line_start() -> None:
+    from incident_desk.core.evidence import reading
+
+    huge = b"10:55:00 svc ERROR " + b"x" * (reading.MAX_LINE_BYTES + 3 * 1024 * 1024) + b"\n"
+    log = b"10:55:00 svc INFO before\n" + huge + b"10:55:01 svc INFO after\n"
+    scan = scan_templates(io.BytesIO(log), BOUNDARY, processes=0, byte_budget=2 << 20, chunk_bytes=1024 * 1024)
+    assert scan.stopped == "byte budget" and scan.resume is not None
+    assert log[scan.resume.offset - 1 : scan.resume.offset] == b"\n", "the resume point is a line start"
+    whole = scan_templates(io.BytesIO(log), BOUNDARY, processes=0, chunk_bytes=1024 * 1024)
+    assert (whole.tally.lines, whole.skipped_lines, len(whole.tally.table)) == (3, 1, 2)  # before, after

@@ -137,6 +137,8 @@ class _Pass:
                 self.skipped += piece.lines
                 self.tally.lines += piece.lines
                 self.at = piece.offset + piece.skipped
+                if not piece.lines:
+                    continue  # inside an overlong line: stop only at a line start, where a later pass can resume
             self.stopped = self.out_of_budget()
             if self.stopped is not None or until():
                 return
@@ -194,6 +196,6 @@ def scan_templates(
         run.stopped = run.out_of_budget()
         if run.stopped is None:
             run.read_here(lambda: False, chunk_bytes)
-    stopped: StopReason = "end of log" if run.at >= total else (run.stopped or "time budget")
+    stopped: StopReason = run.stopped if run.stopped is not None and run.at < total else "end of log"
     kept = Resume(run.at, boundary.baseline_end, run.tally, run.skipped, _digest(handle, run.at))
     return TemplateScan(run.tally, run.at, total, stopped, run.skipped, kept)
