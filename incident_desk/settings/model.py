@@ -28,7 +28,7 @@ from incident_desk.core.sources.config import IncidentSourceConfig, LogSourceCon
 from incident_desk.core.sources.spool import DEFAULT_MAX_BYTES as DEFAULT_SPOOL_BYTES
 from incident_desk.settings.errors import SettingsError, describe_validation_error
 from incident_desk.settings.service_tables import SERVICE_SETTINGS, check_service_names, split_service_tables
-from incident_desk.settings.sources import chosen_config_file, config_file_source, is_unset, reading
+from incident_desk.settings.sources import EnvironmentSource, chosen_config_file, config_file_source, is_unset, reading
 
 APP_NAME = "incident-desk"
 
@@ -368,7 +368,7 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return init_settings, env_settings, config_file_source(settings_cls)
+        return init_settings, EnvironmentSource(settings_cls), config_file_source(settings_cls)
 
     @field_validator("data_dir", "audit_db", "provider_api_key", mode="before")
     @classmethod
