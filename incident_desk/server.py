@@ -23,7 +23,7 @@ from incident_desk.protocol.client_features import HideAppViewsFromPlainClients
 from incident_desk.protocol.client_logging import RequestLogContext, serve_set_level
 from incident_desk.protocol.eras import DeclareOnTheHandshake
 from incident_desk.protocol.library_hooks import sdk_resource_templates
-from incident_desk.protocol.tool_arguments import DeskWordsForArgumentErrors
+from incident_desk.protocol.tool_arguments import CappedUriEchoes, DeskWordsForArgumentErrors
 from incident_desk.protocol.tool_selection import AnswerTurnedOffTools, check_names, instructions_note, tools_off
 
 logger = structlog.get_logger(__name__)
@@ -77,6 +77,7 @@ def build_server(app: DeskApp, *, defer_features: bool = False) -> MCPServer:
         extensions=[timeline.extension(app), served_skills],
     )
     server.middleware.append(DeskWordsForArgumentErrors(server))
+    server.middleware.append(CappedUriEchoes())
     if off := _tools_off(app):
         server.middleware.append(AnswerTurnedOffTools(off))
     _install_telemetry(server, app, after=log_context)

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from incident_desk.core.errors import echoed
+
 
 class Answer(StrEnum):
     """What the human's answer to an approval form amounts to (``core.approval.decide_act``)."""
@@ -106,6 +108,10 @@ FOREIGN_SILENCE = (
 PENDING_TEXT = "APPROVAL PENDING -- open {url} to approve"
 
 
+# The fields of an outcome's text that echo what a client sent, and the argument each comes from.
+ECHOED_FIELDS = {"id": "incidentId", "service": "service", "action": "action"}
+
+
 @dataclass(frozen=True)
 class OutcomeText:
     """One text a tool answers with: for ``act``, when its journal outcome is ``outcome`` ("" when nothing is
@@ -116,7 +122,12 @@ class OutcomeText:
     template: str
 
     def render(self, **fields: Any) -> str:
-        return self.template.format(**fields)
+        """The text, with every field a client chose (an id, a service, an action) capped as errors show it."""
+        shown = {
+            name: echoed(value, ECHOED_FIELDS[name]) if name in ECHOED_FIELDS and isinstance(value, str) else value
+            for name, value in fields.items()
+        }
+        return self.template.format(**shown)
 
 
 @dataclass(frozen=True)
