@@ -300,16 +300,16 @@ class DeskApp:
         return await anyio.to_thread.run_sync(self.redactor, text)
 
     async def metric_series(
-        self, service: str, queries: Mapping[str, str], window: metrics.Window
+        self, service: str, queries: Mapping[str, str], window: metrics.Window, from_alert: str | None = None
     ) -> tuple[list[metrics.Series], list[metrics.QueryProblem]]:
         """Every named query of ``service`` over ``window``, asked at once, each in an outside call's thread with
         its deadline; MetricsUnavailable (named, bounded) when Prometheus cannot answer, or when the service has
-        no ``[services.<name>.metrics]``."""
+        no ``[services.<name>.metrics]``. ``from_alert`` names the query an alert brought (held to tighter caps)."""
         config = self.settings.service_metrics.get(service)
         if config is None:
             raise metrics.MetricsUnavailable(f"{service} has no [services.{service}.metrics] (a Prometheus to ask)")
         return await metrics.fetch_all(
-            config, service, source_secret(self.settings), queries, window, self.settings.metrics_max_points
+            config, service, source_secret(self.settings), queries, window, self.settings.metrics_max_points, from_alert
         )
 
     async def change_events(self, service: str, incident_id: str, start: datetime, end: datetime) -> ChangeRead:

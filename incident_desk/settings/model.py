@@ -22,7 +22,7 @@ from incident_desk.core.acts.links import ApprovalMode, strictest
 from incident_desk.core.acts.service_actions import ServiceAction, check_action_names
 from incident_desk.core.credentials import ENV_PREFIX
 from incident_desk.core.journal.audit import DEFAULT_DESK, is_postgres_url, url_has_password
-from incident_desk.core.neighbours.metrics import MetricsConfig
+from incident_desk.core.neighbours.metrics import ALERT_MAX_POINTS, ALERT_MAX_SERIES, MetricsConfig
 from incident_desk.core.sources.changes import ChangeSourceConfig
 from incident_desk.core.sources.config import IncidentSourceConfig, LogSourceConfig, check_unique_names
 from incident_desk.core.sources.spool import DEFAULT_MAX_BYTES as DEFAULT_SPOOL_BYTES
@@ -346,6 +346,13 @@ class Settings(BaseSettings):
         ge=10,
         le=11_000,
         description="Most points per metric series in a result (the newest kept); a cut series says so.",
+    )
+    alert_expression_queries: bool = Field(
+        default=False,
+        description="Ask the service's own Prometheus for an alert's own expression (its generator URL's g0.expr) "
+        f"beside the named queries, as the series `alert`, at most {ALERT_MAX_SERIES} series of {ALERT_MAX_POINTS} "
+        "points; off because whoever "
+        "raises an alert writes that expression and the desk would run it with its credentials.",
     )
 
     @model_validator(mode="before")
