@@ -516,8 +516,17 @@ def require_postgres_driver() -> None:
 def open_journal(settings: Settings) -> Journal:
     """The SQLite journal (the default), or the PostgreSQL one replicas share; ``AuditError`` names the setting,
     ``SettingsError`` the extra to install when the PostgreSQL driver is missing."""
+    journal = _open_journal(settings)
+    if journal.adopted:
+        logger.info("the journal's rows of former names are now this desk's", desk=journal.desk, former=journal.adopted)
+    return journal
+
+
+def _open_journal(settings: Settings) -> Journal:
+    """The journal ``settings`` name, its desk taking over the rows of its former names (``core.journal.desks``)."""
+    desk, derived, renamed_from = settings.journal_desk, settings.desk_name is None, settings.desk_renamed_from
     if settings.audit_url is None:
-        return AuditJournal(settings.audit_path, desk=settings.journal_desk)
+        return AuditJournal(settings.audit_path, desk=desk, derived=derived, renamed_from=renamed_from)
     require_postgres_driver()
     from incident_desk.core.journal.audit_pg import PostgresJournal
 
@@ -525,7 +534,7 @@ def open_journal(settings: Settings) -> Journal:
     found = credentials.resolve_secret(
         settings.audit_db_password, settings.keyring_service, credentials.AUDIT_DB_PASSWORD
     )
-    return PostgresJournal(settings.audit_url, found.value, desk=settings.journal_desk)
+    return PostgresJournal(settings.audit_url, found.value, desk=desk, derived=derived, renamed_from=renamed_from)
 
 
 def build_app(settings: Settings, sealing_keys: list[bytes] | None = None) -> DeskApp:

@@ -3,14 +3,20 @@ and a version 1 journal is upgraded in place without losing a row."""
 
 from __future__ import annotations
 
+import shutil
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 
+from incident_desk.core.incidents import bundled_sample_data
 from incident_desk.core.journal.activity import Act, Event
-from incident_desk.core.journal.audit import Decision
+from incident_desk.core.journal.audit import Decision, Journal
 from incident_desk.core.journal.audit_pg import PostgresJournal
+from incident_desk.core.journal.memory import Postmortem
+from incident_desk.core.journal.memory_pg import PostgresMemory
 from incident_desk.core.outcomes import Outcome
 from incident_desk.server import build_server
 from tests.helpers import AppFactory, connect, text_of
@@ -96,3 +102,41 @@ def test_a_version_1_postgres_journal_is_upgraded_in_place(cluster: Cluster, jou
     finally:
         again.close()
         elsewhere.close()
+
+
+async def test_a_journal_written_under_the_old_derived_name_keeps_its_desk(
+    make_app: AppFactory, journal_url: str, tmp_path: Path
+) -> None:
+    """The migration on PostgreSQL: rows a desk kept under ``<data_dir> [<sources>]`` become its own when it
+    starts with the data directory alone as its name (adding a source no longer renames it), once."""
+    data = tmp_path / "desk"
+    shutil.copytree(bundled_sample_data(), data)
+    base = str(data.resolve())
+    written: list[Journal] = []
+    for old_name, text in ((f"{base} [folder]", "first"), (f"{base} [archive, folder]", "second")):
+        journal = PostgresJournal(journal_url, PASSWORD, desk=old_name)
+        written.append(journal)
+        journal.record_event(Event("ignored", "INC-1042", Act.NOTE, Outcome.DONE, "os:alice", text))
+        when = datetime.now(UTC)
+        PostgresMemory(journal).save_postmortem(Postmortem("INC-1042", f"# {text} postmortem", "os:alice", when))
+    stranger = PostgresJournal(journal_url, PASSWORD, desk="/elsewhere [folder]")
+    stranger.record_event(Event("ignored", "INC-1042", Act.NOTE, Outcome.DONE, "os:bob", "not ours"))
+    written.append(stranger)
+    archive = [{"kind": "folder"}, {"kind": "folder", "name": "archive", "path": str(tmp_path / "archive")}]
+    (tmp_path / "archive" / "incidents").mkdir(parents=True)
+    app = make_app(data_dir=data, audit_db=journal_url, incident_sources=archive)
+    again = None
+    try:
+        assert sorted(app.journal.adopted) == [f"{base} [archive, folder]", f"{base} [folder]"]
+        async with connect(build_server(app), "legacy") as client:
+            activity = await client.call_tool("get_incident_activity", {"incidentId": "INC-1042"})
+            postmortem = text_of(await client.read_resource("postmortem://INC-1042"))
+        assert sorted(e["text"] for e in activity.structured_content["events"]) == ["first", "second"]
+        assert "# second postmortem" in postmortem
+        assert [e.text for e in stranger.activity("INC-1042")] == ["not ours"], "another desk's rows stay its own"
+        again = make_app(data_dir=data, audit_db=journal_url)
+        assert again.journal.adopted == [], "taken over once"
+        assert len(again.journal.activity("INC-1042")) == 2
+    finally:
+        for opened in [*written, app.journal, *([again.journal] if again else [])]:
+            opened.close()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import platformdirs
 from pydantic import Field, IPvAnyNetwork, SecretStr, ValidationError, field_validator, model_validator
@@ -280,7 +280,14 @@ class Settings(BaseSettings):
         min_length=1,
         max_length=200,
         description="The desk's name in the journal: desks sharing one see only their own events; unset: derived "
-        "from data_dir and the incident sources.",
+        "from data_dir alone (adding an incident source keeps the desk).",
+    )
+    desk_renamed_from: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(
+        default_factory=list,
+        max_length=20,
+        description="Former names of this desk in the journal (an old desk_name, or the data_dir it was derived "
+        "from): at start its acknowledgements, notes, decisions and postmortems move to the desk's name. The one "
+        "way to rename a desk (see docs/team-desk.md).",
     )
     max_silence_minutes: int = Field(
         default=240, ge=1, le=7 * 24 * 60, description="Longest silence silence_incident may set, in minutes."
@@ -476,13 +483,11 @@ class Settings(BaseSettings):
 
     @property
     def journal_desk(self) -> str:
-        """``desk_name``, else a name made of the data directory and the incident sources, so two desks on one
-        journal file see only their own events."""
+        """``desk_name``, else a name made of the data directory, so two desks on one journal file see only their
+        own events. Never the incident sources: adding one must not rename the desk (``core.journal.desks``)."""
         if self.desk_name:
             return self.desk_name
-        where = DEFAULT_DESK if self.data_dir is None else str(self.data_dir.resolve())
-        sources = sorted(source.name for source in self.incident_sources)
-        return where + (f" [{', '.join(sources)}]" if sources else "")
+        return DEFAULT_DESK if self.data_dir is None else str(self.data_dir.resolve())
 
     @property
     def audit_location(self) -> str:
