@@ -28,6 +28,7 @@ from incident_desk.core.acts.preview import (
 from incident_desk.core.incidents import DataError, Incident
 from incident_desk.core.journal.activity import MAX_NOTE_CHARS, Act, Event, stamp, state_of
 from incident_desk.core.journal.audit import AuditError
+from incident_desk.core.neighbours.untrusted import masked_line
 from incident_desk.core.outcomes import ActWords, Outcome
 from incident_desk.core.sources.silences import SilenceError
 from incident_desk.identity import principal
@@ -154,7 +155,8 @@ def register(server: MCPServer, app: DeskApp) -> None:
         if isinstance(found, CallToolResult):
             return found
         acting = _Act(app, ctx, incidentId, Act.RESOLVE, outcomes.RESOLVE)
-        question = f"Resolve {incidentId}? Resolution: {resolution}"
+        shown = masked_line(resolution, MAX_NOTE_CHARS)  # the model's words: shown and kept masked
+        question = f"Resolve {incidentId}? Resolution: {shown}"
         binding = {"tool": "resolve_incident", "incidentId": incidentId, "resolution": resolution}
 
         async def preview() -> Preview:
@@ -162,13 +164,13 @@ def register(server: MCPServer, app: DeskApp) -> None:
             return resolve_preview(found, state_of(standing, silenced=bool(found.silenced_by)))
 
         try:
-            asked = await acting.approve(question, binding, found.service, resolution, preview=preview, because=reason)
+            asked = await acting.approve(question, binding, found.service, shown, preview=preview, because=reason)
             if not isinstance(asked, Approved):
                 return asked
-            await acting.record(Outcome.DONE, ticket=asked.ticket, detail=resolution)
+            await acting.record(Outcome.DONE, ticket=asked.ticket, detail=shown)
         except AuditError as exc:
             return results.error(acting.words.journal_unwritable_text(exc))
-        text = outcomes.RESOLVED.render(id=incidentId, ticket=asked.ticket, resolution=resolution)
+        text = outcomes.RESOLVED.render(id=incidentId, ticket=asked.ticket, resolution=shown)
         return results.ok(text, acting.report(Outcome.DONE, ticket=asked.ticket))
 
     @TOOLS.tool(server)

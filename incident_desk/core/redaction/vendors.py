@@ -72,7 +72,8 @@ VENDOR_RULES: tuple[Rule, ...] = (
     vendor("pcsk_", pattern=r"\bpcsk_[A-Za-z0-9_]{40,}"),
     vendor("lsv2_", pattern=r"\blsv2_(?:pt|sk)_[a-f0-9]{32}_[a-f0-9]{10}"),
     vendor("shippo_", pattern=r"\bshippo_(?:live|test)_[a-f0-9]{40}"),
-    vendor("aaaaaaaaaaaaaaaaaaaaa", pattern=r"\bA{21}[A-Za-z0-9%]{30,}"),
+    # Past the run of A its first other character starts the token: a long run of A alone (padding) is no token.
+    vendor("aaaaaaaaaaaaaaaaaaaaa", pattern=r"\bA{21}A*[B-Za-z0-9%][A-Za-z0-9%]{29,}"),
     vendor("sk.eyj", pattern=r"\bsk\.eyJ[A-Za-z0-9_.-]{40,}"),
     vendor("dt0c01.", pattern=r"\bdt0c01\.[A-Z0-9]{24}\.[A-Z0-9]{64}"),
     vendor("hrku-", pattern=r"\bHRKU-[A-Za-z0-9_-]{40,}"),
