@@ -1,10 +1,11 @@
 """What the desk keeps is masked before it is stored or shown, not only where logs are read.
 
 Secrets planted in a folder incident's title and resolution, an Alertmanager alert's summary and labels, a note, an
-acknowledgement's note, a resolution, a postmortem, a requester's reason and a change ticket never come back on any
-path: list_incidents, incident://index, find_similar_incidents, the activity (tool and resource), the timeline, the
-postmortem prompt and postmortem://, the audit log (tool, resource and the ``audit`` command), nor the journal's
-files on disk. Control and bidirectional characters in notes and reasons come back as visible marks.
+acknowledgement's note, a resolution, a silence's reason, a postmortem, a requester's reason and a change ticket
+never come back on any path: list_incidents, incident://index, find_similar_incidents, the activity (tool and
+resource), the timeline, the postmortem prompt and postmortem://, the audit log (tool, resource and the ``audit``
+command), the approval question, nor the journal's files on disk or the silence Alertmanager keeps. Control and
+bidirectional characters in notes and reasons come back as visible marks.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import pytest
 from mcp.shared.exceptions import MCPError
 
@@ -38,6 +40,7 @@ ACK_SECRET = "xoxb-" + "1234567890-0987654321-AbCdEfGhIjKlMnOpQrStUvWx"
 RESOLUTION_SECRET = "glpat-" + "Xy7Zq2Wv9Tr4Pm1Ks8Lb"
 POSTMORTEM_SECRET = "S3cr3tPassw0rdPm"
 REASON_SECRET = "hunter2hunter2Rs"
+SILENCE_SECRET = "glpat-" + "Qw8Er7Ty6Ui5Op4As3Df"
 TICKET_SECRET = "ghp_" + "Z9y8X7w6V5u4T3s2R1q0P9o8N7m6L5k4J3i2"
 FOLDER_SECRETS = (
     TITLE_SECRET,
@@ -196,11 +199,23 @@ async def test_secrets_in_an_alerts_summary_and_labels_never_come_back(
     app = make_app(data_dir=_folder(tmp_path / "desk"), incident_sources=sources(manager, cache_seconds=0))
     listing = await app.listing()
     (alert_id,) = [i.id for i in listing.incidents.values() if i.source != "folder" and i.service == "ledger"]
+    operator = approve("CHG-7")
+    async with connect(build_server(app), era, elicitation_callback=operator) as client:
+        silenced = await client.call_tool(
+            "silence_incident", {"incidentId": alert_id, "minutes": 10, "reason": f"rotating key {SILENCE_SECRET}"}
+        )
+    assert not silenced.is_error, text_of(silenced)
     assert app.memory is not None and app.memory.wait_idle()
     async with connect(build_server(app), era) as client:
         shown = await _every_path(client, [alert_id])
     shown["the journal's files"] = _journal_files(app)
-    secrets = (ALERT_SUMMARY_SECRET, LABEL_SECRET)
+    shown["the silence result"] = text_of(silenced) + json.dumps(silenced.structured_content)
+    shown["the approval question"] = json.dumps([params.model_dump(mode="json") for params in operator.asked])
+    # Its matchers carry the alert's own labels whole (the secret label was Alertmanager's before the desk saw it);
+    # the comment, the desk's words, must not carry the reason's secret.
+    kept_by_alertmanager = httpx2.get(manager.url + "/api/v2/silences", timeout=5).text
+    assert SILENCE_SECRET not in kept_by_alertmanager and "rotating key [REDACTED]" in kept_by_alertmanager
+    secrets = (ALERT_SUMMARY_SECRET, LABEL_SECRET, SILENCE_SECRET)
     leaked = {where: found for where, text in shown.items() if (found := _leaks(text, secrets))}
     assert leaked == {}
     assert "ledger refused key [REDACTED]" in shown["list_incidents"]

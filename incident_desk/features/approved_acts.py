@@ -189,7 +189,8 @@ def register(server: MCPServer, app: DeskApp) -> None:
             return results.error(f"{incidentId} comes from a folder, which has no alerts to silence")
         acting = _Act(app, ctx, incidentId, Act.SILENCE, outcomes.SILENCE)
         capped = min(minutes, app.settings.max_silence_minutes)
-        alert = dict(found.labels).get("alertname", found.title)
+        alert = masked_line(dict(found.labels).get("alertname", found.title), 200)
+        kept = masked_line(reason, MAX_NOTE_CHARS)  # the model's words: shown, sent as the comment, kept masked
         until = datetime.now(UTC) + timedelta(minutes=capped)
         question = (
             f"Silence {incidentId} ({alert} on {found.service}) for {capped} minutes? "
@@ -201,11 +202,11 @@ def register(server: MCPServer, app: DeskApp) -> None:
             return silence_preview(found.labels, await app.alerts_silenced_by_labels(found))
 
         try:
-            asked = await acting.approve(question, binding, found.service, reason, preview=preview, because=reason)
+            asked = await acting.approve(question, binding, found.service, kept, preview=preview, because=reason)
             if not isinstance(asked, Approved):
                 return asked
             ends = datetime.now(UTC) + timedelta(minutes=capped)
-            comment = f"{reason} (ticket {asked.ticket}; incident-desk {incidentId})"
+            comment = f"{kept} (ticket {asked.ticket}; incident-desk {incidentId})"
             try:
                 silence_id, _ = await app.silence(found, ends, acting.actor, comment)
             except (SilenceError, NoSilences) as exc:
