@@ -285,11 +285,14 @@ class DeskApp:
         by its own deadline)."""
         return await anyio.to_thread.run_sync(func, *args, limiter=outside.outside_threads(), abandon_on_cancel=True)
 
-    async def limit_reached(self, act: str, person: str, service: str | None) -> limits.Counter | None:
-        """The act limit (``[act_limits]``) that refuses ``person``'s ``act`` now, counted from the journal."""
+    async def limit_reached(
+        self, act: str, person: str, service: str | None, spending: str | None = None
+    ) -> limits.Counter | None:
+        """The act limit (``[act_limits]``) that refuses ``person``'s ``act`` now, counted from the journal;
+        ``spending``: the nonce of the approval about to be spent (``limits.reached``)."""
         settings, now = self.settings.act_limits, datetime.now(UTC)
         rows = await anyio.to_thread.run_sync(self.journal.counted_since, now - settings.window())
-        return limits.reached(rows, settings, act=act, person=person, service=service, now=now)
+        return limits.reached(rows, settings, act=act, person=person, service=service, now=now, spending=spending)
 
     async def check_journal_writable(self) -> None:
         """AuditError when the journal cannot take a decision now (checked before a human is asked)."""

@@ -79,10 +79,11 @@ ORDER BY id DESC LIMIT :limit
 # from the activity log. SQLite compares the ISO times as text: ``since`` is read a little early, the limits filter.
 LIMIT_OUTCOMES_LIST = sorted(outcome.value for outcome in LIMIT_OUTCOMES)
 _SELECT_COUNTED = """
-SELECT time, 'restart', outcome, approver, service FROM decisions
+SELECT time, 'restart', outcome, approver, service, nonce FROM decisions
 WHERE desk = :desk AND time >= :since AND instr(',' || :outcomes || ',', ',' || outcome || ',') > 0
 UNION ALL
-SELECT time, act, outcome, actor, NULL FROM activity WHERE desk = :desk AND time >= :since AND outcome = 'approved'
+SELECT time, act, outcome, actor, NULL, nonce FROM activity
+WHERE desk = :desk AND time >= :since AND outcome = 'approved'
 """
 COUNTED_SLACK = timedelta(seconds=2)
 

@@ -96,10 +96,10 @@ ORDER BY id DESC LIMIT %(limit)s
 """
 
 _SELECT_COUNTED = """
-SELECT time, 'restart', outcome, approver, service FROM decisions
+SELECT time, 'restart', outcome, approver, service, nonce FROM decisions
 WHERE desk = %(desk)s AND time >= %(since)s AND outcome = ANY(%(outcomes)s::text[])
 UNION ALL
-SELECT time, act, outcome, actor, NULL FROM activity
+SELECT time, act, outcome, actor, NULL, nonce FROM activity
 WHERE desk = %(desk)s AND time >= %(since)s AND outcome = 'approved'
 """
 
