@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 
 from incident_desk.app import DeskApp
 from incident_desk.approvals import flow
-from incident_desk.core.acts import executor, service_actions
+from incident_desk.core.acts import executor, runs, service_actions
 from incident_desk.core.acts.actions import CommandAction
 from incident_desk.core.acts.approval import Approved, Entry
 from incident_desk.core.acts.links import strictest
@@ -92,7 +92,6 @@ def _recorder(ctx: Context, app: DeskApp, service: str, action: str, approver: s
     stored = cut(service, FIELD_LIMITS["service"])
 
     async def write(entry: Entry) -> None:
-        detail = f"action {action}: {entry.detail}" if entry.detail else f"action {action}"
         decision = Decision(
             service=stored,
             outcome=entry.outcome,
@@ -100,7 +99,7 @@ def _recorder(ctx: Context, app: DeskApp, service: str, action: str, approver: s
             approver=entry.who,
             protocol_era=era,
             exit_status=entry.exit_status,
-            detail=detail,
+            detail=runs.detail(action, entry.detail),
             nonce=entry.nonce,
         )
         await app.record_decision(decision)

@@ -98,7 +98,9 @@ SELECT id, substr(time, 1, 64), substr(service, 1, :service), substr(outcome, 1,
     substr(approver, 1, :approver), substr(protocol_era, 1, :protocol_era),
     CASE WHEN typeof(exit_status) = 'integer' THEN exit_status END,
     substr(detail, 1, :detail), substr(nonce, 1, :nonce)
-FROM decisions WHERE desk = :desk ORDER BY id DESC LIMIT :limit
+FROM decisions WHERE desk = :desk AND (:only_service IS NULL OR service = :only_service)
+    AND (:since IS NULL OR time >= :since)
+ORDER BY id DESC LIMIT :limit
 """
 _SELECTED_CHARS = {**{name: limit + 1 for name, limit in FIELD_LIMITS.items()}, "nonce": MAX_NONCE_CHARS}
 
@@ -190,7 +192,7 @@ class Journal(Protocol):
     desk: str
 
     def record(self, decision: Decision) -> int: ...
-    def recent(self, limit: int = 50) -> list[Decision]: ...
+    def recent(self, limit: int = 50, service: str | None = None, since: datetime | None = None) -> list[Decision]: ...
     def record_event(self, event: Event) -> int: ...
     def activity(self, incident_id: str | None, limit: int = 500, acts: tuple[str, ...] = ()) -> list[Event]: ...
     def counted_since(self, since: datetime) -> list[Counted]: ...
@@ -320,12 +322,14 @@ class AuditJournal:
             conn.execute("BEGIN IMMEDIATE")
             conn.execute("ROLLBACK")
 
-    def recent(self, limit: int = 50) -> list[Decision]:
-        """The last ``limit`` decisions, newest first."""
+    def recent(self, limit: int = 50, service: str | None = None, since: datetime | None = None) -> list[Decision]:
+        """The last ``limit`` decisions, newest first: of ``service`` only, from ``since`` on, when given."""
         if limit < 1:
             raise ValueError(f"limit must be at least 1, got {limit}")
+        since_text = None if since is None else since.astimezone(UTC).isoformat()
+        params = {**_SELECTED_CHARS, "desk": self.desk, "limit": limit, "only_service": service, "since": since_text}
         with self._connect() as conn:
-            rows = conn.execute(_SELECT_RECENT, {**_SELECTED_CHARS, "desk": self.desk, "limit": limit}).fetchall()
+            rows = conn.execute(_SELECT_RECENT, params).fetchall()
         return [row_to_decision(row) for row in rows]
 
     def count(self) -> int:
