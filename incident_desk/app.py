@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -24,7 +24,7 @@ import anyio.to_thread
 import structlog
 
 from incident_desk.core import credentials
-from incident_desk.core.acts import limits
+from incident_desk.core.acts import limits, runs
 from incident_desk.core.acts.preview import SilenceTarget, covered_by_labels
 from incident_desk.core.acts.service_actions import runbook_section
 from incident_desk.core.incidents import (
@@ -37,7 +37,7 @@ from incident_desk.core.incidents import (
     bundled_sample_data,
 )
 from incident_desk.core.journal.activity import Event, Standing, standings
-from incident_desk.core.journal.audit import AuditJournal, Decision, Journal
+from incident_desk.core.journal.audit import MAX_RECENT_DECISIONS, AuditJournal, Decision, Journal
 from incident_desk.core.journal.locks import Holder, Holding
 from incident_desk.core.journal.memory import Memory, MemoryUnavailable, Postmortem, Remembered, Similar, SqliteMemory
 from incident_desk.core.neighbours import metrics, outside
@@ -210,6 +210,16 @@ class DeskApp:
         events = await anyio.to_thread.run_sync(self.journal.activity, incident_id, limit)
         return list(reversed(events))
 
+    async def action_runs(self, incident: Incident, events: Sequence[Event]) -> runs.ServiceRuns:
+        """The runbook actions run on ``incident``'s service while it was open on this desk (from its opening to
+        its last resolution here, as its ``events`` say), oldest first, masked (AuditError)."""
+        limit = MAX_RECENT_DECISIONS
+        read = partial(self.journal.recent, limit, service=incident.service, since=incident.opened)
+        decisions = await anyio.to_thread.run_sync(read)
+        found = await anyio.to_thread.run_sync(runs.action_runs, list(reversed(decisions)), self.redactor)
+        kept = runs.between(found, incident.opened, runs.resolved_at(events))
+        return runs.ServiceRuns(incident.service, kept, cut=len(decisions) >= limit)
+
     async def standings(self) -> dict[str, Standing]:
         """Who acknowledged and who resolved each incident, on this desk."""
         events = await anyio.to_thread.run_sync(
@@ -285,11 +295,14 @@ class DeskApp:
         by its own deadline)."""
         return await anyio.to_thread.run_sync(func, *args, limiter=outside.outside_threads(), abandon_on_cancel=True)
 
-    async def limit_reached(self, act: str, person: str, service: str | None) -> limits.Counter | None:
-        """The act limit (``[act_limits]``) that refuses ``person``'s ``act`` now, counted from the journal."""
+    async def limit_reached(
+        self, act: str, person: str, service: str | None, spending: str | None = None
+    ) -> limits.Counter | None:
+        """The act limit (``[act_limits]``) that refuses ``person``'s ``act`` now, counted from the journal;
+        ``spending``: the nonce of the approval about to be spent (``limits.reached``)."""
         settings, now = self.settings.act_limits, datetime.now(UTC)
         rows = await anyio.to_thread.run_sync(self.journal.counted_since, now - settings.window())
-        return limits.reached(rows, settings, act=act, person=person, service=service, now=now)
+        return limits.reached(rows, settings, act=act, person=person, service=service, now=now, spending=spending)
 
     async def check_journal_writable(self) -> None:
         """AuditError when the journal cannot take a decision now (checked before a human is asked)."""

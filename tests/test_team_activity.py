@@ -4,6 +4,7 @@ and a version 1 journal is upgraded in place without losing a row."""
 from __future__ import annotations
 
 import shutil
+import sys
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -21,7 +22,7 @@ from incident_desk.core.outcomes import Outcome
 from incident_desk.server import build_server
 from tests.helpers import AppFactory, connect, text_of
 from tests.postgres_cluster import PASSWORD, Cluster, running_cluster, unavailable_reason
-from tests.restart_helpers import APPROVER
+from tests.restart_helpers import APPROVER, approve
 
 pytestmark = [
     pytest.mark.anyio,
@@ -63,6 +64,29 @@ async def test_two_replicas_see_each_others_acts_at_once(make_app: AppFactory, j
         assert apart == "No activity recorded for INC-1042 on this desk yet."
     finally:
         for app in (first, second, other_desk):
+            app.journal.close()
+
+
+async def test_an_action_run_on_one_replica_is_in_the_other_s_activity(make_app: AppFactory, journal_url: str) -> None:
+    """The journal's rows of the incident's service, read back by service and time from PostgreSQL."""
+    action = {"description": "Warm the cache", "argv": [sys.executable, "-c", "print('warm')"]}
+    services = {"payments-api": {"actions": {"warm": action}}, "search-api": {"actions": {"warm": action}}}
+    first, second = make_app(audit_db=journal_url, services=services), make_app(audit_db=journal_url)
+    try:
+        async with (
+            connect(build_server(first), "2026-07-28", elicitation_callback=approve()) as one,
+            connect(build_server(second), "legacy") as two,
+        ):
+            for service in ("payments-api", "search-api"):
+                ran = await one.call_tool("run_service_action", {"service": service, "action": "warm"})
+                assert text_of(ran).startswith(f"RAN warm on {service} under CHG-2291"), text_of(ran)
+            activity = await two.call_tool("get_incident_activity", {"incidentId": "INC-1042"})
+        (line,) = text_of(activity).splitlines()
+        assert line.endswith(f"Z action warm on payments-api by {APPROVER} under CHG-2291: exit 0")
+        assert activity.structured_content is not None
+        assert [a["service"] for a in activity.structured_content["actions"]] == ["payments-api"]
+    finally:
+        for app in (first, second):
             app.journal.close()
 
 

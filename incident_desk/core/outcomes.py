@@ -230,6 +230,16 @@ NOTE_EMPTY = OutcomeText("note", "", "NOTE NOT ADDED -- the note is empty")
 NOTE_NOT_ADDED = OutcomeText("note", "", "NOTE NOT ADDED -- the audit journal cannot be written: {error}")
 RAN = OutcomeText("run", Outcome.EXECUTED, RUN.done + "\ncommand exited 0 after {seconds}s")
 RUN_FAILED = OutcomeText("run", Outcome.FAILED, "FAILED {action} on {service} under {ticket}: exit {code}")
+# A command with no exit status of its own: killed at its deadline (restart's words), or never started.
+RUN_TIMED_OUT = OutcomeText(
+    "run",
+    Outcome.FAILED,
+    "FAILED {action} on {service} under {ticket}: timed out after {seconds}s; the command was killed",
+)
+RUN_NOT_STARTED = OutcomeText("run", Outcome.FAILED, "FAILED {action} on {service} under {ticket}: {launch_error}")
+RUN_LOCK_LOST = OutcomeText(
+    "run", Outcome.FAILED, "FAILED {action} on {service} under {ticket}: {lost}; the command was killed"
+)
 RUN_BUSY = OutcomeText("run", Outcome.REFUSED_BUSY, RUN.refusal("{busy}"))
 NO_ACTION = OutcomeText("run", "", "No action {action} for {service}; it has: {names}")
 BAD_PARAMETER = OutcomeText("run", "", RUN.refusal("{why}"))
@@ -267,6 +277,9 @@ def all_outcome_texts() -> list[OutcomeText]:
         OutcomeText("unsilence", Outcome.REFUSED_FOREIGN, UNSILENCE.refusal(FOREIGN_SILENCE)),
         RAN,
         RUN_FAILED,
+        RUN_TIMED_OUT,
+        RUN_NOT_STARTED,
+        RUN_LOCK_LOST,
         RUN_BUSY,
         NO_ACTION,
         BAD_PARAMETER,

@@ -436,6 +436,12 @@ class LinkRound:
     refused: ApprovalAction | None
 
 
+def continues_a_question(ctx: Context) -> bool:
+    """A 2026 retry carrying the sealed state of a question this desk asked (in band or by link): the human has
+    been asked already, and the call comes back with their answer."""
+    return _Round.decode(ctx.request_state) is not None
+
+
 def link_round(ctx: Context, binding: Mapping[str, str], timeout: float) -> LinkRound | StaleRound | None:
     """On a 2026 retry of a URL-mode round: the approval's public id the round was sealed with; the client's
     accept is ignored (the page decides), its decline or cancel honoured. None on a first call."""

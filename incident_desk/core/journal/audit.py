@@ -82,10 +82,11 @@ ORDER BY id DESC LIMIT :limit
 # from the activity log. SQLite compares the ISO times as text: ``since`` is read a little early, the limits filter.
 LIMIT_OUTCOMES_LIST = sorted(outcome.value for outcome in LIMIT_OUTCOMES)
 _SELECT_COUNTED = """
-SELECT time, 'restart', outcome, approver, service FROM decisions
+SELECT time, 'restart', outcome, approver, service, nonce FROM decisions
 WHERE desk = :desk AND time >= :since AND instr(',' || :outcomes || ',', ',' || outcome || ',') > 0
 UNION ALL
-SELECT time, act, outcome, actor, NULL FROM activity WHERE desk = :desk AND time >= :since AND outcome = 'approved'
+SELECT time, act, outcome, actor, NULL, nonce FROM activity
+WHERE desk = :desk AND time >= :since AND outcome = 'approved'
 """
 COUNTED_SLACK = timedelta(seconds=2)
 
@@ -100,7 +101,9 @@ SELECT id, substr(time, 1, 64), substr(service, 1, :service), substr(outcome, 1,
     substr(approver, 1, :approver), substr(protocol_era, 1, :protocol_era),
     CASE WHEN typeof(exit_status) = 'integer' THEN exit_status END,
     substr(detail, 1, :detail), substr(nonce, 1, :nonce)
-FROM decisions WHERE desk = :desk ORDER BY id DESC LIMIT :limit
+FROM decisions WHERE desk = :desk AND (:only_service IS NULL OR service = :only_service)
+    AND (:since IS NULL OR time >= :since)
+ORDER BY id DESC LIMIT :limit
 """
 _SELECTED_CHARS = {**{name: limit + 1 for name, limit in FIELD_LIMITS.items()}, "nonce": MAX_NONCE_CHARS}
 
@@ -195,7 +198,7 @@ class Journal(Protocol):
     adopted: list[str]
 
     def record(self, decision: Decision) -> int: ...
-    def recent(self, limit: int = 50) -> list[Decision]: ...
+    def recent(self, limit: int = 50, service: str | None = None, since: datetime | None = None) -> list[Decision]: ...
     def record_event(self, event: Event) -> int: ...
     def activity(self, incident_id: str | None, limit: int = 500, acts: tuple[str, ...] = ()) -> list[Event]: ...
     def counted_since(self, since: datetime) -> list[Counted]: ...
@@ -330,12 +333,14 @@ class AuditJournal:
             conn.execute("BEGIN IMMEDIATE")
             conn.execute("ROLLBACK")
 
-    def recent(self, limit: int = 50) -> list[Decision]:
-        """The last ``limit`` decisions, newest first."""
+    def recent(self, limit: int = 50, service: str | None = None, since: datetime | None = None) -> list[Decision]:
+        """The last ``limit`` decisions, newest first: of ``service`` only, from ``since`` on, when given."""
         if limit < 1:
             raise ValueError(f"limit must be at least 1, got {limit}")
+        since_text = None if since is None else since.astimezone(UTC).isoformat()
+        params = {**_SELECTED_CHARS, "desk": self.desk, "limit": limit, "only_service": service, "since": since_text}
         with self._connect() as conn:
-            rows = conn.execute(_SELECT_RECENT, {**_SELECTED_CHARS, "desk": self.desk, "limit": limit}).fetchall()
+            rows = conn.execute(_SELECT_RECENT, params).fetchall()
         return [row_to_decision(row) for row in rows]
 
     def count(self) -> int:

@@ -97,10 +97,10 @@ ORDER BY id DESC LIMIT %(limit)s
 """
 
 _SELECT_COUNTED = """
-SELECT time, 'restart', outcome, approver, service FROM decisions
+SELECT time, 'restart', outcome, approver, service, nonce FROM decisions
 WHERE desk = %(desk)s AND time >= %(since)s AND outcome = ANY(%(outcomes)s::text[])
 UNION ALL
-SELECT time, act, outcome, actor, NULL FROM activity
+SELECT time, act, outcome, actor, NULL, nonce FROM activity
 WHERE desk = %(desk)s AND time >= %(since)s AND outcome = 'approved'
 """
 
@@ -108,7 +108,9 @@ _SELECT_RECENT = """
 SELECT id, time, left(service, %(service)s), left(outcome, 64), left(ticket, %(ticket)s),
     left(approver, %(approver)s), left(protocol_era, %(protocol_era)s), exit_status,
     left(detail, %(detail)s), left(nonce, %(nonce)s)
-FROM decisions WHERE desk = %(desk)s ORDER BY id DESC LIMIT %(limit)s
+FROM decisions WHERE desk = %(desk)s AND (%(only_service)s::text IS NULL OR service = %(only_service)s)
+    AND (%(since)s::timestamptz IS NULL OR time >= %(since)s)
+ORDER BY id DESC LIMIT %(limit)s
 """
 _SELECTED_CHARS = {**{name: limit + 1 for name, limit in FIELD_LIMITS.items()}, "nonce": MAX_NONCE_CHARS}
 
@@ -233,12 +235,13 @@ class PostgresJournal:
             raise DuplicateApproval(f"approval {nonce} is already recorded in {self.location}")
         return int(inserted[0])
 
-    def recent(self, limit: int = 50) -> list[Decision]:
-        """The last ``limit`` decisions, newest first."""
+    def recent(self, limit: int = 50, service: str | None = None, since: datetime | None = None) -> list[Decision]:
+        """The last ``limit`` decisions, newest first: of ``service`` only, from ``since`` on, when given."""
         if limit < 1:
             raise ValueError(f"limit must be at least 1, got {limit}")
+        params = {**_SELECTED_CHARS, "desk": self.desk, "limit": limit, "only_service": service, "since": since}
         with self._connection("read", READ_TIMEOUT_SECONDS) as conn:
-            rows = conn.execute(_SELECT_RECENT, {**_SELECTED_CHARS, "desk": self.desk, "limit": limit}).fetchall()
+            rows = conn.execute(_SELECT_RECENT, params).fetchall()
         return [row_to_decision((row[0], row[1].isoformat(), *row[2:])) for row in rows]
 
     def count(self) -> int:
