@@ -121,6 +121,7 @@ def register_listed_features(server: MCPServer, app: DeskApp) -> None:
     the server: their handler is what advertises the ``completions`` capability.)"""
     from incident_desk.features import (
         approved_acts,
+        handoff,
         incident_acts,
         memory,
         metrics,
@@ -143,6 +144,7 @@ def register_listed_features(server: MCPServer, app: DeskApp) -> None:
         incident_acts,
         approved_acts,
         memory,
+        handoff,
     ):
         feature.register(server, app)
     for name in _tools_off(app):
