@@ -32,14 +32,24 @@ class IndexWatcher:
         self.watch = IndexWatch()
         self.looks = 0
         self._lock = anyio.Lock()
+        self._serving = False
         push.on_subscribe = self.baseline
 
     @asynccontextmanager
     async def lifespan(self, _server: Any) -> AsyncIterator[dict[str, Any]]:
-        """The server's lifespan: the watcher (idle until someone subscribes) and the senders run in it."""
-        async with self.push.serving() as group:
-            group.start_soon(self.run)
+        """The server's lifespan: the watcher (idle until someone subscribes) and the senders run in it. Entered
+        once per server over HTTP and stdio; an in-process server entered again by a second client shares the
+        first one's watcher."""
+        if self._serving:
             yield {}
+            return
+        self._serving = True
+        try:
+            async with self.push.serving() as group:
+                group.start_soon(self.run)
+                yield {}
+        finally:
+            self._serving = False
 
     async def baseline(self) -> None:
         """Take the first look before a subscription is answered, so what changes after the answer is told."""

@@ -33,7 +33,7 @@ from mcp_types import (
     UnsubscribeRequestParams,
 )
 
-from incident_desk.protocol.library_hooks import sdk_add_request_handler
+from incident_desk.protocol.library_hooks import sdk_add_request_handler, sdk_connection
 
 logger = structlog.get_logger(__name__)
 
@@ -87,6 +87,8 @@ class IndexPush:
                 yield group
             finally:
                 self._group = None
+                for subscriber in list(self._legacy.values()):
+                    self._drop(subscriber)
                 group.cancel_scope.cancel()
 
     async def wait_for_subscriber(self) -> None:
@@ -115,7 +117,7 @@ class IndexPush:
             raise MCPError(INVALID_PARAMS, f"only {INDEX_URI} can be subscribed to on this desk, not {params.uri}")
         if self._group is None:
             raise MCPError(INTERNAL_ERROR, "the desk is not serving subscriptions yet; subscribe again")
-        key = id(ctx.session)
+        key = id(sdk_connection(ctx.session))
         if key not in self._legacy:
             await self._subscribed()
             subscriber = self._legacy[key] = _Legacy(ctx.session)
@@ -123,7 +125,7 @@ class IndexPush:
         return EmptyResult()
 
     async def _unsubscribe(self, ctx: Any, params: UnsubscribeRequestParams) -> EmptyResult:
-        subscriber = self._legacy.get(id(ctx.session))
+        subscriber = self._legacy.get(id(sdk_connection(ctx.session)))
         if str(params.uri) == INDEX_URI and subscriber is not None:
             self._drop(subscriber)
         return EmptyResult()
