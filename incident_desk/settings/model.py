@@ -345,7 +345,7 @@ class Settings(BaseSettings):
     oncall: OncallConfig = Field(
         default_factory=OncallConfig,
         description="Who is on call ([oncall]): calendar (an iCalendar feed, a file or an https URL; each event's "
-        "SUMMARY names the person), timeout_seconds (5), max_bytes (2 MiB), cache_seconds (300); see docs/handoff.md.",
+        "SUMMARY names the person), timeout_seconds (5), max_bytes (2 MiB), cache_seconds (300); see docs/tools.md.",
     )
     service_oncall_calendar: dict[str, str] = Field(
         default_factory=dict,
