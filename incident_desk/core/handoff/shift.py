@@ -1,9 +1,10 @@
 """What one shift hands the next: the handoff's parts, drawn from the journal and the sources, and its text.
 
-The text's sections come in a fixed order, the product's contract: the on-call line, then ``Open incidents``, ``Silences``
-(each ``ends {time}Z``, and ``ENDS THIS SHIFT`` when that is within the shift's hours), ``Acts``, ``Pending
-approvals``, ``Changes``, ``Resolved``. Every field that came from a person, a journal or a neighbour is untrusted:
-the gatherer passes it through :func:`visible` (masked, one visible capped line) before it gets here.
+The text's sections come in a fixed order, the product's contract: the on-call line, then ``Open incidents``,
+``Silences`` (each ``ends {time}Z``, and ``ENDS THIS SHIFT`` when that is within the shift's hours), ``Acts``,
+``Pending approvals``, ``Changes``, ``Resolved``. Every field that came from a person, a journal or a neighbour
+is untrusted: the gatherer passes it through :func:`visible` (masked, one visible capped line) before it gets
+here.
 
 No MCP imports.
 """
