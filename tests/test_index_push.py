@@ -230,3 +230,21 @@ async def test_over_http_a_subscriber_hears_of_a_new_alert_in_time(
             _declares_subscribe(client)
             waited = await _heard_within_allowed(client, era, heard, manager)
     assert waited <= ALLOWED, waited
+
+
+@pytest.mark.http
+async def test_a_stateless_desk_refuses_a_2025_subscription_it_could_never_serve(
+    manager: Alertmanager, tmp_path: Path
+) -> None:
+    from mcp.shared.exceptions import MCPError
+
+    config = _config(tmp_path, manager.url)
+    with run_desk(tmp_path, "--config", str(config), "--stateless", INCIDENT_DESK_HTTP_TOKEN=TOKEN) as desk:
+        async with (
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30) as http,
+            Client(streamable_http_client(desk.url, http_client=http), mode="legacy") as client,
+        ):
+            with pytest.raises(MCPError, match="stateless HTTP cannot send updates to a 2025-11-25 client"):
+                await client.subscribe_resource(INDEX)
+            with pytest.raises(MCPError, match="only incident://index can be subscribed to on this desk"):
+                await client.subscribe_resource("runbook://db")

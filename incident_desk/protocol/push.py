@@ -26,6 +26,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
+    INVALID_REQUEST,
     EmptyResult,
     SubscribeRequestParams,
     SubscriptionsListenRequestParams,
@@ -33,11 +34,17 @@ from mcp_types import (
     UnsubscribeRequestParams,
 )
 
+from incident_desk.protocol.client_features import can_be_notified
+from incident_desk.protocol.eras import ERA_2025, ERA_2026
 from incident_desk.protocol.library_hooks import sdk_add_request_handler, sdk_connection
 
 logger = structlog.get_logger(__name__)
 
 INDEX_URI = "incident://index"
+NO_CHANNEL = (
+    f"stateless HTTP cannot send updates to a {ERA_2025} client (no back-channel): read {INDEX_URI} again when "
+    f"you need it, or subscribe with {ERA_2026} subscriptions/listen"
+)
 # How long one notification to a 2025 subscriber may take before the client is taken for gone.
 SEND_SECONDS = 5.0
 
@@ -117,6 +124,8 @@ class IndexPush:
             raise MCPError(INVALID_PARAMS, f"only {INDEX_URI} can be subscribed to on this desk, not {params.uri}")
         if self._group is None:
             raise MCPError(INTERNAL_ERROR, "the desk is not serving subscriptions yet; subscribe again")
+        if not can_be_notified(ctx.session):
+            raise MCPError(INVALID_REQUEST, NO_CHANNEL)
         key = id(sdk_connection(ctx.session))
         if key not in self._legacy:
             await self._subscribed()
