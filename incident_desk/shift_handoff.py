@@ -56,7 +56,12 @@ async def gather(app: DeskApp, hours: int = shift.DEFAULT_HOURS) -> shift.Handof
         f"{problem.entry}: {problem.reason}" for problem in listing.problems if problem.entry.startswith("source ")
     ]
     mask = app.redactor
-    open_incidents = [listing.incidents[key] for key in listing.open_incident_ids()]
+    # Resolved on this desk (the journal) though its source still lists it: it belongs under Resolved.
+    open_incidents = [
+        listing.incidents[key]
+        for key in listing.open_incident_ids()
+        if (standing := standings.get(key)) is None or standing.resolved is None
+    ]
     resolved = shift.resolved_in_window(events, since, mask)
     services = sorted({incident.service for incident in open_incidents})
     desk_on_call: OnCall | None = None

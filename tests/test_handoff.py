@@ -8,6 +8,7 @@ and still answers when the calendar URL hangs or returns garbage, naming it.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -66,12 +67,21 @@ async def test_the_handoff_names_who_is_on_call_and_what_the_shift_did(
     # The clock: a little after everything the test does, so all of it falls in the shift just ended.
     at = datetime.now(UTC).replace(microsecond=0) + timedelta(minutes=10)
     calendar = write_calendar(tmp_path / "oncall.ics", anchor_for(at))
+    deploys = tmp_path / "deploys.jsonl"
+    deploys.write_text(
+        json.dumps({"time": (at - timedelta(hours=2)).isoformat(), "service": "payments-api", "summary": "v2.4.1"})
+        + "\n"
+        + json.dumps({"time": (at - timedelta(hours=30)).isoformat(), "service": "payments-api", "summary": "v2.4.0"})
+        + "\n",
+        encoding="utf-8",
+    )
     app = _fixed(
         make_app(
             data_dir=folder_desk(tmp_path / "desk"),
             incident_sources=sources(manager, cache_seconds=0),
             services={"payments-api": {"kind": "simulate"}},
             oncall={"calendar": str(calendar)},
+            change_sources=[{"kind": "files", "name": "deploys", "paths": [str(deploys)]}],
         ),
         at,
     )
@@ -98,6 +108,9 @@ async def test_the_handoff_names_who_is_on_call_and_what_the_shift_did(
         arguments = {"incidentId": payments, "minutes": 30, "reason": "deploy in flight"}
         silenced = text_of(await client.call_tool("silence_incident", arguments))
         restarted = text_of(await client.call_tool("restart_service", {"service": "payments-api"}))
+        resolved = text_of(
+            await client.call_tool("resolve_incident", {"incidentId": "INC-1", "resolution": "freed disk space"})
+        )
         result = await client.call_tool("get_shift_handoff", {})
         resource = text_of(await client.read_resource("handoff://current"))
         prompt = await client.get_prompt("handoff", {"hours": "12"})
@@ -135,6 +148,12 @@ async def test_the_handoff_names_who_is_on_call_and_what_the_shift_did(
     assert re.search(rf"Z silence {payments} by {re.escape(APPROVER)} under CHG-7: silence {silence_id}", acts, re.M)
     assert re.search(rf"Z restart payments-api by {re.escape(APPROVER)} under CHG-7 \(simulated\)$", acts, re.M)
     assert _section(text, "Pending approvals") == ["- none"]
+    (change,) = _section(text, "Changes")
+    assert change == f"- {stamp(at - timedelta(hours=2))}Z payments-api: v2.4.1 (deploys)"
+    assert resolved.startswith("RESOLVED INC-1 under CHG-7"), resolved
+    (resolution,) = _section(text, "Resolved")
+    assert re.fullmatch(rf"- \S+Z INC-1 by {re.escape(APPROVER)} under CHG-7: freed disk space", resolution)
+    assert not any(line.startswith("- INC-1 ") for line in _section(text, "Open incidents"))
 
     # Untrusted text is masked and one visible line: no secret, no raw escape.
     assert "s3cretpass" not in text and "\x1b" not in text
@@ -144,7 +163,7 @@ async def test_the_handoff_names_who_is_on_call_and_what_the_shift_did(
     assert structured is not None and schema is not None
     jsonschema.validate(structured, schema, format_checker=FORMAT_CHECKER)
     assert (structured["on_call"], structured["next"], structured["silences_ending"]) == ("carol", "dave", [silence_id])
-    assert sorted(structured["open_incidents"]) == sorted([payments, search, "INC-1"])
+    assert sorted(structured["open_incidents"]) == sorted([payments, search])
 
 
 async def test_a_calendar_url_that_hangs_is_named_and_the_rest_still_answers(make_app: AppFactory, era: str) -> None:

@@ -36,7 +36,7 @@ class ShiftHandoff(BaseModel):
     next: str | None
     calendar_problem: str | None
     open_incidents: list[str]
-    silences_ending: list[str] = Field(description="Silences that end within the shift")
+    silences_ending: list[str] = Field(description="Ids of silences ending within the shift")
     pending_approvals: int
 
 
@@ -62,8 +62,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
     async def get_shift_handoff(
         hours: Annotated[int, Field(ge=1, le=MAX_HOURS, description="Hours back and ahead")] = DEFAULT_HOURS,
     ) -> Annotated[CallToolResult, ShiftHandoff]:
-        """Shift handoff: who is on call and next, open incidents, silences (ending this shift flagged), acts,
-        pending approvals, changes and resolutions."""
+        """Shift handoff: on call now and next, open incidents, silences, acts, approvals, changes, resolutions."""
         handoff = await gather(app, hours)
         return results.ok(render(handoff), _structured(handoff))
 
