@@ -22,8 +22,8 @@ AT = datetime(2026, 12, 3, 10, 0, tzinfo=UTC)
 TIMEOUT = timedelta(minutes=5)
 
 
-def _event(act: Act, outcome: Outcome, minutes_ago: float, **fields: str) -> Event:
-    return Event("desk", "INC-1", act, outcome, "os:alice", time=AT - timedelta(minutes=minutes_ago), **fields)
+def _event(act: Act, outcome: Outcome, minutes_ago: float, text: str = "") -> Event:
+    return Event("desk", "INC-1", act, outcome, "os:alice", text=text, time=AT - timedelta(minutes=minutes_ago))
 
 
 def _decision(outcome: Outcome, minutes_ago: float, detail: str = "") -> Decision:
