@@ -50,6 +50,7 @@ from incident_desk.settings.errors import SettingsError
 from incident_desk.settings.model import Settings, user_data_dir
 
 if TYPE_CHECKING:
+    from incident_desk.core.handoff.oncall import Calendars, OnCall
     from incident_desk.core.redaction.face import Redaction
     from incident_desk.core.search.cursors import CursorSeal
     from incident_desk.core.search.paging import TailWindow
@@ -100,6 +101,8 @@ class DeskApp:
     sealing_keys: list[bytes] = field(default_factory=list)
     log_levels: ClientLogLevels = field(default_factory=ClientLogLevels)
     memory: MemoryKeeper | None = None
+    # What "now" is for the handoff and the index watcher: tests fix it instead of sleeping.
+    clock: Callable[[], datetime] = field(default=partial(datetime.now, UTC), repr=False, compare=False)
     # The out-of-band approvals pending on this desk (out_of_band.ApprovalStore), made on first use.
     approval_store: ApprovalStoreSlot | None = field(default=None, init=False, repr=False, compare=False)
     _readers_loaded: bool = field(default=False, init=False, repr=False)
@@ -143,6 +146,36 @@ class DeskApp:
         except OSError as exc:
             logger.warning("cursor key unavailable; cursors last as long as this process", problem=str(exc))
             return CursorSeal()
+
+    @cached_property
+    def calendars(self) -> Calendars:
+        """The on-call calendars (``[oncall]`` and each service's), each read and cached on its own."""
+        from incident_desk.core.handoff.oncall import Calendars
+
+        return Calendars(self.settings.oncall, self.settings.service_oncall_calendar)
+
+    async def on_call(self, at: datetime, services: list[str]) -> tuple[OnCall, list[tuple[str, OnCall]]]:
+        """Who the desk's calendar has on call at ``at``, and each of ``services`` with a calendar of its own; each
+        feed read in the outside calls' threads, for at most its deadline, all at once."""
+        calendars = self.calendars
+        own = [service for service in sorted(set(services)) if calendars.has_own(service)]
+        found: dict[str | None, OnCall] = {}
+
+        async def ask(service: str | None) -> None:
+            found[service] = await self._outside(calendars.on_call, at, service)
+
+        async with anyio.create_task_group() as group:
+            for service in (None, *own):
+                group.start_soon(ask, service)
+        return found[None], [(service, found[service]) for service in own]
+
+    async def journal_rows(self, limit: int) -> tuple[list[Event], list[Decision]]:
+        """The newest ``limit`` incident events and restart or action decisions of this desk, oldest first."""
+
+        def read() -> tuple[list[Event], list[Decision]]:
+            return list(reversed(self.journal.activity(None, limit))), list(reversed(self.journal.recent(limit)))
+
+        return await anyio.to_thread.run_sync(read)
 
     def services(self, wait: float | None = None) -> list[str]:
         return self.sources.services(extra=[*self.settings.services, *self.settings.service_actions], wait=wait)

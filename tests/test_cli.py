@@ -475,6 +475,7 @@ def test_a_secret_value_never_appears_in_a_settings_error(monkeypatch: pytest.Mo
         ["doctor", "--log-level", "debug"],
         ["demo", "--era", "2026-07-28"],
         ["timeline", "INC-1042", "--html", "/tmp/page.html"],
+        ["handoff", "--hours", "6", "--data-dir", "/srv/desk"],
     ],
 )
 def test_the_parser_built_for_one_subcommand_reads_it_as_the_whole_parser_does(arguments: list[str]) -> None:
@@ -492,6 +493,7 @@ def test_the_parser_built_for_one_subcommand_reads_it_as_the_whole_parser_does(a
         "doctor",
         "demo",
         "timeline",
+        "handoff",
     }
     assert set(SUBCOMMANDS) == all_of_them  # all of them here
     assert build_parser(arguments[0]).parse_args(arguments) == build_parser().parse_args(arguments)

@@ -98,6 +98,12 @@ def view(ctx: Context) -> ClientView:
     )
 
 
+def can_be_notified(session: Any) -> bool:
+    """Whether the desk can send this 2025-11-25 client messages of its own (a subscription's updates): not over
+    stateless HTTP, where a request's answer is its only channel."""
+    return bool(getattr(session, "can_send_request", False))
+
+
 @dataclass(frozen=True)
 class Ask:
     """Return ``result`` from the tool: the 2026 client answers and retries the call."""

@@ -21,6 +21,7 @@ from incident_desk.core.acts.limits import ActLimits
 from incident_desk.core.acts.links import ApprovalMode, strictest
 from incident_desk.core.acts.service_actions import ServiceAction, check_action_names
 from incident_desk.core.credentials import ENV_PREFIX
+from incident_desk.core.handoff.oncall import OncallConfig, check_location
 from incident_desk.core.journal.audit import DEFAULT_DESK, is_postgres_url, url_has_password
 from incident_desk.core.neighbours.metrics import ALERT_MAX_POINTS, ALERT_MAX_SERIES, MetricsConfig
 from incident_desk.core.sources.changes import ChangeSourceConfig
@@ -348,6 +349,24 @@ class Settings(BaseSettings):
         description="OAuth client id (public, PKCE) the approval page signs people in with at oauth_issuer; unset: "
         "the one-time link and the OS user.",
     )
+    oncall: OncallConfig = Field(
+        default_factory=OncallConfig,
+        description="Who is on call ([oncall]): calendar (an iCalendar feed, a file or an https URL; each event's "
+        "SUMMARY names the person), timeout_seconds (5), max_bytes (2 MiB), cache_seconds (300); see docs/tools.md.",
+    )
+    service_oncall_calendar: dict[str, str] = Field(
+        default_factory=dict,
+        description='Per-service on-call calendar, written [services.<name>] oncall_calendar = "<path or https URL>"; '
+        "it overrides [oncall] calendar for that service's incidents.",
+    )
+    watch_interval_seconds: float = Field(
+        default=30.0,
+        ge=0.2,
+        le=3600,
+        description="How often the desk re-reads its incident sources while a client is subscribed to "
+        "incident://index, to tell it of new, resolved and silenced incidents and of silences ending within 15 "
+        "minutes.",
+    )
     metrics_max_points: int = Field(
         default=500,
         ge=10,
@@ -422,6 +441,11 @@ class Settings(BaseSettings):
     @classmethod
     def _service_names_are_valid(cls, value: dict[str, Any]) -> dict[str, Any]:
         return check_service_names(value)
+
+    @field_validator("service_oncall_calendar")
+    @classmethod
+    def _calendars_are_files_or_urls(cls, value: dict[str, str]) -> dict[str, str]:
+        return {service: check_location(location) for service, location in value.items()}
 
     @field_validator("service_actions")
     @classmethod
