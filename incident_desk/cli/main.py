@@ -124,6 +124,10 @@ def _run(args: argparse.Namespace) -> int:
             from incident_desk.cli.investigate import run_investigate
 
             return run_investigate(settings, args.incident_id)
+        if args.command == "handoff":
+            from incident_desk.cli.handoff import run_handoff
+
+            return run_handoff(settings, args.hours)
     except SettingsError as exc:
         err(str(exc))
         return 2

@@ -22,6 +22,7 @@ TOOL_FEATURES = (
     "memory",
     "timeline",
     "investigate",
+    "handoff",
 )
 
 
