@@ -125,6 +125,14 @@ def _run(args: argparse.Namespace) -> int:
             from incident_desk.cli.timeline_page import run_timeline
 
             return run_timeline(settings, args.incident_id, args.html)
+        if args.command == "investigate":
+            from incident_desk.cli.investigate import run_investigate
+
+            return run_investigate(settings, args.incident_id)
+        if args.command == "handoff":
+            from incident_desk.cli.handoff import run_handoff
+
+            return run_handoff(settings, args.hours)
     except SettingsError as exc:
         err(str(exc))
         return 2
@@ -148,8 +156,8 @@ def _tools(settings: Settings) -> int:
 
 
 def _audit(settings: Settings, limit: int) -> int:
-    from incident_desk.app import open_journal
     from incident_desk.core.journal.audit import AuditError, format_decisions
+    from incident_desk.journal_setup import open_journal
 
     if settings.audit_url is None and not settings.audit_path.exists():
         out(f"no decisions recorded yet ({settings.audit_path} does not exist)")

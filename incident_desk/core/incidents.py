@@ -33,7 +33,7 @@ import structlog
 from incident_desk.core import errors
 from incident_desk.core.datafiles import DESCRIPTORS_SUPPORTED, DataRoot, Directory, Refused
 from incident_desk.core.names import INCIDENT_ID, SERVICE_NAME, is_safe_name
-from incident_desk.core.neighbours.untrusted import one_line
+from incident_desk.core.neighbours.untrusted import masked_line, one_line
 
 log = structlog.get_logger(__name__)
 
@@ -53,13 +53,13 @@ class DataError(errors.IncidentDeskError):
 
 class UnknownIncident(DataError, errors.NotFound):
     def __init__(self, incident_id: str) -> None:
-        super().__init__(f"No such incident: {incident_id}")
+        super().__init__(f"No such incident: {errors.echoed(incident_id, 'incidentId')}")
         self.incident_id = incident_id
 
 
 class UnknownService(DataError, errors.NotFound):
     def __init__(self, service: str) -> None:
-        super().__init__(f"No such service: {service}")
+        super().__init__(f"No such service: {errors.echoed(service, 'service')}")
         self.service = service
 
 
@@ -67,7 +67,8 @@ class RunbookMissing(UnknownService):
     """A service the desk knows (an incident, a restart action or a log source names it) with no runbook file."""
 
     def __init__(self, service: str) -> None:
-        DataError.__init__(self, f"No runbook for {service} ({RUNBOOKS_DIR}/{service}{RUNBOOK_SUFFIX} is missing)")
+        shown = errors.echoed(service, "service")
+        DataError.__init__(self, f"No runbook for {shown} ({RUNBOOKS_DIR}/{shown}{RUNBOOK_SUFFIX} is missing)")
         self.service = service
 
 
@@ -337,12 +338,12 @@ class DataFolder:
             raise ValueError(f"{LOG_FILE} cannot be read: {_reason(exc)}") from None
         return Incident(
             id=name,
-            title=one_line(meta["title"].strip()),
+            title=masked_line(meta["title"].strip()),
             service=service,
             severity=one_line(meta["severity"].strip()),
             status=one_line(meta["status"].strip()),
             opened=opened,
-            resolution=one_line(resolution.strip(), MAX_RESOLUTION_CHARS),
+            resolution=masked_line(resolution.strip(), MAX_RESOLUTION_CHARS),
         )
 
     def _runbook_problem(self, name: str, service: str) -> str | None:

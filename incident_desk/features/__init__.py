@@ -31,6 +31,8 @@ TOOL_FEATURES = (
     "approved_acts",
     "memory",
     "timeline",
+    "investigate",
+    "handoff",
 )
 
 
