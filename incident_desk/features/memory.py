@@ -142,7 +142,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
         markdown: Annotated[str, Field(description=f"at most {MAX_POSTMORTEM_CHARS} characters")],
         ctx: Context,
     ) -> Annotated[CallToolResult, PostmortemSaved]:
-        """Keep an incident's postmortem as postmortem://{id}, replacing an earlier one."""
+        """Keep an incident's postmortem as postmortem://{id}."""
         if len(markdown) > MAX_POSTMORTEM_CHARS:
             return results.error(
                 f"POSTMORTEM NOT SAVED -- it is {len(markdown)} characters long; at most {MAX_POSTMORTEM_CHARS}"

@@ -121,7 +121,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
     async def list_service_actions(
         service: str,
     ) -> Annotated[CallToolResult, ActionList]:
-        """A service's runbook actions and their parameters; run one with run_service_action."""
+        """A service's runbook actions and their parameters."""
         known = await app.known_services()
         if service not in known:
             return results.error(UNKNOWN_SERVICE.render(service=service, known=", ".join(known)))

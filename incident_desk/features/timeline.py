@@ -47,8 +47,7 @@ def extension(app: DeskApp) -> Apps:
     async def show_incident_timeline(
         incidentId: str,
     ) -> Annotated[CallToolResult, Timeline]:
-        """An incident's log lines per minute by level, first error, metrics, changes and acts on one time
-        axis."""
+        """An incident on one time axis: lines per minute by level, first error, metrics, changes, acts."""
         try:
             view = await gather(app, incidentId)
         except DataError as exc:
