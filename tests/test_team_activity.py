@@ -4,7 +4,6 @@ and a version 1 journal is upgraded in place without losing a row."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 
 import pytest
 
@@ -14,7 +13,7 @@ from incident_desk.core.journal.audit_pg import PostgresJournal
 from incident_desk.core.outcomes import Outcome
 from incident_desk.server import build_server
 from tests.helpers import AppFactory, connect, text_of
-from tests.postgres_cluster import PASSWORD, Cluster, running_cluster, unavailable_reason
+from tests.postgres_cluster import PASSWORD, Cluster, unavailable_reason
 from tests.restart_helpers import APPROVER
 
 pytestmark = [
@@ -23,16 +22,10 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
-    with running_cluster() as running:
-        yield running
-
-
 @pytest.fixture
-def journal_url(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> str:
+def journal_url(postgres_cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("INCIDENT_DESK_AUDIT_DB_PASSWORD", PASSWORD)
-    return cluster.new_database(f"desk_{uuid.uuid4().hex[:12]}")
+    return postgres_cluster.new_database(f"desk_{uuid.uuid4().hex[:12]}")
 
 
 async def test_two_replicas_see_each_others_acts_at_once(make_app: AppFactory, journal_url: str) -> None:
@@ -60,9 +53,9 @@ async def test_two_replicas_see_each_others_acts_at_once(make_app: AppFactory, j
             app.journal.close()
 
 
-def test_a_version_1_postgres_journal_is_upgraded_in_place(cluster: Cluster, journal_url: str) -> None:
+def test_a_version_1_postgres_journal_is_upgraded_in_place(postgres_cluster: Cluster, journal_url: str) -> None:
     database = journal_url.rsplit("/", 1)[1]
-    with cluster.connect(database) as conn:
+    with postgres_cluster.connect(database) as conn:
         conn.execute(
             """CREATE TABLE decisions (id BIGSERIAL PRIMARY KEY, time TIMESTAMPTZ NOT NULL, service TEXT NOT NULL,
             outcome TEXT NOT NULL, ticket TEXT, approver TEXT NOT NULL, protocol_era TEXT NOT NULL,

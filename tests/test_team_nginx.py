@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -23,7 +23,7 @@ from tests.helpers import text_of
 from tests.http_desk import Desk, open_session, ping, run_desk
 from tests.nginx_proxy import running_nginx
 from tests.nginx_proxy import unavailable_reason as nginx_unavailable
-from tests.postgres_cluster import PASSWORD, Cluster, running_cluster
+from tests.postgres_cluster import PASSWORD, Cluster
 from tests.postgres_cluster import unavailable_reason as postgres_unavailable
 from tests.restart_helpers import SERVICE, Restarts, approve
 from tests.restart_helpers import restarts_fixture as restarts_fixture
@@ -39,12 +39,6 @@ pytestmark = [
 REPLICAS = 2
 CLIENTS_PER_REPLICA = 25
 LOAD_SERVICES = [f"svc-{n:02d}" for n in range(REPLICAS * CLIENTS_PER_REPLICA)]
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
-    with running_cluster() as running:
-        yield running
 
 
 def _balanced(tmp_path: Path, url: str, services: Mapping[str, object], stack: ExitStack) -> tuple[str, list[Desk]]:
@@ -77,9 +71,9 @@ def _initialize_session_id(url: str) -> str:
 
 
 async def test_2025_stateful_sessions_live_their_whole_life_through_nginx(
-    tmp_path: Path, cluster: Cluster, restarts: Restarts
+    tmp_path: Path, postgres_cluster: Cluster, restarts: Restarts
 ) -> None:
-    url = cluster.new_database(f"desk_{uuid.uuid4().hex[:12]}")
+    url = postgres_cluster.new_database(f"desk_{uuid.uuid4().hex[:12]}")
     with ExitStack() as stack:
         balanced, _ = _balanced(tmp_path, url, restarts.services(), stack)
         tags = {_initialize_session_id(balanced).split(".", 1)[0] for _ in range(4)}
@@ -100,9 +94,9 @@ async def test_2025_stateful_sessions_live_their_whole_life_through_nginx(
 
 
 async def test_2026_calls_through_nginx_finish_approvals_on_any_replica(
-    tmp_path: Path, cluster: Cluster, restarts: Restarts
+    tmp_path: Path, postgres_cluster: Cluster, restarts: Restarts
 ) -> None:
-    url = cluster.new_database(f"desk_{uuid.uuid4().hex[:12]}")
+    url = postgres_cluster.new_database(f"desk_{uuid.uuid4().hex[:12]}")
     with ExitStack() as stack:
         balanced, _ = _balanced(tmp_path, url, restarts.services(), stack)
         texts = []
@@ -114,8 +108,10 @@ async def test_2026_calls_through_nginx_finish_approvals_on_any_replica(
 
 
 @pytest.mark.slow
-async def test_two_replicas_and_25_clients_each_for_30_seconds_through_nginx(tmp_path: Path, cluster: Cluster) -> None:
-    url = cluster.new_database(f"desk_{uuid.uuid4().hex[:12]}")
+async def test_two_replicas_and_25_clients_each_for_30_seconds_through_nginx(
+    tmp_path: Path, postgres_cluster: Cluster
+) -> None:
+    url = postgres_cluster.new_database(f"desk_{uuid.uuid4().hex[:12]}")
     services = {name: {"kind": "simulate"} for name in LOAD_SERVICES}
     errors: list[str] = []
     returned: list[str] = []  # the ticket of every restart decision a client was told about
