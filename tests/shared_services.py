@@ -10,7 +10,8 @@ no such test starts none, and stopped at the end of the session. What isolates t
   shared between pages;
 - ``oidc_provider``: the session's issuer; people sign in afresh each time, and each test registers its own clients.
 
-A test that stops or restarts its service (PostgreSQL going down mid-run, a browser's processes gone after a
+A test that uses one of them is marked ``service`` at collection (the fast lane, .ci/fast, leaves those to the
+full lane). A test that stops or restarts its service (PostgreSQL going down mid-run, a browser's processes gone after a
 failure) starts its own with ``running_cluster()``, ``launch()`` or ``run_provider()``, as before.
 """
 
@@ -24,6 +25,15 @@ import pytest
 from tests.browser import Browser, launch
 from tests.oidc_provider import OpenIDProvider, run_provider
 from tests.postgres_cluster import Cluster, running_cluster, unavailable_reason
+
+SERVICES = ("postgres_cluster", "browser", "oidc_provider")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark ``service`` every test that asks for a shared service, directly or through another fixture."""
+    for item in items:
+        if any(name in SERVICES for name in getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.service)
 
 
 @pytest.fixture(scope="session")

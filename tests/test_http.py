@@ -56,6 +56,7 @@ async def _tools_and_calls(url: str, mode: str, token: str | None = None, **call
     return {"tools": tools, "log": log, "restart": text_of(restart), "restart_result": restart, "summary": summary}
 
 
+@pytest.mark.smoke
 @pytest.mark.parametrize("stateless", [False, True], ids=["stateful", "stateless"])
 async def test_tools_and_approval_per_mode_and_era(tmp_path: Path, stateless: bool) -> None:
     args = ["--stateless"] if stateless else []
