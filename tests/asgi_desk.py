@@ -25,6 +25,7 @@ from incident_desk.app import build_app
 from incident_desk.http.serve import MCP_PATH, build_asgi
 from incident_desk.server import build_server
 from incident_desk.settings.model import load_settings
+from tests.http_desk import HANDSHAKE, INITIALIZE, MCP_HEADERS
 
 Scope = dict[str, Any]
 Message = dict[str, Any]
@@ -162,3 +163,15 @@ async def in_process_desk(token: str | None = None, **settings: object) -> Async
     async with _lifespan(asgi), anyio.create_task_group() as requests:
         yield InProcessDesk(asgi, f"http://127.0.0.1:{app.settings.port}", requests)
         requests.cancel_scope.cancel()  # event streams still open when the block ends
+
+
+async def open_session_in_process(http: httpx2.AsyncClient, url: str, **headers: str) -> httpx2.Response:
+    """tests/http_desk.py's ``open_session`` for an in-process desk: a 2025-11-25 stateful session, handshake and
+    all; the response carries its mcp-session-id when it opened."""
+    opened = await http.post(url, json=INITIALIZE, headers={**MCP_HEADERS, **headers})
+    session_id = opened.headers.get("mcp-session-id")
+    if opened.status_code == 200 and session_id:
+        follow = {**MCP_HEADERS, **headers, "mcp-session-id": session_id, "mcp-protocol-version": HANDSHAKE}
+        initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        assert (await http.post(url, json=initialized, headers=follow)).status_code == 202
+    return opened
