@@ -172,6 +172,7 @@ def test_a_refused_connection_is_a_clear_error(browser: Browser) -> None:
         page.open(url, timeout=10)
 
 
+@pytest.mark.subprocess
 def test_the_browser_and_its_profile_are_gone_after_the_block_even_on_failure(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="the test failed"), launch(tmp_path) as running:
         pid = running.process.pid

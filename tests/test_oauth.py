@@ -64,6 +64,7 @@ def _tool_call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
 
 
+@pytest.mark.http
 async def test_a_real_client_signs_in_at_a_real_provider_and_its_person_is_journaled(
     tmp_path: Path, oidc_provider: OpenIDProvider
 ) -> None:
@@ -191,6 +192,7 @@ def _claims(audience: str, **changes: Any) -> dict[str, Any]:
     return claims
 
 
+@pytest.mark.http
 def test_forged_and_stale_tokens_are_refused_with_a_challenge(tmp_path: Path) -> None:
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     stranger = rsa.generate_private_key(public_exponent=65537, key_size=2048)
@@ -256,6 +258,7 @@ def test_forged_and_stale_tokens_are_refused_with_a_challenge(tmp_path: Path) ->
             assert _post(desk.url, good).status_code == 200
 
 
+@pytest.mark.http
 def test_an_issuer_down_at_start_gives_a_named_error_and_no_freeze(tmp_path: Path) -> None:
     closed = f"http://127.0.0.1:{free_port()}"
     env = {"INCIDENT_DESK_HTTP_AUTH": "oauth", "INCIDENT_DESK_OAUTH_ISSUER": closed}
@@ -269,6 +272,7 @@ def test_an_issuer_down_at_start_gives_a_named_error_and_no_freeze(tmp_path: Pat
         assert _post(desk.url, None).status_code == 401
 
 
+@pytest.mark.http
 def test_an_issuer_hanging_mid_run_gives_a_named_error_and_no_freeze(tmp_path: Path) -> None:
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     with key_server() as keys:
@@ -313,6 +317,7 @@ def _doctor(tmp_path: Path, issuer: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.subprocess
 def test_doctor_reads_the_issuers_metadata_and_keys(tmp_path: Path) -> None:
     with run_provider(tmp_path) as provider:
         done = _doctor(tmp_path, provider.issuer)
@@ -345,6 +350,7 @@ class _MemoryTokens:
         self.client = client_info
 
 
+@pytest.mark.http
 async def test_the_sdks_own_oauth_client_discovers_the_desk_and_signs_in(
     tmp_path: Path, oidc_provider: OpenIDProvider
 ) -> None:
@@ -444,6 +450,7 @@ async def test_opaque_tokens_are_introspected_and_scopes_mapped() -> None:
             await wrong_credentials.verify("opaque-live")
 
 
+@pytest.mark.subprocess
 def test_oauth_settings_say_what_is_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for name in [name for name in os.environ if name.startswith("INCIDENT_DESK_")]:
         monkeypatch.delenv(name)
@@ -467,6 +474,7 @@ def test_oauth_settings_say_what_is_missing(tmp_path: Path, monkeypatch: pytest.
     assert beyond.returncode == 2 and "needs public_url" in beyond.stderr, beyond.stderr
 
 
+@pytest.mark.http
 async def test_a_person_signs_in_with_authorization_code_and_pkce_and_is_journaled(
     tmp_path: Path, oidc_provider: OpenIDProvider
 ) -> None:
@@ -486,6 +494,7 @@ async def _approve(context: Any, params: Any) -> ElicitResult:
     return ElicitResult(action="accept", content={"confirm": True, "ticket": "CHG-2291"})
 
 
+@pytest.mark.http
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 async def test_a_restart_is_approved_in_the_persons_name(
     tmp_path: Path, oidc_provider: OpenIDProvider, mode: str
@@ -504,6 +513,7 @@ async def test_a_restart_is_approved_in_the_persons_name(
             assert approvers == {f"carol@example.test (sub carol @ {oidc_provider.issuer})"}, journal
 
 
+@pytest.mark.http
 async def test_a_read_token_calls_no_tool_that_acts(tmp_path: Path) -> None:
     """Every tool the desk lists as not read-only answers 403 to a token with incidents:read alone, before the
     SDK sees the call; the acting tools come from tools/list, not from the desk's own scope table."""

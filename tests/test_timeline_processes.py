@@ -420,6 +420,7 @@ async def call_until_helpers_count(client: Any, capfd: pytest.CaptureFixture[str
     return await until_logged(capfd, "timeline counted by helpers", afresh, tries=20)
 
 
+@pytest.mark.subprocess
 @pytest.mark.anyio
 @pytest.mark.timing
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the desk's helpers in /proc")
