@@ -13,6 +13,7 @@ from incident_desk.app import DeskApp
 from incident_desk.core.incidents import DataError, Listing
 from incident_desk.core.journal.activity import STATES, IncidentState, Standing, stamp, state_of
 from incident_desk.core.journal.audit import MAX_RECENT_DECISIONS, AuditError, format_decisions
+from incident_desk.core.neighbours.untrusted import masked_line
 from incident_desk.core.search import paging as logfile
 from incident_desk.core.search.pattern import MAX_PATTERN_LENGTH, PatternError
 from incident_desk.protocol import tool_results as results
@@ -305,7 +306,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
                 time=d.time,
                 service=d.service,
                 outcome=str(d.outcome),
-                ticket=d.ticket,
+                ticket=masked_line(d.ticket) if d.ticket else d.ticket,
                 approver=d.approver,
                 protocol_era=d.protocol_era,
                 exit_status=d.exit_status,
