@@ -23,6 +23,18 @@ ERAS = ["legacy", "2026-07-28"]
 SAMPLE_1043_LOG = (
     "11:02:44 search-api WARN index segment merge running\n11:02:51 search-api INFO p99 latency 840ms (SLO 500ms)\n"
 )
+# What investigate_incident finds in INC-1043, as the summary's provider and raw steps and the postmortem add it.
+SAMPLE_1043_FINDINGS = (
+    "Findings of investigate_incident (ranked, no model):\n"
+    "INC-1043 search-api: search-api p99 latency above SLO during segment merge\n"
+    "evidence from the whole log (108 bytes, 2 lines); no baseline (no line before 10:52Z), so no template is new\n"
+    "1. [runbook 0.40] runbook section 'p99 latency above SLO (500 ms)' (matches: index, latency, merge, running, "
+    "segment) (runbook runbook://search-api; line 5; section p99 latency above SLO (500 ms))\n"
+    "2. [log_pattern 0.35] warn x1: search-api WARN index segment merge running (lines 1-1)\n"
+    "3. [runbook 0.20] runbook section 'search-api runbook' (matches: latency) (runbook runbook://search-api; line 1; "
+    "section search-api runbook)\n"
+    "4. [log_pattern 0.15] line x1: search-api INFO <*> latency <*> (SLO <*>) (lines 2-2)"
+)
 
 AppFactory = Callable[..., DeskApp]
 T = TypeVar("T")

@@ -21,15 +21,21 @@ from mcp_types import CallToolResult, CreateMessageRequestParams, CreateMessageR
 
 from incident_desk.observability import log as desk_logging
 from tests.fakes import FakeProvider, MemoryKeyring
-from tests.helpers import SAMPLE_1043_LOG, connect
+from tests.helpers import SAMPLE_1043_FINDINGS, SAMPLE_1043_LOG, connect
 
 SYSTEM_PROMPT = "You are an SRE. Answer in two sentences, no preamble."
 
 
-USER_TEXT = "Summarize this incident log:\n" + SAMPLE_1043_LOG
+USER_TEXT = "Summarize this incident log:\n" + SAMPLE_1043_LOG  # sampling: exactly the seed's (DESIGN §3)
 
 
-RAW_TEXT = "SAMPLING_UNAVAILABLE -- client has no model to lend. Raw log:\n" + SAMPLE_1043_LOG
+# The desk's own provider and the raw log also get the findings, after the log window.
+PROVIDER_USER_TEXT = USER_TEXT + "\n" + SAMPLE_1043_FINDINGS
+
+
+RAW_TEXT = (
+    "SAMPLING_UNAVAILABLE -- client has no model to lend. Raw log:\n" + SAMPLE_1043_LOG + "\n" + SAMPLE_1043_FINDINGS
+)
 
 
 ANSWER = "Search p99 latency breached its 500ms SLO while an index segment merge ran. Let the merge finish."

@@ -89,6 +89,7 @@ async def _check_every_tool(tmp_path: Path, make_server: Callable[..., MCPServer
     server = make_server(data_dir=_desk(tmp_path / "desk"), services=metrics)
     calls: list[tuple[str, dict[str, Any]]] = [
         ("list_incidents", {}),
+        ("investigate_incident", {"incidentId": "INC-3"}),
         ("list_incidents", {"status": "all"}),
         *[("read_incident_log", {"incidentId": incident_id, "limit": 1}) for incident_id in OPENED_SHAPES],
         ("search_incident_log", {"incidentId": "INC-3", "pattern": "ERROR"}),
@@ -109,6 +110,7 @@ async def _check_every_tool(tmp_path: Path, make_server: Callable[..., MCPServer
         ("find_similar_incidents", {"query": "payments-api ERROR pool exhausted"}),
         *[("show_incident_timeline", {"incidentId": incident_id}) for incident_id in OPENED_SHAPES],
         ("query_incident_metrics", {"incidentId": "INC-1", "minutes_after": 60}),
+        ("get_shift_handoff", {"hours": 6}),
     ]
     checked: set[str] = set()
     for callbacks in ({}, {"elicitation_callback": _accept, "sampling_callback": _sample}):

@@ -14,7 +14,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import TextContent
 
 from incident_desk.features.prompts import SAVE_SENTENCE
-from tests.helpers import ROOT, SAMPLE_1043_LOG, child_env, text_of
+from tests.helpers import ROOT, SAMPLE_1043_FINDINGS, SAMPLE_1043_LOG, child_env, synthetic_incidents, text_of
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 
@@ -48,10 +48,16 @@ async def test_transcripts_over_stdio(tmp_path: Path, mode: str) -> None:
     prompt_content = prompt.messages[0].content
     assert isinstance(prompt_content, TextContent)
     saving = "\n\n" + SAVE_SENTENCE.format(id="INC-1043")
-    assert prompt_content.text.endswith("Use only the log below.\n\n" + SAMPLE_1043_LOG + saving)
+    findings = "\n\n" + SAMPLE_1043_FINDINGS
+    assert prompt_content.text.endswith("Use only the log below.\n\n" + SAMPLE_1043_LOG + findings + saving)
     assert "summarize_incident" in tools and "restart_service" in tools
     # A client with neither capability gets transcript 06.
-    assert text_of(summary) == "SAMPLING_UNAVAILABLE -- client has no model to lend. Raw log:\n" + SAMPLE_1043_LOG
+    assert text_of(summary) == (
+        "SAMPLING_UNAVAILABLE -- client has no model to lend. Raw log:\n"
+        + SAMPLE_1043_LOG
+        + "\n"
+        + SAMPLE_1043_FINDINGS
+    )
     assert text_of(restart) == (
         "ELICITATION_UNAVAILABLE -- refusing to restart payments-api without an approval channel"
     )
@@ -174,3 +180,15 @@ def test_bad_settings_stop_the_start_with_a_message_naming_them(
     assert completed.returncode == 2
     assert expected in completed.stderr
     assert completed.stdout == ""
+
+
+async def test_a_plugins_empty_data_dir_serves_the_config_files_desk(tmp_path: Path) -> None:
+    """The Claude plugin and the .mcpb pass ``INCIDENT_DESK_DATA_DIR=""`` for a field the user left empty."""
+    data = synthetic_incidents(tmp_path / "desk-data", 1)
+    config = tmp_path / "desk.toml"
+    config.write_text(f'data_dir = "{data}"\n')
+    params = server_params(tmp_path, INCIDENT_DESK_DATA_DIR="", INCIDENT_DESK_CONFIG=str(config))
+    async with Client(params) as client:
+        listed = text_of(await client.call_tool("list_incidents", {}))
+    assert "INC-0" in listed
+    assert "INC-1043" not in listed, "the sample desk answered in place of the configured one"

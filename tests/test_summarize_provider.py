@@ -20,8 +20,8 @@ from tests.summarize_helpers import (
     KEY,
     NO_CAPABILITY,
     PROVIDER_ANSWER,
+    PROVIDER_USER_TEXT,
     SYSTEM_PROMPT,
-    USER_TEXT,
     ScriptedModel,
     _anthropic,
     _assert_secret_absent,
@@ -49,7 +49,7 @@ async def test_openai_provider_with_the_key_from_the_keychain(
     assert request.headers["authorization"] == f"Bearer {KEY}"
     assert request.body == {
         "model": "gpt-test",
-        "messages": [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": USER_TEXT}],
+        "messages": [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": PROVIDER_USER_TEXT}],
         "max_tokens": 120,
         "temperature": 0.2,
     }
@@ -84,7 +84,7 @@ async def test_anthropic_provider_request_shape(
     assert request.body == {
         "model": "claude-test",
         "system": SYSTEM_PROMPT,
-        "messages": [{"role": "user", "content": USER_TEXT}],
+        "messages": [{"role": "user", "content": PROVIDER_USER_TEXT}],
         "max_tokens": 120,
         "temperature": 0.2,
     }

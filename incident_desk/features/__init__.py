@@ -21,6 +21,8 @@ TOOL_FEATURES = (
     "approved_acts",
     "memory",
     "timeline",
+    "investigate",
+    "handoff",
 )
 
 

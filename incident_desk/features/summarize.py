@@ -9,6 +9,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, InputRequiredResult
 from pydantic import BaseModel, Field
 
+from incident_desk import investigation
 from incident_desk.app import DeskApp
 from incident_desk.core.incidents import DataError
 from incident_desk.core.neighbours import provider
@@ -33,7 +34,7 @@ class Summary(BaseModel):
     skipped: list[str] = Field(description="Why each earlier step did not answer")
 
 
-async def _from_provider(app: DeskApp, log_text: str) -> provider.ProviderAnswer | str:
+async def _from_provider(app: DeskApp, log_text: str, findings: str) -> provider.ProviderAnswer | str:
     """The provider's answer, or why there is none (never raises: a provider failure is a normal outcome)."""
     settings = app.settings
     if settings.provider == "none" or settings.provider_model is None:
@@ -54,7 +55,7 @@ async def _from_provider(app: DeskApp, log_text: str) -> provider.ProviderAnswer
             config,
             key.value,
             system=SYSTEM_PROMPT,
-            user=USER_PREFIX + log_text,
+            user=USER_PREFIX + investigation.after_log(log_text, findings),
             max_tokens=MAX_TOKENS,
             temperature=TEMPERATURE,
         )
@@ -110,7 +111,9 @@ def register(server: MCPServer, app: DeskApp) -> None:
         skipped.append(f"sampling: {sampled.reason}")
         await _skipped(ctx, app, incidentId, "sampling", sampled.reason)
 
-        answer = await _from_provider(app, log_text)
+        # The sampling question stays as it always was; the desk's own model and the raw log get the evidence too.
+        findings = await investigation.findings_for_prompt(app, incidentId)
+        answer = await _from_provider(app, log_text, findings)
         if isinstance(answer, provider.ProviderAnswer):
             # Masked like the log it summarises: a provider's answer may quote a secret (its own key among them).
             text = await app.redacted(answer.text)
@@ -119,5 +122,5 @@ def register(server: MCPServer, app: DeskApp) -> None:
         skipped.append(f"provider: {answer}")
         await _skipped(ctx, app, incidentId, "provider", answer)
 
-        text = RAW_PREFIX + log_text
+        text = RAW_PREFIX + investigation.after_log(log_text, findings)
         return results.ok(text, Summary(incident_id=incidentId, mode="raw", text=text, model=None, skipped=skipped))

@@ -1,0 +1,80 @@
+"""The template pass's resume point on disk, beside the timeline's, so a log that has only grown (or that a budget
+stopped) is read on from where the last pass ended. Keyed like the timeline's summaries (the file's identity);
+an entry that cannot be read or written is ignored."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any, BinaryIO
+
+import structlog
+
+from incident_desk.core.evidence.scan import Resume, TemplateScan, scan_templates
+from incident_desk.core.evidence.tally import Boundary, Tally
+from incident_desk.core.timeline.cache import TimelineCache
+
+MAX_ENTRY_BYTES = 32 * 1024 * 1024
+_log = structlog.get_logger(__name__)
+
+
+def _encode(resume: Resume) -> str:
+    tally = resume.tally
+    return json.dumps(
+        {
+            "offset": resume.offset,
+            "baseline_end": resume.baseline_end,
+            "skipped": resume.skipped_lines,
+            "check": resume.check,
+            "lines": tally.lines,
+            "baseline_lines": tally.baseline_lines,
+            "overflow": tally.overflow,
+            "table": [[base64.b64encode(key).decode(), *row] for key, row in tally.table.items()],
+        }
+    )
+
+
+def _decode(text: str) -> Resume:
+    data: dict[str, Any] = json.loads(text)
+    table = {base64.b64decode(key): [int(value) for value in row] for key, *row in data["table"]}
+    if any(len(row) != 5 for row in table.values()):
+        raise ValueError("a row of the template table is not five numbers")
+    tally = Tally(table, int(data["lines"]), int(data["baseline_lines"]), int(data["overflow"]))
+    return Resume(int(data["offset"]), float(data["baseline_end"]), tally, int(data["skipped"]), str(data["check"]))
+
+
+class TemplateCache(TimelineCache):
+    """Resume points of template passes in ``directory``, one JSON file per log."""
+
+    def load_resume(self, handle: BinaryIO) -> Resume | None:
+        entry = self._entry(handle)
+        if entry is None:
+            return None
+        try:
+            if entry.stat().st_size > MAX_ENTRY_BYTES:
+                return None
+            return _decode(entry.read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            _log.debug("template summary unreadable, reading afresh", error=str(exc))
+            return None
+
+    def store_resume(self, handle: BinaryIO, resume: Resume | None) -> None:
+        entry = self._entry(handle)
+        if entry is None or resume is None:
+            return
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            partial = entry.with_suffix(".tmp")
+            partial.write_text(_encode(resume))
+            partial.replace(entry)
+            self._trim()
+        except OSError as exc:
+            _log.debug("template summary not written", error=str(exc))
+
+    def scan_templates(self, handle: BinaryIO, boundary: Boundary, **options: Any) -> TemplateScan:
+        """``scan_templates`` from this log's resume point, if it still holds; the new one is kept."""
+        scan = scan_templates(handle, boundary, resume=self.load_resume(handle), **options)
+        self.store_resume(handle, scan.resume)
+        return scan
