@@ -37,16 +37,16 @@ from incident_desk.core.incidents import (
     bundled_sample_data,
 )
 from incident_desk.core.journal.activity import Event, Standing, standings
-from incident_desk.core.journal.audit import MAX_RECENT_DECISIONS, AuditJournal, Decision, Journal
+from incident_desk.core.journal.audit import MAX_RECENT_DECISIONS, Decision, Journal
 from incident_desk.core.journal.locks import Holder, Holding
-from incident_desk.core.journal.memory import Memory, MemoryUnavailable, Postmortem, Remembered, Similar, SqliteMemory
+from incident_desk.core.journal.memory import MemoryUnavailable, Postmortem, Remembered, Similar
 from incident_desk.core.neighbours import metrics, outside
 from incident_desk.core.search.sealed import LogPageRead, LogSearchRead
 from incident_desk.core.sources import IncidentSources, silences
 from incident_desk.core.sources.alertmanager import AlertmanagerSource
+from incident_desk.journal_setup import open_journal, open_memory
 from incident_desk.memory_keeper import MemoryKeeper
 from incident_desk.protocol.client_logging import ClientLogLevels
-from incident_desk.settings.errors import SettingsError
 from incident_desk.settings.model import Settings, user_data_dir
 
 if TYPE_CHECKING:
@@ -58,7 +58,6 @@ if TYPE_CHECKING:
 
 logger = structlog.get_logger(__name__)
 # How to add the PostgreSQL journal's driver to an install made without it.
-POSTGRES_INSTALL = 'pip install "incident-desk[postgres]" or uv tool install "incident-desk[postgres]"'
 T = TypeVar("T")
 # Logs up to this size are read on the caller's thread when the data directory's last look is fresh: reading and
 # redacting them costs the loop about as much as a hop to a worker thread and back (docs/performance.md); beyond
@@ -547,42 +546,6 @@ def source_secret(settings: Settings) -> Callable[[str], str | None]:
     return lookup
 
 
-def require_postgres_driver() -> None:
-    """psycopg comes with the ``postgres`` extra, which a desktop install goes without: say how to add it."""
-    try:
-        import psycopg  # noqa: F401
-        import psycopg_pool  # noqa: F401
-    except ImportError as exc:
-        raise SettingsError(
-            f"audit_db is a PostgreSQL URL, but the PostgreSQL driver is not installed ({exc}); install the "
-            f"desk with its postgres extra: {POSTGRES_INSTALL}"
-        ) from None
-
-
-def open_journal(settings: Settings) -> Journal:
-    """The SQLite journal (the default), or the PostgreSQL one replicas share; ``AuditError`` names the setting,
-    ``SettingsError`` the extra to install when the PostgreSQL driver is missing."""
-    journal = _open_journal(settings)
-    if journal.adopted:
-        logger.info("the journal's rows of former names are now this desk's", desk=journal.desk, former=journal.adopted)
-    return journal
-
-
-def _open_journal(settings: Settings) -> Journal:
-    """The journal ``settings`` name, its desk taking over the rows of its former names (``core.journal.desks``)."""
-    desk, derived, renamed_from = settings.journal_desk, settings.desk_name is None, settings.desk_renamed_from
-    if settings.audit_url is None:
-        return AuditJournal(settings.audit_path, desk=desk, derived=derived, renamed_from=renamed_from)
-    require_postgres_driver()
-    from incident_desk.core.journal.audit_pg import PostgresJournal
-
-    # The password never comes from the URL (settings refuse one there): environment first, then the keychain.
-    found = credentials.resolve_secret(
-        settings.audit_db_password, settings.keyring_service, credentials.AUDIT_DB_PASSWORD
-    )
-    return PostgresJournal(settings.audit_url, found.value, desk=desk, derived=derived, renamed_from=renamed_from)
-
-
 def build_app(settings: Settings, sealing_keys: list[bytes] | None = None) -> DeskApp:
     root = settings.data_dir if settings.data_dir is not None else bundled_sample_data()
     data = DataFolder(
@@ -602,15 +565,3 @@ def build_app(settings: Settings, sealing_keys: list[bytes] | None = None) -> De
     )
     app.memory = MemoryKeeper(open_memory(settings, app.journal), app.journal, app.read_log, app.redactor)
     return app
-
-
-def open_memory(settings: Settings, journal: Journal) -> Memory:
-    """The incident memory beside the journal: SQLite FTS5 in its file, or PostgreSQL full text on a team desk."""
-    if isinstance(journal, AuditJournal):
-        return SqliteMemory(journal.path, journal.desk)
-    from incident_desk.core.journal.audit_pg import PostgresJournal
-    from incident_desk.core.journal.memory_pg import PostgresMemory
-
-    if not isinstance(journal, PostgresJournal):
-        raise TypeError(f"no incident memory beside a {type(journal).__name__}")
-    return PostgresMemory(journal)
