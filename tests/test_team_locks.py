@@ -402,5 +402,6 @@ async def test_a_nul_in_a_ticket_on_postgres_is_refused_with_a_journal_row(
 
 def test_journal_fields_escape_what_postgres_cannot_store() -> None:
     decision = Decision("a\x00b", Outcome.APPROVED, "t\ud800", "os:x", "2025-11-25", detail="x\x00")
-    assert (decision.service, decision.ticket, decision.detail) == ("a\\x00b", "t\\ud800", "x\\x00")
+    # A detail is kept text: its control characters become visible marks (issue 42), storable too.
+    assert (decision.service, decision.ticket, decision.detail) == ("a\\x00b", "t\\ud800", "x\u2400")
     assert json.dumps(decision.service)  # a plain string, storable anywhere
