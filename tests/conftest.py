@@ -16,7 +16,7 @@ from incident_desk.settings.model import load_settings
 from tests.fakes import FakeProvider, MemoryKeyring, running_fake_provider, using_keyring
 from tests.helpers import ERAS, LIMITS_OFF, AppFactory
 
-pytest_plugins = ["tests.timing_alone"]
+pytest_plugins = ["tests.timing_alone", "tests.shared_services"]
 
 
 @pytest.fixture

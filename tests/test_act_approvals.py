@@ -178,6 +178,7 @@ def _source_env(manager: Alertmanager, tmp_path: Path) -> dict[str, str]:
     }
 
 
+@pytest.mark.subprocess
 @pytest.mark.parametrize("act", ["resolve", "silence", "unsilence"])
 @pytest.mark.parametrize("answer", ["accept", "decline"])
 async def test_over_stdio_each_act_is_asked_and_answered(
@@ -201,6 +202,7 @@ async def test_over_stdio_each_act_is_asked_and_answered(
     assert {e["id"]: e["state"] for e in states.structured_content["incidents"]}[incident_id] == expected
 
 
+@pytest.mark.http
 @pytest.mark.parametrize("act", ["resolve", "silence", "unsilence"])
 async def test_over_stateless_http_2026_is_asked_and_2025_gets_the_refusal(
     manager: Alertmanager, tmp_path: Path, act: str

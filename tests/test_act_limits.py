@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from incident_desk.server import build_server
 from incident_desk.settings.errors import SettingsError
 from incident_desk.settings.model import load_settings
 from tests.helpers import AppFactory, connect, text_of
-from tests.postgres_cluster import PASSWORD, Cluster, running_cluster, unavailable_reason
+from tests.postgres_cluster import PASSWORD, Cluster, unavailable_reason
 from tests.restart_helpers import APPROVER, SERVICE, approve, desk, rows
 
 pytestmark = pytest.mark.anyio
@@ -285,19 +284,11 @@ async def test_limits_shows_the_counters_and_reset_starts_a_service_again_journa
 needs_postgres = pytest.mark.skipif(unavailable_reason() is not None, reason=str(unavailable_reason()))
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
-    if unavailable_reason() is not None:
-        pytest.skip(str(unavailable_reason()))
-    with running_cluster() as running:
-        yield running
-
-
 @needs_postgres
 async def test_two_desks_sharing_a_postgres_journal_see_one_limit(
-    make_app: AppFactory, cluster: Cluster, era: str
+    make_app: AppFactory, postgres_cluster: Cluster, era: str
 ) -> None:
-    url = cluster.new_database(f"limits_{uuid.uuid4().hex[:12]}")
+    url = postgres_cluster.new_database(f"limits_{uuid.uuid4().hex[:12]}")
     settings: dict[str, Any] = {
         "audit_db": url,
         "audit_db_password": PASSWORD,

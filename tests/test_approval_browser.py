@@ -9,7 +9,6 @@ import json
 import os
 import sqlite3
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +20,10 @@ from mcp.client.streamable_http import streamable_http_client
 
 from incident_desk.approvals.out_of_band import approval_store
 from tests.approval_page_helpers import LinkFollower
-from tests.browser import Browser, launch
+from tests.browser import Browser
 from tests.helpers import ROOT, AppFactory, child_env, connect, text_of
 from tests.http_desk import run_desk
-from tests.oidc_provider import OpenIDProvider, run_provider
+from tests.oidc_provider import OpenIDProvider
 from tests.restart_helpers import SERVICE, desk, outcomes, rows
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
@@ -34,31 +33,19 @@ PAGE_REDIRECT = "http://127.0.0.1:1/approvals/sign-in/callback"
 RESTART_SCOPES = "incidents:read incidents:write services:restart"
 
 
-@pytest.fixture(scope="module")
-def provider(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OpenIDProvider]:
-    with run_provider(tmp_path_factory.mktemp("provider")) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
-    with launch(tmp_path_factory.mktemp("browser")) as running:
-        yield running
-
-
-def person(provider: OpenIDProvider, user: str) -> str:
+def person(oidc_provider: OpenIDProvider, user: str) -> str:
     """How the desk names a person signed in at the test issuer (the journal's approver)."""
-    return f"{user}@example.test (sub {user} @ {provider.issuer})"
+    return f"{user}@example.test (sub {user} @ {oidc_provider.issuer})"
 
 
-def approve_in_browser(browser: Browser, provider: OpenIDProvider, url: str, user: str) -> str:
+def approve_in_browser(browser: Browser, oidc_provider: OpenIDProvider, url: str, user: str) -> str:
     """A person opens the link in a fresh browser context, signs in, types the ticket and clicks Approve."""
     page = browser.new_page()
     page.open(url)
-    landed = provider.sign_in_with_browser(page, user)
+    landed = oidc_provider.sign_in_with_browser(page, user)
     assert "/approvals/" in landed, landed
     page.wait_for_text("Who may approve")
-    assert person(provider, user) in page.text() and "X-Frame-Options" not in page.text()
+    assert person(oidc_provider, user) in page.text() and "X-Frame-Options" not in page.text()
     page.fill("input[name=ticket]", "CHG-2291")
     page.click("#approve")
     return page.text()
@@ -78,7 +65,7 @@ async def _call_and_approve(
     client: Any,
     follower: LinkFollower,
     browser: Browser,
-    provider: OpenIDProvider,
+    oidc_provider: OpenIDProvider,
     *users: str,
     tool: tuple[str, dict[str, Any]] = RESTART_CALL,
 ) -> tuple[str, list[str]]:
@@ -94,31 +81,31 @@ async def _call_and_approve(
         group.start_soon(call)
         url = await _until_link(follower)
         for user in users:
-            pages.append(await anyio.to_thread.run_sync(approve_in_browser, browser, provider, url, user))
+            pages.append(await anyio.to_thread.run_sync(approve_in_browser, browser, oidc_provider, url, user))
     return texts[0], pages
 
 
-def _page_settings(provider: OpenIDProvider, mode: str = "second-person") -> dict[str, Any]:
-    client = provider.register_client(PAGE_REDIRECT)
+def _page_settings(oidc_provider: OpenIDProvider, mode: str = "second-person") -> dict[str, Any]:
+    client = oidc_provider.register_client(PAGE_REDIRECT)
     return {
         "services": {SERVICE: {"kind": "simulate", "approval": mode}},
-        "oauth_issuer": provider.issuer,
+        "oauth_issuer": oidc_provider.issuer,
         "approval_page_client_id": client.client_id,
     }
 
 
 async def test_in_process_a_second_person_approves_in_the_browser(
-    make_app: AppFactory, provider: OpenIDProvider, browser: Browser, era: str
+    make_app: AppFactory, oidc_provider: OpenIDProvider, browser: Browser, era: str
 ) -> None:
-    app, server = desk(make_app, **_page_settings(provider))
+    app, server = desk(make_app, **_page_settings(oidc_provider))
     follower = LinkFollower(decision=None)
     async with connect(server, era, elicitation_callback=follower) as client:
-        text, pages = await _call_and_approve(client, follower, browser, provider, "bob")
+        text, pages = await _call_and_approve(client, follower, browser, oidc_provider, "bob")
     assert text.startswith(f"RESTARTED {SERVICE} under CHG-2291 (simulated)"), text
     assert pages[0].startswith("You approved")
     assert outcomes(app.journal) == ["approval_requested", "page_opened", "approved", "simulated"]
     journal = rows(app.journal)
-    assert journal[0].approver.startswith("os:") and journal[2].approver == person(provider, "bob")
+    assert journal[0].approver.startswith("os:") and journal[2].approver == person(oidc_provider, "bob")
 
 
 def _journal(tmp_path: Path) -> list[tuple[str, str]]:
@@ -128,39 +115,39 @@ def _journal(tmp_path: Path) -> list[tuple[str, str]]:
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 async def test_stdio_desk_bob_approves_in_the_browser(
-    tmp_path: Path, provider: OpenIDProvider, browser: Browser, mode: str
+    tmp_path: Path, oidc_provider: OpenIDProvider, browser: Browser, mode: str
 ) -> None:
-    settings = _page_settings(provider)
+    settings = _page_settings(oidc_provider)
     env = child_env(
         tmp_path / "audit.sqlite3",
         INCIDENT_DESK_SERVICES=json.dumps(settings["services"]),
-        INCIDENT_DESK_OAUTH_ISSUER=provider.issuer,
+        INCIDENT_DESK_OAUTH_ISSUER=oidc_provider.issuer,
         INCIDENT_DESK_APPROVAL_PAGE_CLIENT_ID=settings["approval_page_client_id"],
     )
     params = StdioServerParameters(command=sys.executable, args=["-m", "incident_desk"], cwd=str(ROOT), env=env)
     follower = LinkFollower(decision=None)
     async with Client(params, mode=mode, elicitation_callback=follower) as client:
-        text, _ = await _call_and_approve(client, follower, browser, provider, "bob")
+        text, _ = await _call_and_approve(client, follower, browser, oidc_provider, "bob")
     assert text.startswith("RESTARTED payments-api under CHG-2291 (simulated)"), text
     steps = _journal(tmp_path)
     assert [o for o, _ in steps] == ["approval_requested", "page_opened", "approved", "simulated"]
-    assert steps[0][1].startswith("os:") and steps[2][1] == steps[3][1] == person(provider, "bob")
+    assert steps[0][1].startswith("os:") and steps[2][1] == steps[3][1] == person(oidc_provider, "bob")
 
 
 @pytest.mark.http
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 async def test_http_desk_the_requester_is_refused_and_a_second_person_approves(
-    tmp_path: Path, provider: OpenIDProvider, browser: Browser, mode: str
+    tmp_path: Path, oidc_provider: OpenIDProvider, browser: Browser, mode: str
 ) -> None:
-    settings = _page_settings(provider)
+    settings = _page_settings(oidc_provider)
     env = {
         "INCIDENT_DESK_HTTP_AUTH": "oauth",
-        "INCIDENT_DESK_OAUTH_ISSUER": provider.issuer,
+        "INCIDENT_DESK_OAUTH_ISSUER": oidc_provider.issuer,
         "INCIDENT_DESK_APPROVAL_PAGE_CLIENT_ID": settings["approval_page_client_id"],
         "INCIDENT_DESK_SERVICES": json.dumps(settings["services"]),
     }
     with run_desk(tmp_path, **env) as running:
-        token = provider.sign_in("alice", running.url, RESTART_SCOPES)
+        token = oidc_provider.sign_in("alice", running.url, RESTART_SCOPES)
         follower = LinkFollower(decision=None)
         async with (
             httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http,
@@ -170,12 +157,12 @@ async def test_http_desk_the_requester_is_refused_and_a_second_person_approves(
                 elicitation_callback=follower,
             ) as client,
         ):
-            text, pages = await _call_and_approve(client, follower, browser, provider, "alice", "bob")
+            text, pages = await _call_and_approve(client, follower, browser, oidc_provider, "alice", "bob")
     alice_page, bob_page = pages
     assert "Approval refused" in alice_page and "must approve it" in alice_page
     assert bob_page.startswith("You approved")
     assert text.startswith("RESTARTED payments-api under CHG-2291 (simulated)"), text
-    alice, bob = person(provider, "alice"), person(provider, "bob")
+    alice, bob = person(oidc_provider, "alice"), person(oidc_provider, "bob")
     # Issue 45: the refused self-approval and the second person's page_opened are journalled too, each by its person.
     assert _journal(tmp_path) == [
         ("approval_requested", alice),
@@ -197,7 +184,7 @@ with open(sys.argv[1], "a", encoding="utf-8") as f:
 @pytest.mark.http
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 async def test_http_desk_a_second_person_approves_a_runbook_action(
-    tmp_path: Path, provider: OpenIDProvider, browser: Browser, mode: str
+    tmp_path: Path, oidc_provider: OpenIDProvider, browser: Browser, mode: str
 ) -> None:
     """Issue 39: an action's own ``approval = "second-person"`` adds eyes to an in-band service: the requester's
     approval is refused, a second person signed in at the issuer approves, and the action runs once."""
@@ -209,16 +196,16 @@ async def test_http_desk_a_second_person_approves_a_runbook_action(
         "parameters": {"cache": {"choices": ["sessions", "prices"]}},
         "approval": "second-person",
     }
-    client_id = provider.register_client(PAGE_REDIRECT).client_id
+    client_id = oidc_provider.register_client(PAGE_REDIRECT).client_id
     env = {
         "INCIDENT_DESK_HTTP_AUTH": "oauth",
-        "INCIDENT_DESK_OAUTH_ISSUER": provider.issuer,
+        "INCIDENT_DESK_OAUTH_ISSUER": oidc_provider.issuer,
         "INCIDENT_DESK_APPROVAL_PAGE_CLIENT_ID": client_id,
         "INCIDENT_DESK_SERVICES": json.dumps({SERVICE: {"kind": "simulate", "actions": {"flush": flush}}}),
     }
     call = ("run_service_action", {"service": SERVICE, "action": "flush", "parameters": {"cache": "prices"}})
     with run_desk(tmp_path, **env) as running:
-        token = provider.sign_in("alice", running.url, RESTART_SCOPES)
+        token = oidc_provider.sign_in("alice", running.url, RESTART_SCOPES)
         follower = LinkFollower(decision=None)
         async with (
             httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http,
@@ -228,13 +215,13 @@ async def test_http_desk_a_second_person_approves_a_runbook_action(
                 elicitation_callback=follower,
             ) as client,
         ):
-            text, pages = await _call_and_approve(client, follower, browser, provider, "alice", "bob", tool=call)
+            text, pages = await _call_and_approve(client, follower, browser, oidc_provider, "alice", "bob", tool=call)
     alice_page, bob_page = pages
     assert "Approval refused" in alice_page and "must approve it" in alice_page
     assert bob_page.startswith("You approved")
     assert text.startswith(f"RAN flush on {SERVICE} under CHG-2291"), text
     assert ran.read_text(encoding="utf-8") == "prices\n"
-    alice, bob = person(provider, "alice"), person(provider, "bob")
+    alice, bob = person(oidc_provider, "alice"), person(oidc_provider, "bob")
     assert _journal(tmp_path) == [
         ("approval_requested", alice),
         ("page_opened", alice),

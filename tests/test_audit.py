@@ -199,6 +199,7 @@ def test_directory_in_the_way_is_an_audit_error(tmp_path: Path) -> None:
         AuditJournal(tmp_path / "audit.sqlite3")
 
 
+@pytest.mark.subprocess
 @pytest.mark.skipif(sys.platform == "win32", reason="needs SIGKILL")
 def test_recorded_decision_survives_a_kill_right_after_record(tmp_path: Path) -> None:
     path = tmp_path / "audit.sqlite3"

@@ -21,7 +21,7 @@ import pytest
 from anyio.abc import SocketAttribute, SocketStream
 
 from tests.browser import AsyncPage, Browser, BrowserError, BrowserTimeout, launch, live_processes
-from tests.oidc_provider import OpenIDProvider, claims_of, run_provider
+from tests.oidc_provider import OpenIDProvider, claims_of
 
 
 @dataclass
@@ -93,60 +93,52 @@ def silent_server() -> Iterator[str]:
         listener.close()
 
 
-@pytest.fixture(scope="module")
-def provider(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OpenIDProvider]:
-    with run_provider(tmp_path_factory.mktemp("provider")) as running:
-        yield running
-
-
-@pytest.fixture(scope="module")
-def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Browser]:
-    with launch(tmp_path_factory.mktemp("browser")) as running:
-        yield running
-
-
-def _sign_in(provider: OpenIDProvider, browser: Browser, user: str, confidential: bool) -> tuple[dict[str, str], str]:
+def _sign_in(
+    oidc_provider: OpenIDProvider, browser: Browser, user: str, confidential: bool
+) -> tuple[dict[str, str], str]:
     """One person's whole sign-in in a fresh browser context; the callback's query and the ID token's subject."""
     with callback_server() as callback:
-        client = provider.register_client(callback.url, confidential=confidential)
-        authorization = provider.authorization(client)
+        client = oidc_provider.register_client(callback.url, confidential=confidential)
+        authorization = oidc_provider.authorization(client)
         page = browser.new_page()
         page.open(authorization.url)
         assert "Sign-in" in page.text(), page.text()
-        landed = provider.sign_in_with_browser(page, user)
+        landed = oidc_provider.sign_in_with_browser(page, user)
         assert landed.startswith(callback.url + "?"), landed
         assert page.text().startswith("Signed in"), page.text()
         [query] = callback.queries
-        assert query["state"] == authorization.state and query["iss"] == provider.issuer, query
-        tokens = provider.exchange_code(client, query["code"], authorization)
-        claims = provider.id_token_claims(tokens["id_token"], client, nonce=authorization.nonce)
+        assert query["state"] == authorization.state and query["iss"] == oidc_provider.issuer, query
+        tokens = oidc_provider.exchange_code(client, query["code"], authorization)
+        claims = oidc_provider.id_token_claims(tokens["id_token"], client, nonce=authorization.nonce)
         return query, claims["sub"] + " " + claims["preferred_username"]
 
 
-def test_bob_signs_in_with_code_and_pkce_and_the_id_token_names_him(provider: OpenIDProvider, browser: Browser) -> None:
-    _, bob = _sign_in(provider, browser, "bob", confidential=False)
+def test_bob_signs_in_with_code_and_pkce_and_the_id_token_names_him(
+    oidc_provider: OpenIDProvider, browser: Browser
+) -> None:
+    _, bob = _sign_in(oidc_provider, browser, "bob", confidential=False)
     assert bob == "bob bob@example.test" == f"{claims_of('bob')['sub']} {claims_of('bob')['preferred_username']}"
 
 
-def test_two_people_in_one_browser_do_not_share_a_session(provider: OpenIDProvider, browser: Browser) -> None:
+def test_two_people_in_one_browser_do_not_share_a_session(oidc_provider: OpenIDProvider, browser: Browser) -> None:
     """Each page is its own browser context: bob's sign-in after alice's still asks for a login, and each ID token
     (one through a confidential client) names its own person."""
-    _, alice = _sign_in(provider, browser, "alice", confidential=True)
-    _, bob = _sign_in(provider, browser, "bob", confidential=False)
+    _, alice = _sign_in(oidc_provider, browser, "alice", confidential=True)
+    _, bob = _sign_in(oidc_provider, browser, "bob", confidential=False)
     assert (alice, bob) == ("alice alice@example.test", "bob bob@example.test")
 
 
-def test_the_code_is_useless_without_the_pkce_verifier(provider: OpenIDProvider, browser: Browser) -> None:
+def test_the_code_is_useless_without_the_pkce_verifier(oidc_provider: OpenIDProvider, browser: Browser) -> None:
     with callback_server() as callback:
-        client = provider.register_client(callback.url)
-        authorization = provider.authorization(client)
+        client = oidc_provider.register_client(callback.url)
+        authorization = oidc_provider.authorization(client)
         page = browser.new_page()
         page.open(authorization.url)
-        provider.sign_in_with_browser(page, "bob")
+        oidc_provider.sign_in_with_browser(page, "bob")
         code = callback.queries[0]["code"]
         forged = type(authorization)(authorization.url, "a-verifier-the-attacker-guessed-" * 2, "s", "n")
         with pytest.raises(AssertionError, match="invalid_grant"):
-            provider.exchange_code(client, code, forged)
+            oidc_provider.exchange_code(client, code, forged)
         cookies = {cookie["name"] for cookie in page.cookies()}
         assert "_session" in cookies, cookies  # the provider's session cookie, read from the browser
         page.close()
@@ -180,6 +172,7 @@ def test_a_refused_connection_is_a_clear_error(browser: Browser) -> None:
         page.open(url, timeout=10)
 
 
+@pytest.mark.subprocess
 def test_the_browser_and_its_profile_are_gone_after_the_block_even_on_failure(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match="the test failed"), launch(tmp_path) as running:
         pid = running.process.pid
@@ -192,7 +185,7 @@ def test_the_browser_and_its_profile_are_gone_after_the_block_even_on_failure(tm
 
 @pytest.mark.anyio
 async def test_an_async_test_signs_in_while_its_own_loop_serves_the_callback(
-    provider: OpenIDProvider, browser: Browser
+    oidc_provider: OpenIDProvider, browser: Browser
 ) -> None:
     """The shape of an in-process desk: the page the browser lands on is served by the test's own event loop, so
     the browser calls must leave that loop free (AsyncPage runs them in a worker thread)."""
@@ -212,26 +205,26 @@ async def test_an_async_test_signs_in_while_its_own_loop_serves_the_callback(
     port = listener.extra(SocketAttribute.local_port)  # noqa: S610 -- anyio typed attributes, not Django
     async with listener, anyio.create_task_group() as serving:
         serving.start_soon(listener.serve, answer)
-        client = provider.register_client(f"http://127.0.0.1:{port}/approval/callback")
-        authorization = provider.authorization(client)
+        client = oidc_provider.register_client(f"http://127.0.0.1:{port}/approval/callback")
+        authorization = oidc_provider.authorization(client)
         page = AsyncPage(browser.new_page())
         await page.open(authorization.url)
-        landed = await page.run(provider.sign_in_with_browser, page.page, "alice")
+        landed = await page.run(oidc_provider.sign_in_with_browser, page.page, "alice")
         assert landed.startswith(client.redirect_uri + "?") and await page.text() == "Signed in", landed
         assert await page.evaluate("document.querySelector('h1').textContent") == "Signed in"
         await page.close()
         serving.cancel_scope.cancel()
     [query] = [parse_qs(urlsplit(path).query) for path in queries if path.startswith("/approval/callback")]
-    tokens = provider.exchange_code(client, query["code"][0], authorization)
-    assert provider.id_token_claims(tokens["id_token"], client, authorization.nonce)["sub"] == "alice"
+    tokens = oidc_provider.exchange_code(client, query["code"][0], authorization)
+    assert oidc_provider.id_token_claims(tokens["id_token"], client, authorization.nonce)["sub"] == "alice"
 
 
-def test_a_sign_in_the_provider_refuses_says_why_at_once(provider: OpenIDProvider, browser: Browser) -> None:
-    client = provider.register_client("http://127.0.0.1:9/callback", confidential=True)
+def test_a_sign_in_the_provider_refuses_says_why_at_once(oidc_provider: OpenIDProvider, browser: Browser) -> None:
+    client = oidc_provider.register_client("http://127.0.0.1:9/callback", confidential=True)
     wrong = replace(client, redirect_uri="http://127.0.0.1:9/elsewhere")
     page = browser.new_page()
-    page.open(provider.authorization(wrong).url)
+    page.open(oidc_provider.authorization(wrong).url)
     started = time.monotonic()
     with pytest.raises(AssertionError, match=r"refused bob's sign-in.*redirect_uri"):
-        provider.sign_in_with_browser(page, "bob")
+        oidc_provider.sign_in_with_browser(page, "bob")
     assert time.monotonic() - started < 15

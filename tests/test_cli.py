@@ -442,6 +442,7 @@ def test_unknown_desk_variables_are_warned_about_with_a_suggestion(
     assert err.count("warning:") == 1, err
 
 
+@pytest.mark.subprocess
 def test_a_served_desk_logs_unknown_desk_variables(tmp_path: Path) -> None:
     env = child_env(tmp_path / "audit.sqlite3", INCIDENT_DESK_DATADIR=str(tmp_path))
     completed = subprocess.run(

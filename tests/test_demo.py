@@ -14,6 +14,7 @@ from tests.helpers import ERAS, ROOT
 GOLDEN = ROOT / "tests" / "golden" / "demo"
 
 
+@pytest.mark.timing  # its slow-client transcript turns on a model missing a wall-clock deadline
 @pytest.mark.parametrize("era", ERAS)
 def test_demo_output_matches_the_golden_transcripts(
     era: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]

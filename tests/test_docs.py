@@ -141,24 +141,37 @@ def test_the_link_check_can_fail(tmp_path: Path) -> None:
 
 
 def _command_args(script: str, marker: str) -> list[str]:
-    (line,) = [line for line in script.splitlines() if marker in line and not line.lstrip().startswith("#")]
-    return shlex.split(line)
+    (line,) = _command_lines(script, marker)
+    return line
+
+
+def _command_lines(script: str, marker: str) -> list[list[str]]:
+    return [shlex.split(line) for line in script.splitlines() if marker in line and not line.lstrip().startswith("#")]
+
+
+def _selection(args: list[str]) -> list[str]:
+    """A pytest command's arguments without its shell bookkeeping and reports (durations, coverage)."""
+    for operator in ("||", "&&", ";", "|"):
+        if operator in args:
+            args = args[: args.index(operator)]
+    return [arg for arg in args if not arg.startswith(("--durations", "--cov"))]
 
 
 def test_the_readmes_test_command_is_what_ci_runs() -> None:
+    """.ci/run runs the README's tests in two steps: all but the timing tests in parallel, then those serially."""
     readme = README.read_text(encoding="utf-8")
     (command,) = [line for line in readme.splitlines() if line.startswith("python3 -m venv .venv") and "pytest" in line]
     install, pytest_run = (part.strip() for part in command.split("&&")[1:])
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
-    ci_install = _command_args(ci, "pip install --quiet --python")
-    assert shlex.split(install)[-1] == ci_install[-1], "the README installs other extras than .ci/run"
-    ci_pytest = _command_args(ci, "-m pytest")[1:]
-    # .ci/run may add a report (--durations) and its shell bookkeeping; the tests it selects and how must be the same.
-    for operator in ("||", "&&", ";", "|"):
-        if operator in ci_pytest:
-            ci_pytest = ci_pytest[: ci_pytest.index(operator)]
-    ci_pytest = [arg for arg in ci_pytest if not arg.startswith("--durations")]
-    assert shlex.split(pytest_run)[1:] == ci_pytest, "the README runs pytest otherwise than .ci/run"
+    extras = shlex.split(install)[-1].removeprefix("-e").strip('.[]"').split(",")
+    ci_sync = _command_args(ci, "uv sync")
+    ci_extras = [ci_sync[index + 1] for index, arg in enumerate(ci_sync) if arg == "--extra"]
+    assert ci_extras == extras, "the README installs other extras than .ci/run"
+    assert "--frozen" in ci_sync, ".ci/run installs the locked versions (uv.lock)"
+    parallel, serial = (_selection(args[1:]) for args in _command_lines(ci, "-m pytest"))
+    assert parallel[:3] == ["-m", "pytest", "-n"] and parallel[-2:] == ["-m", "not timing"], parallel
+    assert serial == ["-m", "pytest", "-n", "0", "-m", "timing"], serial
+    assert shlex.split(pytest_run)[1:] == parallel[:-2], "the README runs pytest otherwise than .ci/run"
 
 
 def _fenced(text: str, language: str) -> list[str]:

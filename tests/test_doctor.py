@@ -1,16 +1,26 @@
-"""`incident-desk doctor` checks a real stdio handshake against itself and reports data problems."""
+"""`incident-desk doctor` checks a real stdio handshake against itself and reports data problems.
+
+The handshake (doctor starting a desk over stdio) is made by real processes twice in this module: once on the
+sample desk, its report shared by the tests that read it (``sample_desk_report``), and once beside a broken data
+entry. The other checks (keychain, log sources, settings, approvals) run doctor in this process with the handshake
+left out: what they assert does not depend on it, and each real handshake costs two interpreters' start.
+"""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import keyring.backends.fail
 import pytest
 
+from incident_desk.cli import doctor
+from incident_desk.cli.main import main
+from tests.fakes import using_keyring
 from tests.helpers import ROOT, child_env
-
-pytestmark = pytest.mark.subprocess
 
 
 def _doctor(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -26,13 +36,45 @@ def _doctor(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> su
     )
 
 
-def test_doctor_passes_on_the_sample_desk(tmp_path: Path) -> None:
-    completed = _doctor(tmp_path)
+@pytest.fixture(scope="module")
+def sample_desk_report(tmp_path_factory: pytest.TempPathFactory) -> subprocess.CompletedProcess[str]:
+    """`incident-desk doctor` on the sample desk, run once as a process, handshake and all."""
+    return _doctor(tmp_path_factory.mktemp("doctor"))
+
+
+_NO_KEYCHAIN = keyring.backends.fail.Keyring()  # type: ignore[no-untyped-call]  # headless Linux's only backend
+
+
+async def _no_handshake(*_: Any) -> list[str]:
+    """Stands in for doctor's stdio handshake in the in-process runs: no problem found, none looked for."""
+    return []
+
+
+@pytest.fixture
+def in_process(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> Iterator[Any]:
+    """Runs doctor's checks in this process, its handshake left out; the exit code and what it printed."""
+    monkeypatch.setattr(doctor, "_handshake", _no_handshake)
+
+    def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        for name, value in (env or {}).items():
+            monkeypatch.setenv(name, value)
+        capsys.readouterr()
+        code = main(["doctor", *args])
+        printed = capsys.readouterr()
+        return subprocess.CompletedProcess(["doctor", *args], code, printed.out, printed.err)
+
+    yield run
+
+
+@pytest.mark.subprocess
+def test_doctor_passes_on_the_sample_desk(sample_desk_report: subprocess.CompletedProcess[str]) -> None:
+    completed = sample_desk_report
     assert completed.returncode == 0, completed.stdout + completed.stderr
     assert "[ok] stdio handshake, tools/list, resources/read, stdout purity" in completed.stdout
     assert "all checks passed" in completed.stdout
 
 
+@pytest.mark.subprocess
 def test_doctor_reports_a_broken_data_entry(tmp_path: Path) -> None:
     root = tmp_path / "desk"
     (root / "incidents" / "INC-1").mkdir(parents=True)
@@ -45,30 +87,28 @@ def test_doctor_reports_a_broken_data_entry(tmp_path: Path) -> None:
     assert "[ok] stdio handshake" in completed.stdout, "one bad entry must not stop the desk from serving"
 
 
-def test_a_missing_keychain_is_a_warning_when_no_secret_needs_it(tmp_path: Path) -> None:
+def test_a_missing_keychain_is_a_warning_when_no_secret_needs_it(in_process: Any) -> None:
     """Headless Linux has only keyring's fail backend; the stdio sample desk needs no secret from it."""
-    completed = _doctor(tmp_path, env={"PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring"})
+    with using_keyring(_NO_KEYCHAIN):
+        completed = in_process()
     assert completed.returncode == 0, completed.stdout + completed.stderr
     assert "[warn] keychain: " in completed.stdout
     assert "no configured secret needs it" in completed.stdout
     assert "all checks passed" in completed.stdout
 
 
-def test_a_missing_keychain_fails_when_a_configured_secret_depends_on_it(tmp_path: Path) -> None:
-    completed = _doctor(
-        tmp_path,
-        env={
-            "PYTHON_KEYRING_BACKEND": "keyring.backends.fail.Keyring",
-            "INCIDENT_DESK_PROVIDER": "anthropic",
-            "INCIDENT_DESK_PROVIDER_MODEL": "claude-x",
-        },
-    )
+def test_a_missing_keychain_fails_when_a_configured_secret_depends_on_it(in_process: Any) -> None:
+    with using_keyring(_NO_KEYCHAIN):
+        completed = in_process(env={"INCIDENT_DESK_PROVIDER": "anthropic", "INCIDENT_DESK_PROVIDER_MODEL": "claude-x"})
     assert completed.returncode == 1
     assert "[FAIL] keychain: " in completed.stdout
     assert "needed for the anthropic API key" in completed.stdout
 
 
-def test_doctor_names_what_the_desk_registers(tmp_path: Path) -> None:
+@pytest.mark.subprocess
+def test_doctor_names_what_the_desk_registers(
+    tmp_path: Path, sample_desk_report: subprocess.CompletedProcess[str]
+) -> None:
     """The line is generated from the registrations: every tool, resource and prompt, counted."""
     import anyio
 
@@ -83,26 +123,27 @@ def test_doctor_names_what_the_desk_registers(tmp_path: Path) -> None:
         return tools, resources
 
     tools, resources = anyio.run(registered)
-    completed = _doctor(tmp_path)
+    completed = sample_desk_report
     assert completed.returncode == 0, completed.stdout + completed.stderr
     line = next(line for line in completed.stdout.splitlines() if "the desk serves" in line)
     assert "seven tools" not in line
     from incident_desk.cli.doctor import _NUMBER_WORDS
 
-    assert f"{_NUMBER_WORDS[len(tools)]} tools ({', '.join(tools)})" in line
+    number = _NUMBER_WORDS[len(tools)] if len(tools) < len(_NUMBER_WORDS) else str(len(tools))
+    assert f"{number} tools ({', '.join(tools)})" in line
     for name in [*tools, *resources, "incident://{id}/log", "runbook://{service}", "postmortem"]:
         assert name in line
 
 
-def test_doctor_warns_about_a_data_dir_without_incidents(tmp_path: Path) -> None:
+def test_doctor_warns_about_a_data_dir_without_incidents(tmp_path: Path, in_process: Any) -> None:
     root = tmp_path / "desk"
     (root / "runbooks").mkdir(parents=True)
-    completed = _doctor(tmp_path, "--data-dir", str(root))
+    completed = in_process("--data-dir", str(root))
     assert completed.returncode == 0, completed.stdout + completed.stderr
     assert f"[warn] data directory incidents/: {root / 'incidents'} does not exist" in completed.stdout
 
 
-def test_doctor_checks_each_log_source(tmp_path: Path) -> None:
+def test_doctor_checks_each_log_source(tmp_path: Path, in_process: Any) -> None:
     logs = tmp_path / "logs"
     logs.mkdir()
     (logs / "api.log").write_text("INFO up\n")
@@ -113,7 +154,7 @@ def test_doctor_checks_each_log_source(tmp_path: Path) -> None:
         '[services.jobs.logs]\nkind = "command"\nargv = ["no-such-program-for-doctor", "{service}"]\n'
         '[services.shell.logs]\nkind = "command"\nargv = ["cat", "/dev/null"]\n'
     )
-    completed = _doctor(tmp_path, "--config", str(config))
+    completed = in_process("--config", str(config))
     assert completed.returncode == 1, completed.stdout + completed.stderr
     assert "[ok] log source of api: files: 1 file(s) match" in completed.stdout
     assert f"[FAIL] log source of web: files: no file matches {logs}/web*.log" in completed.stdout
@@ -121,8 +162,8 @@ def test_doctor_checks_each_log_source(tmp_path: Path) -> None:
     assert "[ok] log source of shell: command: runs " in completed.stdout
 
 
-def test_doctor_warns_about_an_unknown_desk_variable(tmp_path: Path) -> None:
-    completed = _doctor(tmp_path, env={"INCIDENT_DESK_DATADIR": str(tmp_path)})
+def test_doctor_warns_about_an_unknown_desk_variable(tmp_path: Path, in_process: Any) -> None:
+    completed = in_process(env={"INCIDENT_DESK_DATADIR": str(tmp_path)})
     assert completed.returncode == 0, completed.stdout + completed.stderr
     assert (
         "[warn] environment: INCIDENT_DESK_DATADIR is not a setting of this desk and is ignored; did you mean "
@@ -130,12 +171,15 @@ def test_doctor_warns_about_an_unknown_desk_variable(tmp_path: Path) -> None:
     )
 
 
-def test_doctor_says_how_each_act_is_approved(tmp_path: Path) -> None:
-    plain = _doctor(tmp_path)
+@pytest.mark.subprocess
+def test_doctor_says_how_each_act_is_approved(
+    tmp_path: Path, sample_desk_report: subprocess.CompletedProcess[str], in_process: Any
+) -> None:
+    plain = sample_desk_report
     assert "  - approvals: every act in band" in plain.stdout
     config = tmp_path / "desk.toml"
     config.write_text('[act_approval]\nrestart = "out-of-band"\n[services.search-api]\napproval = "out-of-band"\n')
-    completed = _doctor(tmp_path, "--config", str(config))
+    completed = in_process("--config", str(config))
     assert completed.returncode == 0, completed.stdout + completed.stderr
     assert (
         "  - approvals on the desk's page instead: restart: out-of-band; service search-api: out-of-band"

@@ -17,6 +17,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CreateMessageResult, ElicitResult, InputRequiredResult, InputResponses, TextContent
 
 from incident_desk.features import tool_catalog
+from tests.asgi_desk import InProcessDesk, in_process_desk
 from tests.helpers import ROOT, SAMPLE_1043_LOG, text_of
 from tests.http_desk import TOKEN, desk_env, run_desk
 
@@ -26,10 +27,13 @@ SEALING_KEY = "shared-sealing-key-for-two-replicas-000"
 
 
 @asynccontextmanager
-async def _client(url: str, mode: str, token: str | None = None, **callbacks: Any) -> AsyncIterator[Client]:
+async def _client(
+    url: str, mode: str, token: str | None = None, desk: InProcessDesk | None = None, **callbacks: Any
+) -> AsyncIterator[Client]:
+    """A client of the desk at ``url``: over loopback, or through ``desk``'s transport when it runs in process."""
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     async with (
-        httpx2.AsyncClient(headers=headers, timeout=30) as http,
+        desk.http(headers=headers) if desk else httpx2.AsyncClient(headers=headers, timeout=30) as http,
         Client(streamable_http_client(url, http_client=http), mode=mode, **callbacks) as client,
     ):
         yield client
@@ -52,6 +56,7 @@ async def _tools_and_calls(url: str, mode: str, token: str | None = None, **call
     return {"tools": tools, "log": log, "restart": text_of(restart), "restart_result": restart, "summary": summary}
 
 
+@pytest.mark.smoke
 @pytest.mark.parametrize("stateless", [False, True], ids=["stateful", "stateless"])
 async def test_tools_and_approval_per_mode_and_era(tmp_path: Path, stateless: bool) -> None:
     args = ["--stateless"] if stateless else []
@@ -87,12 +92,12 @@ async def test_tools_and_approval_per_mode_and_era(tmp_path: Path, stateless: bo
     assert "era_2025-11-25" in stderr and "era_2026-07-28" in stderr
 
 
-async def test_tools_list_is_identical_in_stateful_and_stateless_modes(tmp_path: Path) -> None:
+async def test_tools_list_is_identical_in_stateful_and_stateless_modes() -> None:
     listings = []
-    for args in ([], ["--stateless"]):
-        with run_desk(tmp_path, *args) as desk:
+    for stateless in (False, True):
+        async with in_process_desk(stateless=stateless) as desk:
             for mode in ("legacy", "2026-07-28"):
-                async with _client(desk.url, mode) as client:
+                async with _client(desk.url, mode, desk=desk) as client:
                     tools = (await client.list_tools()).tools
                 listings.append([tool.model_dump(mode="json", exclude={"meta"}) for tool in tools])
     assert all(listing == listings[0] for listing in listings)
@@ -170,11 +175,11 @@ async def test_bearer_token_is_required_when_configured(tmp_path: Path) -> None:
     assert TOKEN not in audit
 
 
-async def test_dns_rebinding_attempts_are_refused(tmp_path: Path) -> None:
-    with run_desk(tmp_path) as desk:
+async def test_dns_rebinding_attempts_are_refused() -> None:
+    async with in_process_desk() as desk, desk.http() as http:
         body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
-        bad_host = httpx2.post(desk.url, json=body, headers={"Host": "evil.example"}, timeout=5)
-        bad_origin = httpx2.post(desk.url, json=body, headers={"Origin": "http://evil.example"}, timeout=5)
+        bad_host = await http.post(desk.url, json=body, headers={"Host": "evil.example"})
+        bad_origin = await http.post(desk.url, json=body, headers={"Origin": "http://evil.example"})
     assert bad_host.status_code == 421
     assert bad_origin.status_code == 403
 
@@ -304,17 +309,16 @@ async def test_the_http_token_comes_from_the_keychain(tmp_path: Path) -> None:
     assert token not in stderr
 
 
-async def test_allowed_hosts_and_origins_are_settings(tmp_path: Path) -> None:
+async def test_allowed_hosts_and_origins_are_settings() -> None:
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
-    with run_desk(
-        tmp_path,
-        INCIDENT_DESK_ALLOWED_HOSTS='["desk.example:*"]',
-        INCIDENT_DESK_ALLOWED_ORIGINS='["https://ops.example"]',
-    ) as desk:
-        good_host = httpx2.post(desk.url, json=body, headers={"Host": f"desk.example:{desk.port}"}, timeout=5)
-        bad_host = httpx2.post(desk.url, json=body, headers={"Host": "evil.example"}, timeout=5)
-        good_origin = httpx2.post(desk.url, json=body, headers={"Origin": "https://ops.example"}, timeout=5)
-        bad_origin = httpx2.post(desk.url, json=body, headers={"Origin": "https://evil.example"}, timeout=5)
+    async with (
+        in_process_desk(allowed_hosts=["desk.example:*"], allowed_origins=["https://ops.example"]) as desk,
+        desk.http() as http,
+    ):
+        good_host = await http.post(desk.url, json=body, headers={"Host": "desk.example:8765"})
+        bad_host = await http.post(desk.url, json=body, headers={"Host": "evil.example"})
+        good_origin = await http.post(desk.url, json=body, headers={"Origin": "https://ops.example"})
+        bad_origin = await http.post(desk.url, json=body, headers={"Origin": "https://evil.example"})
     # Accepted requests get past the rebinding checks (the SDK then wants a handshake or JSON+SSE accept).
     assert good_host.status_code not in (421, 403)
     assert good_origin.status_code not in (421, 403)
@@ -322,7 +326,7 @@ async def test_allowed_hosts_and_origins_are_settings(tmp_path: Path) -> None:
     assert bad_origin.status_code == 403
 
 
-async def test_log_notifications_over_http_follow_each_sessions_level(tmp_path: Path) -> None:
+async def test_log_notifications_over_http_follow_each_sessions_level() -> None:
     told: list[Any] = []
     silent: list[Any] = []
 
@@ -332,19 +336,19 @@ async def test_log_notifications_over_http_follow_each_sessions_level(tmp_path: 
     async def collect_silent(params: Any) -> None:
         silent.append(params.data)
 
-    with run_desk(tmp_path) as desk:
-        async with (
-            _client(desk.url, "legacy", logging_callback=collect) as asking,
-            _client(desk.url, "legacy", logging_callback=collect_silent) as quiet,
-        ):
-            await asking.set_logging_level("warning")
-            await asking.call_tool("summarize_incident", {"incidentId": "INC-1043"})
-            await quiet.call_tool("summarize_incident", {"incidentId": "INC-1043"})
+    async with (
+        in_process_desk() as desk,
+        _client(desk.url, "legacy", desk=desk, logging_callback=collect) as asking,
+        _client(desk.url, "legacy", desk=desk, logging_callback=collect_silent) as quiet,
+    ):
+        await asking.set_logging_level("warning")
+        await asking.call_tool("summarize_incident", {"incidentId": "INC-1043"})
+        await quiet.call_tool("summarize_incident", {"incidentId": "INC-1043"})
     assert [d["step"] for d in told] == ["sampling", "provider"]
     assert silent == [], "a session that never asked for logs gets none"
 
 
-async def test_one_client_waiting_on_a_human_does_not_block_others(tmp_path: Path) -> None:
+async def test_one_client_waiting_on_a_human_does_not_block_others() -> None:
     import anyio
 
     released = anyio.Event()
@@ -353,21 +357,21 @@ async def test_one_client_waiting_on_a_human_does_not_block_others(tmp_path: Pat
         await released.wait()
         return ElicitResult(action="decline")
 
-    with run_desk(tmp_path) as desk:
-        async with (
-            _client(desk.url, "legacy", elicitation_callback=slow_human) as waiting,
-            _client(desk.url, "legacy") as other,
-            anyio.create_task_group() as group,
-        ):
-            outcome: list[str] = []
+    async with (
+        in_process_desk() as desk,
+        _client(desk.url, "legacy", desk=desk, elicitation_callback=slow_human) as waiting,
+        _client(desk.url, "legacy", desk=desk) as other,
+        anyio.create_task_group() as group,
+    ):
+        outcome: list[str] = []
 
-            async def restart() -> None:
-                outcome.append(text_of(await waiting.call_tool("restart_service", {"service": "payments-api"})))
+        async def restart() -> None:
+            outcome.append(text_of(await waiting.call_tool("restart_service", {"service": "payments-api"})))
 
-            group.start_soon(restart)
-            await anyio.sleep(0.5)
-            with anyio.fail_after(10):
-                index = text_of(await other.read_resource("incident://index"))
-            released.set()
+        group.start_soon(restart)
+        await anyio.sleep(0.5)
+        with anyio.fail_after(10):
+            index = text_of(await other.read_resource("incident://index"))
+        released.set()
     assert index == "INC-1042\nINC-1043"
     assert outcome == ["NOT RESTARTED -- operator declined"]

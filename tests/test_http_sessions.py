@@ -10,15 +10,12 @@ import asyncio
 import ipaddress
 import threading
 import time
-from collections.abc import AsyncIterator
-from contextlib import ExitStack, asynccontextmanager
+from contextlib import ExitStack
 from pathlib import Path
 
 import anyio
 import httpx2
 import pytest
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
 from starlette.types import Message, Receive, Scope, Send
 
 from incident_desk.app import build_app
@@ -30,6 +27,7 @@ from incident_desk.server import build_server
 from incident_desk.settings.model import load_settings
 from tests.helpers import text_of
 from tests.http_desk import HANDSHAKE, INITIALIZE, MCP_HEADERS, TOKEN, open_session, ping, run_desk
+from tests.load_runs import bearer_client, clients_sharing_one_token
 
 pytestmark = [pytest.mark.anyio, pytest.mark.http]
 
@@ -37,18 +35,9 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 PAST_GRACE = HANDSHAKE_GRACE_SECONDS + 0.5  # sessions opened before this sleep are no longer in their handshake
 
 
-@asynccontextmanager
-async def _client(url: str) -> AsyncIterator[Client]:
-    async with (
-        httpx2.AsyncClient(headers=AUTH, timeout=30) as http,
-        Client(streamable_http_client(url, http_client=http), mode="legacy") as client,
-    ):
-        yield client
-
-
 async def _works(url: str) -> str:
     """A new client's whole life: connect, call a tool, read a resource; the tool's text."""
-    async with _client(url) as client:
+    async with bearer_client(url) as client:
         listing = await client.call_tool("list_incidents", {})
         await client.read_resource("incident://INC-1043/log")
     assert not listing.is_error
@@ -139,47 +128,9 @@ async def test_sessions_in_use_are_never_closed_and_ended_ones_are_forgotten(tmp
     assert expired == [404] * 4, "the SDK expired the idle sessions"
 
 
-@pytest.mark.slow
-async def test_fifty_clients_sharing_one_token_for_30_seconds(tmp_path: Path) -> None:
-    """One token, one address, default settings: 25 long-lived clients and 25 that reconnect for every round."""
-    clients, seconds = 50, 30.0
-    errors: list[str] = []
-    calls = 0
-    with run_desk(tmp_path, INCIDENT_DESK_HTTP_TOKEN=TOKEN) as desk:
-        stop_at = time.monotonic() + seconds
-
-        async def round_trip(client: Client) -> None:
-            nonlocal calls
-            listing = await client.call_tool("list_incidents", {})
-            log = text_of(await client.read_resource("incident://INC-1043/log"))
-            if listing.is_error or "INC-1043" not in text_of(listing) or "search-api" not in log:
-                errors.append(f"wrong answer: {text_of(listing)[:200]}")
-            calls += 1
-
-        async def long_lived(index: int) -> None:
-            try:
-                async with _client(desk.url) as client:
-                    while time.monotonic() < stop_at:
-                        await round_trip(client)
-            except Exception as exc:
-                errors.append(f"long-lived {index}: {exc!r}")
-
-        async def reconnecting(index: int) -> None:
-            while time.monotonic() < stop_at:
-                try:
-                    async with _client(desk.url) as client:
-                        await round_trip(client)
-                except Exception as exc:
-                    errors.append(f"reconnecting {index}: {exc!r}")
-
-        async with anyio.create_task_group() as group:
-            for index in range(clients):
-                group.start_soon(long_lived if index % 2 else reconnecting, index)
-        stderr = desk.stderr()
-    assert errors == []
-    assert calls >= clients
-    assert "refused a new session" not in stderr
-    assert "closed a client's least recently used idle session" not in stderr, "no live client lost its session"
+async def test_ten_clients_sharing_one_token_for_3_seconds(tmp_path: Path) -> None:
+    """The path of bench/bench_load.py's 50 clients for 30 seconds, briefly: half long-lived, half reconnecting."""
+    await clients_sharing_one_token(tmp_path, clients=10, seconds=3)
 
 
 def test_at_the_desk_cap_the_least_recently_used_idle_session_makes_room(tmp_path: Path) -> None:

@@ -42,6 +42,7 @@ def _summarize(process: subprocess.Popen[bytes], number: int) -> None:
     assert _answer(process, 10)["id"] == number
 
 
+@pytest.mark.subprocess
 def test_a_client_that_never_reads_stderr_cannot_hold_the_desk(tmp_path: Path) -> None:
     env = child_env(tmp_path / "audit.sqlite3", INCIDENT_DESK_LOG_LEVEL="info", INCIDENT_DESK_LOG_FORMAT="json")
     with subprocess.Popen(

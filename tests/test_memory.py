@@ -15,7 +15,6 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,7 @@ from incident_desk.server import build_server
 from tests.alertmanager import alert, needs_alertmanager, running_alertmanager
 from tests.helpers import AppFactory, child_env, connect, synthetic_incidents, text_of
 from tests.memory_corpus import KINDS, corpus, log_head
-from tests.postgres_cluster import PASSWORD, Cluster, running_cluster, unavailable_reason
+from tests.postgres_cluster import PASSWORD, Cluster, unavailable_reason
 from tests.restart_helpers import APPROVER
 from tests.test_sources_alertmanager import STARTED, folder_desk, sources
 
@@ -70,20 +69,12 @@ def test_held_out_incidents_find_their_kind_in_the_top_three_on_sqlite(tmp_path:
     assert _held_out_hit_rate(SqliteMemory(tmp_path / "journal.sqlite3", "corpus")) >= 0.9
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
-    if unavailable_reason() is not None:
-        pytest.skip(str(unavailable_reason()))
-    with running_cluster() as running:
-        yield running
-
-
 @needs_postgres
-def test_held_out_incidents_find_their_kind_in_the_top_three_on_postgres(cluster: Cluster) -> None:
+def test_held_out_incidents_find_their_kind_in_the_top_three_on_postgres(postgres_cluster: Cluster) -> None:
     from incident_desk.core.journal.audit_pg import PostgresJournal
     from incident_desk.core.journal.memory_pg import PostgresMemory
 
-    journal = PostgresJournal(cluster.new_database(f"memory_{uuid.uuid4().hex[:12]}"), PASSWORD, desk="corpus")
+    journal = PostgresJournal(postgres_cluster.new_database(f"memory_{uuid.uuid4().hex[:12]}"), PASSWORD, desk="corpus")
     try:
         assert _held_out_hit_rate(PostgresMemory(journal)) >= 0.9
     finally:
@@ -301,10 +292,10 @@ async def test_remembering_thousands_of_incidents_never_holds_up_a_call(make_app
 
 @needs_postgres
 async def test_replicas_of_a_team_desk_answer_the_same_and_keep_postmortems(
-    make_app: AppFactory, cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    make_app: AppFactory, postgres_cluster: Cluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("INCIDENT_DESK_AUDIT_DB_PASSWORD", PASSWORD)
-    url = cluster.new_database(f"memory_{uuid.uuid4().hex[:12]}")
+    url = postgres_cluster.new_database(f"memory_{uuid.uuid4().hex[:12]}")
     desk = _oom_desk(tmp_path / "desk")
     first, second = make_app(data_dir=desk, audit_db=url), make_app(data_dir=desk, audit_db=url)
     other = make_app(data_dir=desk, audit_db=url, desk_name="another-team")

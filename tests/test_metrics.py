@@ -351,6 +351,7 @@ def test_doctor_s_check_of_a_service_s_prometheus(prometheus: Prometheus) -> Non
     )
 
 
+@pytest.mark.subprocess
 @needs_prometheus
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 async def test_over_stdio_from_a_config_file(prometheus: Prometheus, tmp_path: Path, mode: str) -> None:

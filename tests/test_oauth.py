@@ -40,7 +40,7 @@ from incident_desk.settings.errors import SettingsError
 from incident_desk.settings.model import load_settings
 from tests.helpers import ROOT, child_env, free_port, text_of
 from tests.http_desk import INITIALIZE, MCP_HEADERS, Desk, desk_env, open_session, run_desk
-from tests.oidc_provider import CLIENTS, SECRET, run_provider
+from tests.oidc_provider import CLIENTS, SECRET, OpenIDProvider, run_provider
 
 pytestmark = pytest.mark.anyio
 
@@ -65,69 +65,69 @@ def _tool_call(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": name, "arguments": arguments}}
 
 
-async def test_a_real_client_signs_in_at_a_real_provider_and_its_person_is_journaled(tmp_path: Path) -> None:
-    with run_provider(tmp_path) as provider:
-        env = {"INCIDENT_DESK_HTTP_AUTH": "oauth", "INCIDENT_DESK_OAUTH_ISSUER": provider.issuer}
-        with run_desk(tmp_path, **env) as desk:
-            # Discovery, as a client does it: the 401 points at the metadata, which names the issuer.
-            refused = _post(desk.url, None)
-            assert refused.status_code == 401
-            challenge = _challenge(refused)
-            assert challenge.startswith("Bearer ") and 'scope="incidents:read"' in challenge
-            metadata_url = challenge.split('resource_metadata="')[1].split('"')[0]
-            assert metadata_url == f"http://127.0.0.1:{desk.port}/.well-known/oauth-protected-resource/mcp"
-            metadata = httpx2.get(metadata_url, timeout=10).json()
-            assert metadata["resource"] == desk.url
-            assert metadata["authorization_servers"] == [provider.issuer]
-            assert set(metadata["scopes_supported"]) == {"incidents:read", "incidents:write", "services:restart"}
-            plain = httpx2.get(f"http://127.0.0.1:{desk.port}/.well-known/oauth-protected-resource", timeout=10)
-            assert plain.json() == metadata
-            issuer = metadata["authorization_servers"][0]
-            discovery = httpx2.get(f"{issuer}/.well-known/openid-configuration", timeout=10).json()
-            assert discovery["token_endpoint"] == f"{provider.issuer}/token"
-            token = provider.token("desk-writer", metadata["resource"])
+@pytest.mark.http
+async def test_a_real_client_signs_in_at_a_real_provider_and_its_person_is_journaled(
+    tmp_path: Path, oidc_provider: OpenIDProvider
+) -> None:
+    env = {"INCIDENT_DESK_HTTP_AUTH": "oauth", "INCIDENT_DESK_OAUTH_ISSUER": oidc_provider.issuer}
+    with run_desk(tmp_path, **env) as desk:
+        # Discovery, as a client does it: the 401 points at the metadata, which names the issuer.
+        refused = _post(desk.url, None)
+        assert refused.status_code == 401
+        challenge = _challenge(refused)
+        assert challenge.startswith("Bearer ") and 'scope="incidents:read"' in challenge
+        metadata_url = challenge.split('resource_metadata="')[1].split('"')[0]
+        assert metadata_url == f"http://127.0.0.1:{desk.port}/.well-known/oauth-protected-resource/mcp"
+        metadata = httpx2.get(metadata_url, timeout=10).json()
+        assert metadata["resource"] == desk.url
+        assert metadata["authorization_servers"] == [oidc_provider.issuer]
+        assert set(metadata["scopes_supported"]) == {"incidents:read", "incidents:write", "services:restart"}
+        plain = httpx2.get(f"http://127.0.0.1:{desk.port}/.well-known/oauth-protected-resource", timeout=10)
+        assert plain.json() == metadata
+        issuer = metadata["authorization_servers"][0]
+        discovery = httpx2.get(f"{issuer}/.well-known/openid-configuration", timeout=10).json()
+        assert discovery["token_endpoint"] == f"{oidc_provider.issuer}/token"
+        token = oidc_provider.token("desk-writer", metadata["resource"])
 
-            http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
-            async with http, Client(streamable_http_client(desk.url, http_client=http)) as client:
-                tools = {tool.name for tool in (await client.list_tools()).tools}
-                assert "restart_service" in tools  # listed, though this token may not call it
-                acked = await client.call_tool("acknowledge_incident", {"incidentId": "INC-1042"})
-                person = f"desk-writer@example.test (sub desk-writer @ {provider.issuer})"
-                assert person in text_of(acked)
-                audit = text_of(await client.call_tool("get_incident_activity", {"incidentId": "INC-1042"}))
-                assert person in audit
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
+        async with http, Client(streamable_http_client(desk.url, http_client=http)) as client:
+            tools = {tool.name for tool in (await client.list_tools()).tools}
+            assert "restart_service" in tools  # listed, though this token may not call it
+            acked = await client.call_tool("acknowledge_incident", {"incidentId": "INC-1042"})
+            person = f"desk-writer@example.test (sub desk-writer @ {oidc_provider.issuer})"
+            assert person in text_of(acked)
+            audit = text_of(await client.call_tool("get_incident_activity", {"incidentId": "INC-1042"}))
+            assert person in audit
 
-            # Beyond its scopes: 403 insufficient_scope naming the scope needed, for the client to step up.
-            with httpx2.Client(headers={"Authorization": f"Bearer {token}"}, timeout=30) as raw:
-                opened = open_session(raw, desk.url)
-                session = {**MCP_HEADERS, "mcp-session-id": opened.headers["mcp-session-id"]}
-                session["mcp-protocol-version"] = "2025-11-25"
-                restart = raw.post(desk.url, json=_tool_call("restart_service", {"service": "x"}), headers=session)
-                assert restart.status_code == 403
-                assert 'error="insufficient_scope"' in _challenge(restart)
-                assert 'scope="services:restart"' in _challenge(restart)
-                # Sessions belong to their person: another principal's token cannot use this session id.
-                other = provider.token("desk-operator", desk.url)
-                stolen = httpx2.post(
-                    desk.url,
-                    json={"jsonrpc": "2.0", "id": 3, "method": "ping"},
-                    headers={**session, "Authorization": f"Bearer {other}"},
-                    timeout=30,
-                )
-                assert stolen.status_code == 404
-                assert raw.post(
-                    desk.url, json={"jsonrpc": "2.0", "id": 4, "method": "ping"}, headers=session
-                ).is_success
+        # Beyond its scopes: 403 insufficient_scope naming the scope needed, for the client to step up.
+        with httpx2.Client(headers={"Authorization": f"Bearer {token}"}, timeout=30) as raw:
+            opened = open_session(raw, desk.url)
+            session = {**MCP_HEADERS, "mcp-session-id": opened.headers["mcp-session-id"]}
+            session["mcp-protocol-version"] = "2025-11-25"
+            restart = raw.post(desk.url, json=_tool_call("restart_service", {"service": "x"}), headers=session)
+            assert restart.status_code == 403
+            assert 'error="insufficient_scope"' in _challenge(restart)
+            assert 'scope="services:restart"' in _challenge(restart)
+            # Sessions belong to their person: another principal's token cannot use this session id.
+            other = oidc_provider.token("desk-operator", desk.url)
+            stolen = httpx2.post(
+                desk.url,
+                json={"jsonrpc": "2.0", "id": 3, "method": "ping"},
+                headers={**session, "Authorization": f"Bearer {other}"},
+                timeout=30,
+            )
+            assert stolen.status_code == 404
+            assert raw.post(desk.url, json={"jsonrpc": "2.0", "id": 4, "method": "ping"}, headers=session).is_success
 
-            reader = provider.token("desk-reader", desk.url)
-            write = _post(desk.url, reader, _tool_call("acknowledge_incident", {"incidentId": "INC-1043"}))
-            assert write.status_code == 403 and 'scope="incidents:write"' in _challenge(write)
+        reader = oidc_provider.token("desk-reader", desk.url)
+        write = _post(desk.url, reader, _tool_call("acknowledge_incident", {"incidentId": "INC-1043"}))
+        assert write.status_code == 403 and 'scope="incidents:write"' in _challenge(write)
 
-            elsewhere = provider.token("desk-writer", "http://other.example/mcp")
-            wrong_audience = _post(desk.url, elsewhere)
-            assert wrong_audience.status_code == 401
-            assert 'error="invalid_token"' in _challenge(wrong_audience)
-            assert "another audience" in _challenge(wrong_audience)
+        elsewhere = oidc_provider.token("desk-writer", "http://other.example/mcp")
+        wrong_audience = _post(desk.url, elsewhere)
+        assert wrong_audience.status_code == 401
+        assert 'error="invalid_token"' in _challenge(wrong_audience)
+        assert "another audience" in _challenge(wrong_audience)
 
 
 @dataclass
@@ -193,6 +193,7 @@ def _claims(audience: str, **changes: Any) -> dict[str, Any]:
     return claims
 
 
+@pytest.mark.http
 def test_forged_and_stale_tokens_are_refused_with_a_challenge(tmp_path: Path) -> None:
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     stranger = rsa.generate_private_key(public_exponent=65537, key_size=2048)
@@ -335,6 +336,7 @@ def test_a_stranger_sending_bad_tokens_writes_a_bounded_log(tmp_path: Path) -> N
     assert len(stderr.splitlines()) < 100
 
 
+@pytest.mark.http
 def test_an_issuer_down_at_start_gives_a_named_error_and_no_freeze(tmp_path: Path) -> None:
     closed = f"http://127.0.0.1:{free_port()}"
     env = {"INCIDENT_DESK_HTTP_AUTH": "oauth", "INCIDENT_DESK_OAUTH_ISSUER": closed}
@@ -348,6 +350,7 @@ def test_an_issuer_down_at_start_gives_a_named_error_and_no_freeze(tmp_path: Pat
         assert _post(desk.url, None).status_code == 401
 
 
+@pytest.mark.http
 def test_an_issuer_hanging_mid_run_gives_a_named_error_and_no_freeze(tmp_path: Path) -> None:
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     with key_server() as keys:
@@ -392,6 +395,7 @@ def _doctor(tmp_path: Path, issuer: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.subprocess
 def test_doctor_reads_the_issuers_metadata_and_keys(tmp_path: Path) -> None:
     with run_provider(tmp_path) as provider:
         done = _doctor(tmp_path, provider.issuer)
@@ -424,24 +428,26 @@ class _MemoryTokens:
         self.client = client_info
 
 
-async def test_the_sdks_own_oauth_client_discovers_the_desk_and_signs_in(tmp_path: Path) -> None:
-    with run_provider(tmp_path) as provider:
-        env = {"INCIDENT_DESK_HTTP_AUTH": "oauth", "INCIDENT_DESK_OAUTH_ISSUER": provider.issuer}
-        with run_desk(tmp_path, **env) as desk:
-            storage = _MemoryTokens()
-            auth = ClientCredentialsOAuthProvider(
-                server_url=desk.url,
-                storage=storage,
-                client_id="desk-writer",
-                client_secret=SECRET,
-                scope=CLIENTS["desk-writer"],
-                issuer=provider.issuer,
-            )
-            http = httpx2.AsyncClient(auth=auth, timeout=30)
-            async with http, Client(streamable_http_client(desk.url, http_client=http)) as client:
-                acked = await client.call_tool("add_incident_note", {"incidentId": "INC-1042", "text": "on it"})
-                assert f"desk-writer@example.test (sub desk-writer @ {provider.issuer})" in text_of(acked)
-            assert storage.tokens is not None  # the token came from the provider, found through the desk's 401
+@pytest.mark.http
+async def test_the_sdks_own_oauth_client_discovers_the_desk_and_signs_in(
+    tmp_path: Path, oidc_provider: OpenIDProvider
+) -> None:
+    env = {"INCIDENT_DESK_HTTP_AUTH": "oauth", "INCIDENT_DESK_OAUTH_ISSUER": oidc_provider.issuer}
+    with run_desk(tmp_path, **env) as desk:
+        storage = _MemoryTokens()
+        auth = ClientCredentialsOAuthProvider(
+            server_url=desk.url,
+            storage=storage,
+            client_id="desk-writer",
+            client_secret=SECRET,
+            scope=CLIENTS["desk-writer"],
+            issuer=oidc_provider.issuer,
+        )
+        http = httpx2.AsyncClient(auth=auth, timeout=30)
+        async with http, Client(streamable_http_client(desk.url, http_client=http)) as client:
+            acked = await client.call_tool("add_incident_note", {"incidentId": "INC-1042", "text": "on it"})
+            assert f"desk-writer@example.test (sub desk-writer @ {oidc_provider.issuer})" in text_of(acked)
+        assert storage.tokens is not None  # the token came from the oidc_provider, found through the desk's 401
 
 
 @contextmanager
@@ -522,6 +528,7 @@ async def test_opaque_tokens_are_introspected_and_scopes_mapped() -> None:
             await wrong_credentials.verify("opaque-live")
 
 
+@pytest.mark.subprocess
 def test_oauth_settings_say_what_is_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     for name in [name for name in os.environ if name.startswith("INCIDENT_DESK_")]:
         monkeypatch.delenv(name)
@@ -545,43 +552,46 @@ def test_oauth_settings_say_what_is_missing(tmp_path: Path, monkeypatch: pytest.
     assert beyond.returncode == 2 and "needs public_url" in beyond.stderr, beyond.stderr
 
 
-async def test_a_person_signs_in_with_authorization_code_and_pkce_and_is_journaled(tmp_path: Path) -> None:
-    with run_provider(tmp_path) as provider:
-        env = {"INCIDENT_DESK_HTTP_AUTH": "oauth", "INCIDENT_DESK_OAUTH_ISSUER": provider.issuer}
-        with run_desk(tmp_path, **env) as desk:
-            token = provider.sign_in("alice", desk.url, "incidents:read incidents:write")
-            http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
-            async with http, Client(streamable_http_client(desk.url, http_client=http)) as client:
-                acked = await client.call_tool("acknowledge_incident", {"incidentId": "INC-1043"})
-                alice = f"alice@example.test (sub alice @ {provider.issuer})"
-                assert alice in text_of(acked)
-                activity = await client.call_tool("get_incident_activity", {"incidentId": "INC-1043"})
-                assert alice in text_of(activity)
+@pytest.mark.http
+async def test_a_person_signs_in_with_authorization_code_and_pkce_and_is_journaled(
+    tmp_path: Path, oidc_provider: OpenIDProvider
+) -> None:
+    env = {"INCIDENT_DESK_HTTP_AUTH": "oauth", "INCIDENT_DESK_OAUTH_ISSUER": oidc_provider.issuer}
+    with run_desk(tmp_path, **env) as desk:
+        token = oidc_provider.sign_in("alice", desk.url, "incidents:read incidents:write")
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
+        async with http, Client(streamable_http_client(desk.url, http_client=http)) as client:
+            acked = await client.call_tool("acknowledge_incident", {"incidentId": "INC-1043"})
+            alice = f"alice@example.test (sub alice @ {oidc_provider.issuer})"
+            assert alice in text_of(acked)
+            activity = await client.call_tool("get_incident_activity", {"incidentId": "INC-1043"})
+            assert alice in text_of(activity)
 
 
 async def _approve(context: Any, params: Any) -> ElicitResult:
     return ElicitResult(action="accept", content={"confirm": True, "ticket": "CHG-2291"})
 
 
+@pytest.mark.http
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
-async def test_a_restart_is_approved_in_the_persons_name(tmp_path: Path, mode: str) -> None:
-    with run_provider(tmp_path) as provider:
-        env = {"INCIDENT_DESK_HTTP_AUTH": "oauth", "INCIDENT_DESK_OAUTH_ISSUER": provider.issuer}
-        with run_desk(tmp_path, **env) as desk:
-            token = provider.sign_in("carol", desk.url, "incidents:read services:restart")
-            http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
-            client = Client(
-                streamable_http_client(desk.url, http_client=http), mode=mode, elicitation_callback=_approve
-            )
-            async with http, client:
-                restart = await client.call_tool("restart_service", {"service": "payments-api"})
-                assert text_of(restart).startswith("RESTARTED payments-api under CHG-2291"), text_of(restart)
-                journal = (await client.call_tool("get_audit_log", {})).structured_content
-                assert journal is not None
-                approvers = {entry["approver"] for entry in journal["decisions"]}
-                assert approvers == {f"carol@example.test (sub carol @ {provider.issuer})"}, journal
+async def test_a_restart_is_approved_in_the_persons_name(
+    tmp_path: Path, oidc_provider: OpenIDProvider, mode: str
+) -> None:
+    env = {"INCIDENT_DESK_HTTP_AUTH": "oauth", "INCIDENT_DESK_OAUTH_ISSUER": oidc_provider.issuer}
+    with run_desk(tmp_path, **env) as desk:
+        token = oidc_provider.sign_in("carol", desk.url, "incidents:read services:restart")
+        http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=30)
+        client = Client(streamable_http_client(desk.url, http_client=http), mode=mode, elicitation_callback=_approve)
+        async with http, client:
+            restart = await client.call_tool("restart_service", {"service": "payments-api"})
+            assert text_of(restart).startswith("RESTARTED payments-api under CHG-2291"), text_of(restart)
+            journal = (await client.call_tool("get_audit_log", {})).structured_content
+            assert journal is not None
+            approvers = {entry["approver"] for entry in journal["decisions"]}
+            assert approvers == {f"carol@example.test (sub carol @ {oidc_provider.issuer})"}, journal
 
 
+@pytest.mark.http
 async def test_a_read_token_calls_no_tool_that_acts(tmp_path: Path) -> None:
     """Every tool the desk lists as not read-only answers 403 to a token with incidents:read alone, before the
     SDK sees the call; the acting tools come from tools/list, not from the desk's own scope table."""

@@ -47,6 +47,7 @@ def _wait_for(path: Path) -> int:
     raise AssertionError(f"{path.name} never written")
 
 
+@pytest.mark.subprocess
 def test_a_killed_desk_takes_its_command_and_what_the_command_started(tmp_path: Path) -> None:
     desk = subprocess.Popen(
         [sys.executable, "-c", DESK_STAND_IN], cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(ROOT)}

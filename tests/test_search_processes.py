@@ -336,6 +336,7 @@ async def search_until_helpers_read(client: Any, capfd: pytest.CaptureFixture[st
     return await until_logged(capfd, "search read with helpers", search, tries=40, pause=0.25)
 
 
+@pytest.mark.subprocess
 @pytest.mark.anyio
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the desk's helpers in /proc")
 async def test_over_stdio_helpers_search_a_big_log_and_end_with_the_desk(

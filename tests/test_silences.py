@@ -133,6 +133,7 @@ async def test_an_approved_silence_mutes_exactly_that_alert_and_unsilence_expire
     assert acts == [("silence", "approved"), ("silence", "done"), ("unsilence", "approved"), ("unsilence", "done")]
 
 
+@pytest.mark.subprocess
 async def test_a_silence_made_with_amtool_shows_in_the_desk(
     make_app: AppFactory, manager: Alertmanager, tmp_path: Path
 ) -> None:
@@ -204,6 +205,7 @@ async def test_a_declined_silence_makes_none_and_a_2026_round_trip_makes_one(
     assert len(_silences(manager)) == 1
 
 
+@pytest.mark.subprocess
 async def test_end_to_end_over_stdio_acknowledge_note_silence_and_resolve_an_alert(
     manager: Alertmanager, tmp_path: Path
 ) -> None:

@@ -39,6 +39,7 @@ def server_params(tmp_path: Path, *args: str, **env: str) -> StdioServerParamete
     )
 
 
+@pytest.mark.smoke
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 async def test_transcripts_over_stdio(tmp_path: Path, mode: str) -> None:
     async with Client(server_params(tmp_path), mode=mode) as client:
@@ -81,6 +82,7 @@ def _rpc(message_id: int, method: str, params: dict[str, object] | None = None) 
     return json.dumps(payload)
 
 
+@pytest.mark.smoke
 def test_every_byte_on_stdout_is_json_rpc(tmp_path: Path) -> None:
     """Drive the server by hand and read all of stdout: each line must be one JSON-RPC message, nothing else."""
     initialize = _rpc(

@@ -6,7 +6,6 @@ from __future__ import annotations
 import shutil
 import sys
 import uuid
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from incident_desk.core.journal.memory_pg import PostgresMemory
 from incident_desk.core.outcomes import Outcome
 from incident_desk.server import build_server
 from tests.helpers import AppFactory, connect, text_of
-from tests.postgres_cluster import PASSWORD, Cluster, running_cluster, unavailable_reason
+from tests.postgres_cluster import PASSWORD, Cluster, unavailable_reason
 from tests.restart_helpers import APPROVER, approve
 
 pytestmark = [
@@ -30,16 +29,10 @@ pytestmark = [
 ]
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
-    with running_cluster() as running:
-        yield running
-
-
 @pytest.fixture
-def journal_url(cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> str:
+def journal_url(postgres_cluster: Cluster, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("INCIDENT_DESK_AUDIT_DB_PASSWORD", PASSWORD)
-    return cluster.new_database(f"desk_{uuid.uuid4().hex[:12]}")
+    return postgres_cluster.new_database(f"desk_{uuid.uuid4().hex[:12]}")
 
 
 async def test_two_replicas_see_each_others_acts_at_once(make_app: AppFactory, journal_url: str) -> None:
@@ -90,9 +83,9 @@ async def test_an_action_run_on_one_replica_is_in_the_other_s_activity(make_app:
             app.journal.close()
 
 
-def test_a_version_1_postgres_journal_is_upgraded_in_place(cluster: Cluster, journal_url: str) -> None:
+def test_a_version_1_postgres_journal_is_upgraded_in_place(postgres_cluster: Cluster, journal_url: str) -> None:
     database = journal_url.rsplit("/", 1)[1]
-    with cluster.connect(database) as conn:
+    with postgres_cluster.connect(database) as conn:
         conn.execute(
             """CREATE TABLE decisions (id BIGSERIAL PRIMARY KEY, time TIMESTAMPTZ NOT NULL, service TEXT NOT NULL,
             outcome TEXT NOT NULL, ticket TEXT, approver TEXT NOT NULL, protocol_era TEXT NOT NULL,

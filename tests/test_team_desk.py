@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -33,7 +33,7 @@ from incident_desk.core.journal.locks import ServiceBusy
 from incident_desk.core.outcomes import Outcome
 from incident_desk.settings.errors import SettingsError
 from incident_desk.settings.model import load_settings
-from tests.helpers import ROOT, child_env, text_of
+from tests.helpers import ROOT, child_env, free_port, text_of
 from tests.http_desk import run_desk
 from tests.postgres_cluster import PASSWORD, Cluster, running_cluster, unavailable_reason
 from tests.restart_helpers import SERVICE, Restarts, approve
@@ -48,16 +48,10 @@ pytestmark = [
 SEALING_KEY = "shared-sealing-key-for-the-team-desk-0001"
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
-    with running_cluster() as running:
-        yield running
-
-
 @pytest.fixture
-def journal_url(cluster: Cluster) -> str:
-    """A database of its own per test, on the shared cluster."""
-    return cluster.new_database(f"desk_{uuid.uuid4().hex[:12]}")
+def journal_url(postgres_cluster: Cluster) -> str:
+    """A database of its own per test, on the shared postgres_cluster."""
+    return postgres_cluster.new_database(f"desk_{uuid.uuid4().hex[:12]}")
 
 
 def _journal(url: str) -> PostgresJournal:
@@ -129,9 +123,11 @@ def test_the_postgres_journal_keeps_decisions_and_refuses_a_nonce_twice_across_r
         second.close()
 
 
-def test_a_journal_newer_than_this_desk_is_refused_naming_the_setting(cluster: Cluster, journal_url: str) -> None:
+def test_a_journal_newer_than_this_desk_is_refused_naming_the_setting(
+    postgres_cluster: Cluster, journal_url: str
+) -> None:
     _journal(journal_url).close()
-    with cluster.connect(journal_url.rsplit("/", 1)[1]) as conn:
+    with postgres_cluster.connect(journal_url.rsplit("/", 1)[1]) as conn:
         conn.execute("UPDATE incident_desk_schema SET version = 99")
     with pytest.raises(AuditError, match=r"\(setting audit_db\) has schema version 99, newer than"):
         _journal(journal_url)
@@ -166,7 +162,7 @@ async def test_one_service_lock_across_journals_says_who_holds_it_and_is_release
 
 
 async def test_a_released_service_is_free_at_once_while_the_old_lock_session_is_still_ending(
-    cluster: Cluster, journal_url: str
+    postgres_cluster: Cluster, journal_url: str
 ) -> None:
     """The lock is unlocked before its connection closes: a closed session frees its locks only when its backend
     exits, which a busy machine delays. A SIGSTOPped backend, resumed a second later, stands in for that delay."""
@@ -174,7 +170,7 @@ async def test_a_released_service_is_free_at_once_while_the_old_lock_session_is_
     resume = threading.Timer(1.0, lambda: None)
     try:
         async with first.locks.hold(SERVICE, "replica-a"):
-            with cluster.connect(journal_url.rsplit("/", 1)[1]) as conn:
+            with postgres_cluster.connect(journal_url.rsplit("/", 1)[1]) as conn:
                 found = conn.execute(
                     "SELECT pid FROM pg_stat_activity "
                     "WHERE application_name = 'incident-desk restart lock' AND datname = current_database()"
@@ -285,17 +281,15 @@ async def test_a_replica_killed_mid_restart_keeps_its_decision_and_frees_the_ser
 
 
 def test_postgres_down_at_start_is_a_clear_error_naming_the_setting(tmp_path: Path, restarts: Restarts) -> None:
-    with running_cluster() as stopped:
-        url = stopped.url()
-        stopped.stop()
-        started = subprocess.run(
-            [sys.executable, "-m", "incident_desk", "--transport", "http", "--port", "8999"],
-            cwd=ROOT,
-            env=child_env(tmp_path / "unused.sqlite3", **_replica_env(url, restarts)),
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+    url = f"postgresql://postgres@127.0.0.1:{free_port()}/postgres"  # a loopback port nothing listens on
+    started = subprocess.run(
+        [sys.executable, "-m", "incident_desk", "--transport", "http", "--port", "8999"],
+        cwd=ROOT,
+        env=child_env(tmp_path / "unused.sqlite3", **_replica_env(url, restarts)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert started.returncode == 2
     assert started.stdout == ""
     assert f"invalid setting audit_db: audit journal {url} (setting audit_db) cannot be reached" in started.stderr
@@ -329,7 +323,7 @@ async def test_postgres_down_mid_run_refuses_restarts_keeps_reads_and_recovers(
     assert outcomes == ["approved", "executed", "approved", "executed"]
 
 
-def test_doctor_checks_the_postgres_journal(tmp_path: Path, cluster: Cluster, journal_url: str) -> None:
+def test_doctor_checks_the_postgres_journal(tmp_path: Path, postgres_cluster: Cluster, journal_url: str) -> None:
     def doctor(**env: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [sys.executable, "-m", "incident_desk", "doctor", "--audit-db", journal_url],
@@ -347,7 +341,7 @@ def test_doctor_checks_the_postgres_journal(tmp_path: Path, cluster: Cluster, jo
         in healthy.stdout
     )
     assert _outcomes(journal_url) == []  # the doctor's row was rolled back
-    with cluster.connect(journal_url.rsplit("/", 1)[1]) as conn:
+    with postgres_cluster.connect(journal_url.rsplit("/", 1)[1]) as conn:
         conn.execute("REVOKE INSERT ON decisions FROM PUBLIC")
         conn.execute("CREATE ROLE reader LOGIN PASSWORD 'reader-pw-1'")
         conn.execute("GRANT SELECT ON decisions, incident_desk_schema TO reader")
@@ -375,7 +369,9 @@ def _guide_commands() -> list[str]:
     return [command.strip() for command in block.replace("\\\n", " ").splitlines()]
 
 
-def test_the_team_desk_guides_config_and_doctor_lines_work_as_written(tmp_path: Path, cluster: Cluster) -> None:
+def test_the_team_desk_guides_config_and_doctor_lines_work_as_written(
+    tmp_path: Path, postgres_cluster: Cluster
+) -> None:
     """The guide's config file and its doctor check, as written: only `sudo`, /etc and the port are moved here."""
     commands = _guide_commands()
     (write_config,) = [command for command in commands if command.startswith("printf 'audit_db")]
@@ -385,10 +381,10 @@ def test_the_team_desk_guides_config_and_doctor_lines_work_as_written(tmp_path: 
 
     def here(command: str) -> str:
         moved = command.replace("sudo ", "").replace("/etc/incident-desk", str(etc))
-        return moved.replace("127.0.0.1:5432", f"127.0.0.1:{cluster.port}")
+        return moved.replace("127.0.0.1:5432", f"127.0.0.1:{postgres_cluster.port}")
 
     guide_password = "guide-desk-password-9b2e"
-    with cluster.connect() as conn:  # the guide's createuser and createdb
+    with postgres_cluster.connect() as conn:  # the guide's createuser and createdb
         conn.execute(f"CREATE ROLE desk LOGIN PASSWORD '{guide_password}'")
         conn.execute("CREATE DATABASE desk OWNER desk")
     secrets_env = etc / "secrets.env"  # what the guide's sudoedit step writes
@@ -406,7 +402,7 @@ def test_the_team_desk_guides_config_and_doctor_lines_work_as_written(tmp_path: 
     checked = run(doctor)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert (
-        f"[ok] audit journal: postgresql://desk@127.0.0.1:{cluster.port}/desk (schema version 2, 0 decisions, "
+        f"[ok] audit journal: postgresql://desk@127.0.0.1:{postgres_cluster.port}/desk (schema version 2, 0 decisions, "
         "a test row written and read back)" in checked.stdout
     )
     assert guide_password not in checked.stdout + checked.stderr

@@ -13,7 +13,6 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -39,15 +38,9 @@ BUSY = "NOT RESTARTED -- a restart of payments-api is already running (held by "
 JOURNAL_DOWN = "NOT RESTARTED -- the audit journal cannot be written, so nothing was done: audit journal "
 
 
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
-    with running_cluster() as running:
-        yield running
-
-
 @pytest.fixture
-def journal_url(cluster: Cluster) -> str:
-    return cluster.new_database(f"locks_{uuid.uuid4().hex[:12]}")
+def journal_url(postgres_cluster: Cluster) -> str:
+    return postgres_cluster.new_database(f"locks_{uuid.uuid4().hex[:12]}")
 
 
 def _outcomes(url: str) -> list[Decision]:
@@ -225,10 +218,12 @@ def test_locks_say_when_nothing_is_held_and_refuse_a_break_without_a_reason(tmp_
     assert "has no shared restart locks" in sqlite.stderr and "ends with that process" in sqlite.stderr
 
 
-async def test_no_timeout_of_the_database_s_defaults_ends_a_held_lock(cluster: Cluster, journal_url: str) -> None:
+async def test_no_timeout_of_the_database_s_defaults_ends_a_held_lock(
+    postgres_cluster: Cluster, journal_url: str
+) -> None:
     """A stopped holder sends no heartbeat; a database default like idle_session_timeout must not end its lock."""
     database = journal_url.rsplit("/", 1)[1]
-    with cluster.connect() as conn:
+    with postgres_cluster.connect() as conn:
         conn.execute(f"ALTER DATABASE \"{database}\" SET idle_session_timeout = '500ms'")
         conn.execute(f"ALTER DATABASE \"{database}\" SET statement_timeout = '500ms'")
     journal = PostgresJournal(journal_url, PASSWORD)
@@ -241,7 +236,7 @@ async def test_no_timeout_of_the_database_s_defaults_ends_a_held_lock(cluster: C
     assert [(lock.service, lock.holder.who) for lock in held] == [(SERVICE, "replica-a")]
 
 
-async def test_a_lock_lost_while_held_cancels_the_body(cluster: Cluster, journal_url: str) -> None:
+async def test_a_lock_lost_while_held_cancels_the_body(postgres_cluster: Cluster, journal_url: str) -> None:
     journal = PostgresJournal(journal_url, PASSWORD)
     cancelled = False
     try:
@@ -407,5 +402,6 @@ async def test_a_nul_in_a_ticket_on_postgres_is_refused_with_a_journal_row(
 
 def test_journal_fields_escape_what_postgres_cannot_store() -> None:
     decision = Decision("a\x00b", Outcome.APPROVED, "t\ud800", "os:x", "2025-11-25", detail="x\x00")
-    assert (decision.service, decision.ticket, decision.detail) == ("a\\x00b", "t\\ud800", "x\\x00")
+    # A detail is kept text: its control characters become visible marks (issue 42), storable too.
+    assert (decision.service, decision.ticket, decision.detail) == ("a\\x00b", "t\\ud800", "x\u2400")
     assert json.dumps(decision.service)  # a plain string, storable anywhere

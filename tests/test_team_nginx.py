@@ -7,27 +7,25 @@ Behind nginx each desk still counts sessions per real client, from the X-Forward
 
 from __future__ import annotations
 
-import json
 import time
 import uuid
-from collections.abc import Iterator, Mapping
 from contextlib import ExitStack
 from pathlib import Path
 
-import anyio
 import httpx2
 import pytest
 
 from incident_desk.http.sessions import HANDSHAKE_GRACE_SECONDS
 from tests.helpers import text_of
-from tests.http_desk import Desk, open_session, ping, run_desk
+from tests.http_desk import open_session, ping, run_desk
+from tests.load_runs import balanced_replicas, replicas_behind_nginx
 from tests.nginx_proxy import running_nginx
 from tests.nginx_proxy import unavailable_reason as nginx_unavailable
-from tests.postgres_cluster import PASSWORD, Cluster, running_cluster
+from tests.postgres_cluster import Cluster
 from tests.postgres_cluster import unavailable_reason as postgres_unavailable
 from tests.restart_helpers import SERVICE, Restarts, approve
 from tests.restart_helpers import restarts_fixture as restarts_fixture
-from tests.test_team_desk import SEALING_KEY, _client
+from tests.test_team_desk import _client
 
 pytestmark = [
     pytest.mark.anyio,
@@ -35,32 +33,6 @@ pytestmark = [
     pytest.mark.skipif(postgres_unavailable() is not None, reason=str(postgres_unavailable())),
     pytest.mark.skipif(nginx_unavailable() is not None, reason=str(nginx_unavailable())),
 ]
-
-REPLICAS = 2
-CLIENTS_PER_REPLICA = 25
-LOAD_SERVICES = [f"svc-{n:02d}" for n in range(REPLICAS * CLIENTS_PER_REPLICA)]
-
-
-@pytest.fixture(scope="module")
-def cluster() -> Iterator[Cluster]:
-    with running_cluster() as running:
-        yield running
-
-
-def _balanced(tmp_path: Path, url: str, services: Mapping[str, object], stack: ExitStack) -> tuple[str, list[Desk]]:
-    """Replicas r1 and r2 on one journal, behind nginx; the balanced URL and the replicas."""
-    env = {
-        "INCIDENT_DESK_AUDIT_DB": url,
-        "INCIDENT_DESK_AUDIT_DB_PASSWORD": PASSWORD,
-        "INCIDENT_DESK_SEALING_KEY": SEALING_KEY,
-        "INCIDENT_DESK_SERVICES": json.dumps(services),
-        "INCIDENT_DESK_TRUSTED_PROXIES": '["127.0.0.1"]',  # as the guide's config.toml says
-    }
-    replicas = [
-        stack.enter_context(run_desk(tmp_path, name=f"r{n}", INCIDENT_DESK_REPLICA_TAG=f"r{n}", **env))
-        for n in range(1, REPLICAS + 1)
-    ]
-    return stack.enter_context(running_nginx([replica.port for replica in replicas])), replicas
 
 
 def _initialize_session_id(url: str) -> str:
@@ -77,11 +49,11 @@ def _initialize_session_id(url: str) -> str:
 
 
 async def test_2025_stateful_sessions_live_their_whole_life_through_nginx(
-    tmp_path: Path, cluster: Cluster, restarts: Restarts
+    tmp_path: Path, postgres_cluster: Cluster, restarts: Restarts
 ) -> None:
-    url = cluster.new_database(f"desk_{uuid.uuid4().hex[:12]}")
+    url = postgres_cluster.new_database(f"desk_{uuid.uuid4().hex[:12]}")
     with ExitStack() as stack:
-        balanced, _ = _balanced(tmp_path, url, restarts.services(), stack)
+        balanced, _ = balanced_replicas(tmp_path, url, restarts.services(), stack)
         tags = {_initialize_session_id(balanced).split(".", 1)[0] for _ in range(4)}
         texts = []
         for _ in range(4):  # round robin spreads the sessions over both replicas
@@ -100,11 +72,11 @@ async def test_2025_stateful_sessions_live_their_whole_life_through_nginx(
 
 
 async def test_2026_calls_through_nginx_finish_approvals_on_any_replica(
-    tmp_path: Path, cluster: Cluster, restarts: Restarts
+    tmp_path: Path, postgres_cluster: Cluster, restarts: Restarts
 ) -> None:
-    url = cluster.new_database(f"desk_{uuid.uuid4().hex[:12]}")
+    url = postgres_cluster.new_database(f"desk_{uuid.uuid4().hex[:12]}")
     with ExitStack() as stack:
-        balanced, _ = _balanced(tmp_path, url, restarts.services(), stack)
+        balanced, _ = balanced_replicas(tmp_path, url, restarts.services(), stack)
         texts = []
         for _ in range(4):
             async with _client(balanced, "2026-07-28", elicitation_callback=approve()) as client:
@@ -113,60 +85,11 @@ async def test_2026_calls_through_nginx_finish_approvals_on_any_replica(
     assert restarts.executions() == [SERVICE] * 4
 
 
-@pytest.mark.slow
-async def test_two_replicas_and_25_clients_each_for_30_seconds_through_nginx(tmp_path: Path, cluster: Cluster) -> None:
-    url = cluster.new_database(f"desk_{uuid.uuid4().hex[:12]}")
-    services = {name: {"kind": "simulate"} for name in LOAD_SERVICES}
-    errors: list[str] = []
-    returned: list[str] = []  # the ticket of every restart decision a client was told about
-    reads = 0
-    with ExitStack() as stack:
-        balanced, replicas = _balanced(tmp_path, url, services, stack)
-        stop_at = time.monotonic() + 30
-
-        async def client_loop(index: int) -> None:
-            nonlocal reads
-            mode = "legacy" if index % 2 else "2026-07-28"
-            service = LOAD_SERVICES[index]
-            calls = 0
-            while time.monotonic() < stop_at:
-                ticket = f"CHG-{index}-{calls}"
-                calls += 1
-                try:
-                    async with _client(balanced, mode, elicitation_callback=approve(ticket)) as client:
-                        listing = await client.call_tool("list_incidents", {})
-                        restart = await client.call_tool("restart_service", {"service": service})
-                except Exception as exc:
-                    errors.append(f"{mode} {ticket}: {exc!r}")
-                    continue
-                if listing.is_error or "INC-1043" not in text_of(listing):
-                    errors.append(f"{mode} list_incidents: {text_of(listing)}")
-                reads += 1
-                text = text_of(restart)
-                if not text.startswith(f"RESTARTED {service} under {ticket} (simulated)"):
-                    errors.append(f"{mode} {ticket}: {text}")
-                else:
-                    returned.append(ticket)
-
-        async with anyio.create_task_group() as group:
-            for index in range(len(LOAD_SERVICES)):
-                group.start_soon(client_loop, index)
-        # What each replica says it decided, from its own log: nginx spread the load over both.
-        simulated_by = [
-            {ticket for outcome, ticket in replica.logged_decisions() if outcome == "simulated"} for replica in replicas
-        ]
-    recorded = _tickets(url)
-    assert errors == []
-    assert len(returned) >= len(LOAD_SERVICES) and reads >= len(LOAD_SERVICES)
-    # Each returned restart was journalled twice (approved, then simulated) before its result came back.
-    assert sum(len(outcomes) for outcomes in recorded.values()) == 2 * len(returned)
-    missing = [ticket for ticket in returned if recorded.get(ticket) != {"approved", "simulated"}]
-    assert missing == []
-    # Every returned decision was made by exactly one replica, and each replica made at least a quarter of them.
-    assert simulated_by[0].isdisjoint(simulated_by[1])
-    assert simulated_by[0] | simulated_by[1] == set(returned)
-    shares = [len(tickets) / len(returned) for tickets in simulated_by]
-    assert min(shares) >= 0.25, shares
+async def test_two_replicas_and_5_clients_each_for_3_seconds_through_nginx(
+    tmp_path: Path, postgres_database: str
+) -> None:
+    """The path of bench/bench_load.py's 25 clients per replica for 30 seconds, briefly."""
+    await replicas_behind_nginx(tmp_path, postgres_database, clients_per_replica=5, seconds=3)
 
 
 def test_behind_nginx_sessions_are_counted_per_real_client(tmp_path: Path) -> None:
@@ -186,14 +109,3 @@ def test_behind_nginx_sessions_are_counted_per_real_client(tmp_path: Path) -> No
         assert open_session(second, balanced, **spoofed).status_code == 200
         statuses = [ping(second, balanced, first_of_second), ping(third, balanced, only_of_third)]
     assert statuses == [404, 200]
-
-
-def _tickets(url: str) -> dict[str, set[str]]:
-    """Every ticket in the journal with its outcomes, read straight from PostgreSQL rather than through a desk."""
-    import psycopg
-
-    tickets: dict[str, set[str]] = {}
-    with psycopg.connect(url, password=PASSWORD) as conn:
-        for ticket, outcome in conn.execute("SELECT ticket, outcome FROM decisions"):
-            tickets.setdefault(ticket, set()).add(outcome)
-    return tickets

@@ -24,6 +24,7 @@ from mcp_types import ElicitResult
 from incident_desk.app import build_app
 from incident_desk.server import build_server
 from incident_desk.settings.model import load_settings
+from tests.asgi_desk import InProcessDesk, in_process_desk, open_session_in_process
 from tests.helpers import ROOT, free_port
 from tests.http_desk import HANDSHAKE, MCP_HEADERS, TOKEN, desk_env, open_session, run_desk
 
@@ -56,17 +57,18 @@ async def _approve(context: Any, params: Any) -> ElicitResult:
 
 
 @asynccontextmanager
-async def _client(url: str) -> AsyncIterator[Client]:
+async def _client(url: str, desk: InProcessDesk | None = None) -> AsyncIterator[Client]:
+    """A client holding the token, over loopback or through ``desk``'s transport when it runs in process."""
     async with (
-        httpx2.AsyncClient(headers=AUTH, timeout=30) as http,
+        desk.http(headers=AUTH) if desk else httpx2.AsyncClient(headers=AUTH, timeout=30) as http,
         Client(streamable_http_client(url, http_client=http), mode="legacy", elicitation_callback=_approve) as client,
     ):
         yield client
 
 
-async def _some_calls(url: str, listings: int) -> int:
+async def _some_calls(url: str, listings: int, desk: InProcessDesk | None = None) -> int:
     """Make known calls; the bytes the search says it scanned."""
-    async with _client(url) as client:
+    async with _client(url, desk) as client:
         for _ in range(listings):
             assert not (await client.call_tool("list_incidents", {"status": "all"})).is_error
         found = await client.call_tool("search_incident_log", {"incidentId": "INC-1043", "pattern": "timeout"})
@@ -79,12 +81,11 @@ async def _some_calls(url: str, listings: int) -> int:
     return scanned
 
 
-async def test_metrics_count_the_desks_own_calls_behind_its_token(tmp_path: Path) -> None:
-    with run_desk(tmp_path, INCIDENT_DESK_HTTP_TOKEN=TOKEN) as desk:
-        base = desk.url.removesuffix("/mcp")
-        assert httpx2.get(base + "/metrics", timeout=10).status_code == 401
-        scanned = await _some_calls(desk.url, listings=3)
-        scraped = httpx2.get(base + "/metrics", headers=AUTH, timeout=10)
+async def test_metrics_count_the_desks_own_calls_behind_its_token() -> None:
+    async with in_process_desk(token=TOKEN) as desk, desk.http() as http:
+        assert (await http.get("/metrics")).status_code == 401
+        scanned = await _some_calls(desk.url, listings=3, desk=desk)
+        scraped = await http.get("/metrics", headers=AUTH)
     assert scraped.status_code == 200
     assert scraped.headers["content-type"].startswith("text/plain; version=0.0.4")
     samples = parse_exposition(scraped.text)
@@ -110,9 +111,9 @@ async def test_metrics_count_the_desks_own_calls_behind_its_token(tmp_path: Path
     assert TOKEN not in scraped.text
 
 
-async def test_metrics_can_be_turned_off(tmp_path: Path) -> None:
-    with run_desk(tmp_path, INCIDENT_DESK_METRICS="false") as desk:
-        assert httpx2.get(desk.url.removesuffix("/mcp") + "/metrics", timeout=10).status_code == 404
+async def test_metrics_can_be_turned_off() -> None:
+    async with in_process_desk(metrics=False) as desk, desk.http() as http:
+        assert (await http.get("/metrics")).status_code == 404
 
 
 async def test_a_call_slower_than_the_threshold_is_logged_with_its_tool(tmp_path: Path) -> None:
@@ -300,43 +301,39 @@ def test_an_otlp_endpoint_without_the_extra_is_a_clear_refusal(tmp_path: Path) -
     assert done.stdout == ""
 
 
-async def test_an_outside_source_that_did_not_answer_is_down_in_the_metrics(tmp_path: Path) -> None:
+async def test_an_outside_source_that_did_not_answer_is_down_in_the_metrics() -> None:
     closed = free_port()  # nothing listens here
-    sources = json.dumps(
-        [
-            {"kind": "folder"},
-            {"kind": "alertmanager", "name": "prod", "url": f"http://127.0.0.1:{closed}", "timeout_seconds": 2},
-        ]
-    )
-    with run_desk(tmp_path, INCIDENT_DESK_INCIDENT_SOURCES=sources) as desk:
-        metrics_url = desk.url.removesuffix("/mcp") + "/metrics"
-        before = parse_exposition(httpx2.get(metrics_url, timeout=10).text)
-        async with (
-            httpx2.AsyncClient(timeout=30) as http,
-            Client(streamable_http_client(desk.url, http_client=http), mode="legacy") as client,
-        ):
+    sources = [
+        {"kind": "folder"},
+        {"kind": "alertmanager", "name": "prod", "url": f"http://127.0.0.1:{closed}", "timeout_seconds": 2},
+    ]
+    async with in_process_desk(incident_sources=sources) as desk, desk.http() as http:
+        before = parse_exposition((await http.get("/metrics")).text)
+        async with Client(streamable_http_client(desk.url, http_client=desk.http()), mode="legacy") as client:
             await client.call_tool("list_incidents", {"status": "all"})
-        after = parse_exposition(httpx2.get(metrics_url, timeout=10).text)
+        after = parse_exposition((await http.get("/metrics")).text)
     assert sample(before, "incident_desk_source_up", source="prod") is None, "never looked at: not guessed"
     assert sample(after, "incident_desk_source_up", source="prod") == 0
     assert sample(after, "incident_desk_source_up", source="folder") == 1
 
 
-async def test_made_up_methods_and_tool_names_do_not_become_series(tmp_path: Path) -> None:
-    with run_desk(tmp_path) as desk, httpx2.Client(timeout=30) as http:
-        session = open_session(http, desk.url).headers["mcp-session-id"]
+async def test_made_up_methods_and_tool_names_do_not_become_series() -> None:
+    async with in_process_desk() as desk, desk.http() as http:
+        session = (await open_session_in_process(http, desk.url)).headers["mcp-session-id"]
         headers = {**MCP_HEADERS, "mcp-session-id": session, "mcp-protocol-version": HANDSHAKE}
         for number in range(20):
             junk = {"jsonrpc": "2.0", "id": 100 + number, "method": f"made/up-{number}", "params": {}}
-            http.post(desk.url, json=junk, headers=headers)
+            await http.post(desk.url, json=junk, headers=headers)
             call = {"name": f"no_such_tool_{number}", "arguments": {}}
-            http.post(desk.url, json={"jsonrpc": "2.0", "id": 200 + number, "method": "tools/call", "params": call})
-            http.post(
+            await http.post(
+                desk.url, json={"jsonrpc": "2.0", "id": 200 + number, "method": "tools/call", "params": call}
+            )
+            await http.post(
                 desk.url,
                 json={"jsonrpc": "2.0", "id": 300 + number, "method": "tools/call", "params": call},
                 headers=headers,
             )
-        scraped = httpx2.get(desk.url.removesuffix("/mcp") + "/metrics", timeout=10).text
+        scraped = (await http.get("/metrics")).text
     assert "made/up" not in scraped
     assert "no_such_tool" not in scraped
     samples = parse_exposition(scraped)

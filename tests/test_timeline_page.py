@@ -81,6 +81,7 @@ def test_an_unknown_incident_writes_no_page(
     assert not page.exists()
 
 
+@pytest.mark.subprocess
 def test_chromium_draws_the_page_with_no_network_and_every_label_in_place(
     tmp_path: Path, make_app: AppFactory, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -195,6 +195,7 @@ def test_a_helper_killed_mid_pass_costs_only_speed(tmp_path: Path, stretches: li
     assert stretches and HELPERS.failures == 0 and killed not in HELPERS.pids(), "a new helper took its place"
 
 
+@pytest.mark.timing  # a half-second deadline on helper processes, wall clock
 def test_a_hung_helper_is_left_after_its_stretch_deadline(
     tmp_path: Path, stretches: list[Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -247,6 +248,7 @@ def test_after_three_lost_passes_in_a_row_the_desk_counts_alone(tmp_path: Path, 
     assert not stretches
 
 
+@pytest.mark.timing  # a half-second deadline on helper processes, wall clock
 def test_an_idle_helper_ends_and_the_next_pass_starts_another(
     tmp_path: Path, stretches: list[Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -420,6 +422,7 @@ async def call_until_helpers_count(client: Any, capfd: pytest.CaptureFixture[str
     return await until_logged(capfd, "timeline counted by helpers", afresh, tries=20)
 
 
+@pytest.mark.subprocess
 @pytest.mark.anyio
 @pytest.mark.timing
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="finds the desk's helpers in /proc")

@@ -12,6 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import ROOT
 
 _SUITE = """
@@ -37,6 +39,7 @@ def _module(prefix: str, timing: set[int]) -> str:
     return _SUITE.format(tests="\n".join(tests))
 
 
+@pytest.mark.subprocess
 def test_no_test_runs_beside_a_timing_tests_body(tmp_path: Path) -> None:
     (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    timing: alone\n")
     (tmp_path / "test_left.py").write_text(_module("left", timing={2}))
