@@ -154,7 +154,15 @@ class DeskApp:
         The data directory's fresh view is served right here; a look at the disk or a source goes off the loop."""
         current = self.sources.cached_listing()
         if current is None:
-            current = await self._off_loop(self.sources.waits_on_sources(), self.sources.listing, wait)
+            return await self._off_loop(self.sources.waits_on_sources(), self._listing_offered, wait)
+        if self.memory is not None:
+            self.memory.offer_listing(current.incidents)
+        return current
+
+    def _listing_offered(self, wait: float | None) -> Listing:
+        """A fresh look, offered to the memory in the same worker thread: comparing 20,000 alerts with what was
+        remembered of them is no work for the loop."""
+        current = self.sources.listing(wait)
         if self.memory is not None:
             self.memory.offer_listing(current.incidents)
         return current
@@ -165,6 +173,13 @@ class DeskApp:
         if self.memory is not None:
             self.memory.offer((found,))
         return found
+
+    @staticmethod
+    async def compute(func: Callable[[], T]) -> T:
+        """CPU-bound work over many incidents (a listing of 20,000 alerts sorted and filtered) in a worker thread:
+        it still holds the interpreter lock, but hands it back every few milliseconds, so the loop keeps answering
+        (a ping) meanwhile."""
+        return await anyio.to_thread.run_sync(func)
 
     async def known_services(self, wait: float | None = None) -> list[str]:
         return await self._off_loop(self.sources.waits_on_sources(), self.services, wait)
