@@ -24,7 +24,7 @@ from incident_desk.core.sources.config import (
     JournaldLogConfig,
 )
 from incident_desk.core.sources.folder import FolderSource
-from incident_desk.core.sources.logs import CommandLog, FilesLog, LogSourceError
+from incident_desk.core.sources.logs import CommandLog, CommandSlots, FilesLog, LogSourceError
 from incident_desk.core.sources.spool import DEFAULT_MAX_BYTES as DEFAULT_SPOOL_BYTES
 from incident_desk.core.sources.spool import Spool
 
@@ -133,10 +133,11 @@ class IncidentSources:
         self.spool = Spool(spool_max_bytes)  # its directory is made on first use
         self._answered: dict[str, bool] = {}  # each outside source: whether its last look succeeded
         self._merged: tuple[list[Listing | str], Listing] | None = None  # the last looks, and their merge
+        slots = CommandSlots()  # every service's log commands share the desk's bound
         self.logs: dict[str, FilesLog | CommandLog] = {
             service: FilesLog(service, config, self.spool)
             if isinstance(config, FilesLogConfig)
-            else CommandLog(service, config, self.spool)
+            else CommandLog(service, config, self.spool, slots)
             for service, config in (logs or {}).items()
         }
 
