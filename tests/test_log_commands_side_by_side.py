@@ -18,6 +18,7 @@ import pytest
 
 from incident_desk.core.incidents import DataFolder
 from incident_desk.core.sources import IncidentSources
+from incident_desk.core.sources.config import CommandLogConfig
 from incident_desk.core.sources.logs import LOG_COMMANDS_AT_ONCE, CommandLog, CommandSlots, LogSourceError
 from incident_desk.server import build_server
 from incident_desk.settings.model import load_settings
@@ -137,7 +138,9 @@ def _reader(sources: IncidentSources) -> Any:
 def test_a_command_that_finds_no_free_slot_within_its_timeout_is_a_named_error(tmp_path: Path) -> None:
     slots = CommandSlots(1)
     settings = load_settings({"services": {"payments": {"logs": slow_log(tmp_path / "runs.txt", timeout_seconds=0.5)}}})
-    log = CommandLog("payments", settings.service_logs["payments"], slots=slots)
+    config = settings.service_logs["payments"]
+    assert isinstance(config, CommandLogConfig)
+    log = CommandLog("payments", config, slots=slots)
     with slots.held("another command", 1), pytest.raises(LogSourceError) as refused:
         log.open("prod-1", OPENED)
     assert str(refused.value) == (
