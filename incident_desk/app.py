@@ -36,7 +36,7 @@ from incident_desk.core.incidents import (
     UnknownService,
     bundled_sample_data,
 )
-from incident_desk.core.journal.activity import Event, Standing, standings
+from incident_desk.core.journal.activity import Event, Standing, standings, state_of
 from incident_desk.core.journal.audit import AuditJournal, Decision, Journal
 from incident_desk.core.journal.locks import Holder, Holding
 from incident_desk.core.journal.memory import Memory, MemoryUnavailable, Postmortem, Remembered, Similar, SqliteMemory
@@ -211,8 +211,30 @@ class DeskApp:
         return await anyio.to_thread.run_sync(self._keeper().remember_now, incident)
 
     async def similar_incidents(self, text: str, exclude: str | None, limit: int) -> list[Similar]:
-        """Past incidents of this desk closest to ``text``, best first (MemoryUnavailable)."""
+        """Remembered incidents of this desk closest to ``text``, best first (MemoryUnavailable)."""
         return await anyio.to_thread.run_sync(self._keeper().memory.similar, text, exclude, limit)
+
+    async def history_learnt(self, wait: float) -> int:
+        """Wait up to ``wait`` seconds for the memory's start-up pass over every source (started now if it was
+        not); how many incidents it has still to remember (0: the whole history is known)."""
+        keeper = self._keeper()
+        if await anyio.to_thread.run_sync(keeper.learnt, wait, abandon_on_cancel=True):
+            return 0
+        return max(keeper.pending, 1)
+
+    async def past_incidents(self, text: str, exclude: str | None, limit: int) -> list[Similar]:
+        """:meth:`similar_incidents` less every incident open now (listed open by its source and not resolved on
+        this desk): an incident still open is not past, however alike (MemoryUnavailable, AuditError)."""
+        current = await self.listing()
+        standing = await self.standings()
+        open_now = {
+            key
+            for key, incident in current.incidents.items()
+            if incident.is_open and state_of(standing.get(key), silenced=False) != "resolved"
+        }
+        open_now.discard(exclude or "")
+        found = await self.similar_incidents(text, exclude, limit + len(open_now))
+        return [item for item in found if item.incident.incident_id not in open_now][:limit]
 
     async def save_postmortem(self, postmortem: Postmortem) -> None:
         await anyio.to_thread.run_sync(self._keeper().memory.save_postmortem, postmortem)
@@ -560,7 +582,13 @@ def build_app(settings: Settings, sealing_keys: list[bytes] | None = None) -> De
         journal=open_journal(settings),
         sealing_keys=sealing_keys or [],
     )
-    app.memory = MemoryKeeper(open_memory(settings, app.journal), app.journal, app.read_log, app.redactor)
+    app.memory = MemoryKeeper(
+        open_memory(settings, app.journal),
+        app.journal,
+        app.read_log,
+        app.redactor,
+        look=lambda: app.sources.listing().incidents,
+    )
     return app
 
 
