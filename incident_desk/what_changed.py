@@ -20,7 +20,7 @@ from incident_desk.core.incidents import Incident
 from incident_desk.core.journal.activity import Event
 from incident_desk.core.journal.audit import Decision
 from incident_desk.core.neighbours import metrics
-from incident_desk.core.neighbours.untrusted import one_line
+from incident_desk.core.neighbours.untrusted import masked_line
 from incident_desk.protocol import tool_results as results
 
 DEFAULT_MINUTES_BEFORE = 30.0
@@ -185,7 +185,7 @@ def activity_acts(events: Sequence[Event]) -> list[ActRecord]:
             kind=str(e.act),
             summary=f"{e.act} by {e.actor}"
             + (f" {e.ticket}" if e.ticket else "")
-            + (f": {one_line(e.text, ACT_TEXT_CHARS)}" if e.text else ""),
+            + (f": {masked_line(e.text, ACT_TEXT_CHARS)}" if e.text else ""),
         )
         for e in sorted(events, key=lambda e: e.time)
         if e.took_effect

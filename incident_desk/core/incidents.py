@@ -33,7 +33,7 @@ import structlog
 from incident_desk.core import errors
 from incident_desk.core.datafiles import DESCRIPTORS_SUPPORTED, DataRoot, Directory, Refused
 from incident_desk.core.names import INCIDENT_ID, SERVICE_NAME, is_safe_name
-from incident_desk.core.neighbours.untrusted import one_line
+from incident_desk.core.neighbours.untrusted import masked_line, one_line
 
 log = structlog.get_logger(__name__)
 
@@ -337,12 +337,12 @@ class DataFolder:
             raise ValueError(f"{LOG_FILE} cannot be read: {_reason(exc)}") from None
         return Incident(
             id=name,
-            title=one_line(meta["title"].strip()),
+            title=masked_line(meta["title"].strip()),
             service=service,
             severity=one_line(meta["severity"].strip()),
             status=one_line(meta["status"].strip()),
             opened=opened,
-            resolution=one_line(resolution.strip(), MAX_RESOLUTION_CHARS),
+            resolution=masked_line(resolution.strip(), MAX_RESOLUTION_CHARS),
         )
 
     def _runbook_problem(self, name: str, service: str) -> str | None:

@@ -28,6 +28,7 @@ from incident_desk.core.acts.preview import (
 from incident_desk.core.incidents import DataError, Incident
 from incident_desk.core.journal.activity import MAX_NOTE_CHARS, Act, Event, stamp, state_of
 from incident_desk.core.journal.audit import AuditError
+from incident_desk.core.neighbours.untrusted import masked_line
 from incident_desk.core.outcomes import ActWords, Outcome
 from incident_desk.core.sources.silences import SilenceError
 from incident_desk.identity import principal
@@ -154,7 +155,8 @@ def register(server: MCPServer, app: DeskApp) -> None:
         if isinstance(found, CallToolResult):
             return found
         acting = _Act(app, ctx, incidentId, Act.RESOLVE, outcomes.RESOLVE)
-        question = f"Resolve {incidentId}? Resolution: {resolution}"
+        shown = masked_line(resolution, MAX_NOTE_CHARS)  # the model's words: shown and kept masked
+        question = f"Resolve {incidentId}? Resolution: {shown}"
         binding = {"tool": "resolve_incident", "incidentId": incidentId, "resolution": resolution}
 
         async def preview() -> Preview:
@@ -162,13 +164,13 @@ def register(server: MCPServer, app: DeskApp) -> None:
             return resolve_preview(found, state_of(standing, silenced=bool(found.silenced_by)))
 
         try:
-            asked = await acting.approve(question, binding, found.service, resolution, preview=preview, because=reason)
+            asked = await acting.approve(question, binding, found.service, shown, preview=preview, because=reason)
             if not isinstance(asked, Approved):
                 return asked
-            await acting.record(Outcome.DONE, ticket=asked.ticket, detail=resolution)
+            await acting.record(Outcome.DONE, ticket=asked.ticket, detail=shown)
         except AuditError as exc:
             return results.error(acting.words.journal_unwritable_text(exc))
-        text = outcomes.RESOLVED.render(id=incidentId, ticket=asked.ticket, resolution=resolution)
+        text = outcomes.RESOLVED.render(id=incidentId, ticket=asked.ticket, resolution=shown)
         return results.ok(text, acting.report(Outcome.DONE, ticket=asked.ticket))
 
     @TOOLS.tool(server)
@@ -187,7 +189,8 @@ def register(server: MCPServer, app: DeskApp) -> None:
             return results.error(f"{incidentId} comes from a folder, which has no alerts to silence")
         acting = _Act(app, ctx, incidentId, Act.SILENCE, outcomes.SILENCE)
         capped = min(minutes, app.settings.max_silence_minutes)
-        alert = dict(found.labels).get("alertname", found.title)
+        alert = masked_line(dict(found.labels).get("alertname", found.title), 200)
+        kept = masked_line(reason, MAX_NOTE_CHARS)  # the model's words: shown, sent as the comment, kept masked
         until = datetime.now(UTC) + timedelta(minutes=capped)
         question = (
             f"Silence {incidentId} ({alert} on {found.service}) for {capped} minutes? "
@@ -199,11 +202,11 @@ def register(server: MCPServer, app: DeskApp) -> None:
             return silence_preview(found.labels, await app.alerts_silenced_by_labels(found))
 
         try:
-            asked = await acting.approve(question, binding, found.service, reason, preview=preview, because=reason)
+            asked = await acting.approve(question, binding, found.service, kept, preview=preview, because=reason)
             if not isinstance(asked, Approved):
                 return asked
             ends = datetime.now(UTC) + timedelta(minutes=capped)
-            comment = f"{reason} (ticket {asked.ticket}; incident-desk {incidentId})"
+            comment = f"{kept} (ticket {asked.ticket}; incident-desk {incidentId})"
             try:
                 silence_id, _ = await app.silence(found, ends, acting.actor, comment)
             except (SilenceError, NoSilences) as exc:

@@ -21,6 +21,7 @@ from incident_desk.core.journal.activity import (
     stamp,
 )
 from incident_desk.core.journal.audit import AuditError
+from incident_desk.core.neighbours.untrusted import masked_line, masked_text
 from incident_desk.core.outcomes import (
     ACKNOWLEDGED,
     ALREADY_ACKNOWLEDGED,
@@ -89,8 +90,8 @@ def _entry(event: Event) -> ActivityEntry:
         act=str(event.act),
         outcome=str(event.outcome),
         actor=event.actor,
-        ticket=event.ticket,
-        text=event.text,
+        ticket=masked_line(event.ticket) if event.ticket else event.ticket,
+        text=masked_text(event.text),
     )
 
 

@@ -16,8 +16,15 @@ from incident_desk.app import DeskApp
 from incident_desk.core.incidents import CLOSED_STATUSES, DataError
 from incident_desk.core.journal.activity import Act, Event, stamp
 from incident_desk.core.journal.audit import AuditError
-from incident_desk.core.journal.memory import MAX_POSTMORTEM_CHARS, MAX_SIMILAR, MemoryUnavailable, Postmortem, Similar
-from incident_desk.core.neighbours.untrusted import one_line
+from incident_desk.core.journal.memory import (
+    MAX_POSTMORTEM_CHARS,
+    MAX_SIMILAR,
+    MAX_TEXT_CHARS,
+    MemoryUnavailable,
+    Postmortem,
+    Similar,
+)
+from incident_desk.core.neighbours.untrusted import masked_line, masked_text
 from incident_desk.core.outcomes import Outcome
 from incident_desk.identity import principal
 from incident_desk.protocol import client_features
@@ -66,14 +73,14 @@ def _entry(found: Similar) -> SimilarIncident:
     seconds = past.resolve_seconds
     return SimilarIncident(
         incident_id=past.incident_id,
-        title=past.title,
+        title=masked_line(past.title),
         service=past.service,
         source=past.source,
         # Open when it was last served and not open now: the desk saw it end, or no longer sees it.
         status=past.status if past.status.lower() in CLOSED_STATUSES else f"last seen {past.status}",
         score=found.score,
         opened=past.opened,
-        resolution=past.resolution,
+        resolution=masked_line(past.resolution, MAX_TEXT_CHARS),
         resolved=past.resolved,
         resolve_minutes=None if seconds is None else seconds // 60,
         restarts=past.restarts,
@@ -126,7 +133,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
         except (DataError, MemoryUnavailable, AuditError) as exc:
             return results.failed(exc)
         entries = [_entry(item) for item in found]
-        subject = incidentId if incidentId is not None else f"“{one_line(query, 80)}”"
+        subject = incidentId if incidentId is not None else f"“{masked_line(query, 80)}”"
         if not entries:
             text = f"No past incident on this desk looks like {subject}."
         else:
@@ -136,7 +143,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
                 f"\n(the desk is still remembering its history: {still_to_learn} incidents to go; ask again for a "
                 "fuller answer)"
             )
-        matched = one_line(words, 300)
+        matched = masked_line(words, 300)
         return results.ok(text, SimilarIncidents(matched_on=matched, incidents=entries))
 
     @TOOLS.tool(server)
@@ -168,7 +175,8 @@ def register(server: MCPServer, app: DeskApp) -> None:
             protocol_era=client_features.view(ctx).era,
         )
         try:
-            await app.save_postmortem(Postmortem(incidentId, markdown, author, event.time))
+            # Kept masked: a postmortem quotes logs, and the journal's file outlives what any reader is shown.
+            await app.save_postmortem(Postmortem(incidentId, masked_text(markdown), author, event.time))
             await app.record_event(event)
             await app.remember_now(incident)
         except (MemoryUnavailable, AuditError) as exc:
@@ -192,4 +200,4 @@ def register(server: MCPServer, app: DeskApp) -> None:
             raise results.resource_failure(exc) from None
         if saved is None:
             raise ResourceNotFoundError(f"No postmortem saved for {id}")
-        return saved.markdown
+        return masked_text(saved.markdown)

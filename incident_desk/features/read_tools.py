@@ -17,6 +17,7 @@ from incident_desk.core.incidents import DataError, Incident, Listing, Problem
 from incident_desk.core.journal.activity import STATES, IncidentState, Standing, stamp, state_of
 from incident_desk.core.journal.audit import MAX_RECENT_DECISIONS, AuditError, format_decisions
 from incident_desk.core.names import INCIDENT_ID, is_safe_name
+from incident_desk.core.neighbours.untrusted import masked_line
 from incident_desk.core.search import paging as logfile
 from incident_desk.core.search.pattern import MAX_PATTERN_LENGTH, PatternError
 from incident_desk.protocol import tool_results as results
@@ -376,7 +377,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
                 time=d.time,
                 service=d.service,
                 outcome=str(d.outcome),
-                ticket=d.ticket,
+                ticket=masked_line(d.ticket) if d.ticket else d.ticket,
                 approver=d.approver,
                 protocol_era=d.protocol_era,
                 exit_status=d.exit_status,

@@ -13,6 +13,7 @@ from typing import Any
 
 from incident_desk.core.journal.audit import FIELD_LIMITS, cut
 from incident_desk.core.names import ALNUM, NameShape
+from incident_desk.core.neighbours.untrusted import mask_secrets
 from incident_desk.core.outcomes import RESTART, ActWords, Answer, Outcome
 
 TICKET = NameShape(ALNUM, ALNUM + "_.:#/-", 64)
@@ -83,7 +84,8 @@ def decide_act(words: ActWords, action: str, content: dict[str, Any], done: Call
     raw_ticket = content.get("ticket")
     typed = raw_ticket.strip() if isinstance(raw_ticket, str) and raw_ticket.strip() else None
     # What the verdict carries into the journal and the report: never more than the journal keeps.
-    ticket = None if typed is None else cut(typed, MAX_TICKET_CHARS)
+    # Masked like a log line: a secret pasted as a ticket is no ticket, and is never journalled or shown.
+    ticket = None if typed is None else cut(mask_secrets(typed), MAX_TICKET_CHARS)
     # `is True`, not truthiness: a client sending "false" or 1 has not ticked a boolean box.
     if content.get("confirm") is not True:
         return Verdict(Answer.UNTICKED, words.refused_text(Answer.UNTICKED), ticket)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from incident_desk.core.incidents import Incident
-from incident_desk.core.neighbours.untrusted import one_line
+from incident_desk.core.neighbours.untrusted import masked_line, one_line
 from incident_desk.core.outcomes import FOREIGN_SILENCE
 
 MAX_REASON_CHARS = 500  # a model's own words for why it asks: untrusted, masked, cut
@@ -57,7 +57,7 @@ def _utc(moment: datetime) -> str:
 def alert_names(incidents: Sequence[Incident]) -> str:
     """``{n} alert(s): a, b, … (and k more)``: each by its alertname and id, the first ten named."""
     named = [f"{dict(incident.labels).get('alertname', incident.title)} ({incident.id})" for incident in incidents]
-    shown = ", ".join(one_line(name, 120) for name in named[:MAX_NAMED_TARGETS])
+    shown = ", ".join(masked_line(name, 120) for name in named[:MAX_NAMED_TARGETS])
     more = f" (and {len(named) - MAX_NAMED_TARGETS} more)" if len(named) > MAX_NAMED_TARGETS else ""
     return f"{len(named)} alert(s): {shown or 'none'}{more}"
 
@@ -78,7 +78,7 @@ def covered_by_labels(labels: Iterable[tuple[str, str]], incidents: Iterable[Inc
 
 def silence_preview(labels: Sequence[tuple[str, str]], covered: Sequence[Incident]) -> Preview:
     matchers = ", ".join(f'{name}="{value}"' for name, value in labels)
-    lines = (f"Will silence {alert_names(covered)}", f"Matchers: {one_line(matchers, 400)}")
+    lines = (f"Will silence {alert_names(covered)}", f"Matchers: {masked_line(matchers, 400)}")
     return Preview(lines, ("silence", *(incident.id for incident in covered)))
 
 
@@ -115,5 +115,5 @@ def foreign_refusal(target: SilenceTarget) -> str:
 def resolve_preview(incident: Incident, state: str) -> Preview:
     """The incident and its state, shown; bound to the incident alone (what a resolution touches is its record on
     this desk, whatever happened to it meanwhile: a second resolution of it is a replay, refused as one)."""
-    line = f"Will mark {incident.id} ({one_line(incident.title, 120)}) resolved; it is {state} now"
+    line = f"Will mark {incident.id} ({masked_line(incident.title, 120)}) resolved; it is {state} now"
     return Preview((line,), ("resolve", incident.id))

@@ -13,7 +13,8 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Literal
 
-from incident_desk.core.journal.fields import FIELD_LIMITS, cut, storable
+from incident_desk.core.journal.fields import FIELD_LIMITS, WORDS_FIELDS, cut, kept_words, storable
+from incident_desk.core.neighbours.untrusted import masked_line
 from incident_desk.core.outcomes import EVENT_OUTCOMES, Outcome
 
 # The most characters of a note: long enough for a hand-off, short enough to read in a list of events. A longer
@@ -71,6 +72,7 @@ class Event:
         for name, limit in EVENT_LIMITS.items():
             value = getattr(self, name)
             if value is not None:
+                value = kept_words(value) if self.id is None and name in WORDS_FIELDS else value
                 object.__setattr__(self, name, cut(storable(value), limit))
         if self.time.tzinfo is None or self.time.utcoffset() is None:
             raise ValueError("event time must be timezone-aware")
@@ -145,10 +147,15 @@ def stamp(moment: datetime) -> str:
 def describe(event: Event) -> str:
     """One line of the activity log."""
     when = stamp(event.time) + "Z"
-    ticket = f" under {event.ticket}" if event.ticket else ""
-    text = f": {event.text}" if event.text else ""
+    ticket = f" under {masked_line(event.ticket)}" if event.ticket else ""
+    text = f": {shown_words(event.text)}" if event.text else ""
     label = str(event.act) if event.took_effect else f"{event.act} {event.outcome}"
-    return f"{when} {label} by {event.actor}{ticket}{text}".replace("\n", " ")
+    return f"{when} {label} by {event.actor}{ticket}{text}"
+
+
+def shown_words(text: str) -> str:
+    """An event's words as one visible line: masked again (a row may predate masking), its newlines spaces."""
+    return masked_line(text.replace("\n", " "), EVENT_LIMITS["text"])
 
 
 def event_from_row(row: Sequence[object]) -> Event:

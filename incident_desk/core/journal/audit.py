@@ -21,8 +21,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 from incident_desk.core import errors
 from incident_desk.core.journal.activity import Counted, Event, counted_from_row, event_from_row
-from incident_desk.core.journal.fields import FIELD_LIMITS, cut, storable
+from incident_desk.core.journal.fields import FIELD_LIMITS, WORDS_FIELDS, cut, kept_words, storable
 from incident_desk.core.journal.locks import ProcessLocks, RestartLocks
+from incident_desk.core.neighbours.untrusted import masked_line
 from incident_desk.core.outcomes import LIMIT_OUTCOMES, RESTART_OUTCOMES, Outcome
 
 __all__ = ["FIELD_LIMITS", "cut", "storable"]
@@ -174,6 +175,7 @@ class Decision:
         for name, limit in FIELD_LIMITS.items():
             value = getattr(self, name)
             if value is not None:
+                value = kept_words(value) if self.id is None and name in WORDS_FIELDS else value
                 object.__setattr__(self, name, cut(storable(value), limit))
         if self.time.tzinfo is None or self.time.utcoffset() is None:
             raise ValueError("decision time must be timezone-aware; a naive time is ambiguous in an audit trail")
@@ -455,7 +457,7 @@ def format_decisions(decisions: Sequence[Decision]) -> str:
             d.time.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%SZ"),
             _cell(d.service),
             _cell(str(d.outcome)),
-            _cell(d.ticket) if d.ticket else "-",
+            _cell(masked_line(d.ticket)) if d.ticket else "-",
             _cell(d.approver),
             _cell(d.protocol_era),
             "-" if d.exit_status is None else str(d.exit_status),

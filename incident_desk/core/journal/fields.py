@@ -2,9 +2,20 @@
 
 from __future__ import annotations
 
+from incident_desk.core.neighbours.untrusted import masked_text
+
 # The most characters the journal keeps of each free-text field. Tickets, service names and client-given reasons
 # arrive from clients and forms: unbounded, a few huge answers would make a journal too large to read back quickly.
 FIELD_LIMITS: dict[str, int] = {"service": 200, "ticket": 200, "approver": 200, "protocol_era": 64, "detail": 4000}
+# The fields whose words come from a person, a model or a neighbour (a note, a reason, a ticket, a command's output):
+# a new row keeps them masked like a log line, with control and bidirectional characters made visible marks; a row
+# read back is masked again wherever it is shown (rows written before this was done, or by another version).
+WORDS_FIELDS = frozenset({"ticket", "detail", "text"})
+
+
+def kept_words(text: str) -> str:
+    """What a new row keeps of a words field: masked, its control characters visible, its lines kept."""
+    return masked_text(text)
 
 
 def storable(text: str) -> str:

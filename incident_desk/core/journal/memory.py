@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from incident_desk.core import errors
-from incident_desk.core.neighbours.untrusted import one_line
+from incident_desk.core.neighbours.untrusted import masked_line, one_line
 
 if TYPE_CHECKING:
     from incident_desk.core.linear import LinearPattern
@@ -301,11 +301,11 @@ BUSY_TIMEOUT_SECONDS = 10.0
 def bounded(incident: Remembered) -> Remembered:
     return replace(
         incident,
-        title=one_line(incident.title, MAX_TITLE_CHARS),
-        labels=one_line(incident.labels, MAX_TEXT_CHARS),
+        title=masked_line(incident.title, MAX_TITLE_CHARS),
+        labels=masked_line(incident.labels, MAX_TEXT_CHARS),
         signature=one_line(incident.signature, MAX_SIGNATURE_CHARS),
-        notes=one_line(incident.notes, MAX_TEXT_CHARS),
-        resolution=one_line(incident.resolution, MAX_TEXT_CHARS),
+        notes=masked_line(incident.notes, MAX_TEXT_CHARS),
+        resolution=masked_line(incident.resolution, MAX_TEXT_CHARS),
     )
 
 

@@ -98,8 +98,17 @@ def _triggered(lowered: bytes) -> list[int]:
 
 
 # The top-level triggers as text, for one line given as text: "in" on str is the cheapest test there is (on bytes,
-# "in" first tries the needle as an int, and find is a method call), and most lines hold no trigger at all.
-_TOP_TEXT_TRIGGERS = [(node[0].decode(), node) for node in _TOP_TRIGGERS]
+# "in" first tries the needle as an int, and find is a method call), and most lines hold no trigger at all. They
+# come in groups, each behind one RE2 search of the line: a group none of whose triggers the line holds (most
+# groups, for most lines) costs that one search instead of a substring test per trigger.
+_GROUP_SIZE = 24
+_TEXT_TRIGGERS = [(node[0].decode(), node) for node in _TOP_TRIGGERS]
+_TOP_TEXT_TRIGGERS = [
+    (LinearPattern(b"|".join(escape(node[0]) for _text, node in group)), group)
+    for group in (_TEXT_TRIGGERS[at : at + _GROUP_SIZE] for at in range(0, len(_TEXT_TRIGGERS), _GROUP_SIZE))
+]
+# Each trigger's longer triggers, with their text.
+_TEXT_CHILDREN = {trigger: [(child, child.decode()) for child in node[2]] for trigger, node in _NODES.items()}
 
 
 def holds_trigger(data: bytes) -> bool:
@@ -111,12 +120,19 @@ def holds_trigger(data: bytes) -> bool:
 def rules_for_line(lowered: str) -> list[int]:
     """Indexes of the rules whose triggers occur in one line, lower-cased as text (a superset of its bytes' rules:
     a few non-ASCII letters lower to ASCII ones)."""
-    pending = [node for trigger, node in _TOP_TEXT_TRIGGERS if trigger in lowered]
+    data = lowered.encode("utf-8", "surrogatepass")
+    pending = [
+        node
+        for any_of, group in _TOP_TEXT_TRIGGERS
+        if any_of.contains(data)
+        for trigger, node in group
+        if trigger in lowered
+    ]
     found: set[int] = set()
     while pending:
-        _trigger, rules, children = pending.pop()
+        trigger, rules, _children = pending.pop()
         found.update(rules)
-        pending.extend(_NODES[child] for child in children if child.decode() in lowered)
+        pending.extend(_NODES[child] for child, text in _TEXT_CHILDREN[trigger] if text in lowered)
     return sorted(found)
 
 

@@ -26,6 +26,7 @@ from incident_desk.core.redaction.shapes import (
     unless_prose,
     vendor,
 )
+from incident_desk.core.redaction.tools import TOOL_RULES
 from incident_desk.core.redaction.vendors import VENDOR_RULES
 
 
@@ -81,7 +82,7 @@ _BEARER_PROSE = frozenset(
 # Names ending in "key" that hold one (api_key, x-api-key, AccountKey, SharedAccessKey, encryption_key).
 _KEY_NAMES = (
     r"(?:api|access|private|secret|encryption|signing|sealing|master|license|client|account|shared[_-]?access|"
-    r"storage|app|auth|ssh|hmac|jwt|webhook|consumer|subscription|service[_-]?account)[_-]?key"
+    r"storage|app|auth|ssh|hmac|jwt|webhook|consumer|subscription|service[_-]?account|application)[_-]?key"
 )
 _ONE_PART_SCHEMES = "bearer|basic|token|negotiate|ntlm|apikey|sso-key"
 
@@ -154,6 +155,9 @@ RULES: tuple[Rule, ...] = (
         r"\b([a-z][a-z0-9+.-]*://[^\s:/?#]*:)(?:\d+(?:[^\d\s/?#]\S*)?|[^\d\s]\S*)?(@)",
         keep(1, 2),
     ),
+    # Admin tools' flags, alerting vendors' keys, log shippers' URLs (``tools``): before the password rules, which
+    # would take a tool's other arguments (``user set password 2 <password>``) for the value.
+    *TOOL_RULES,
     # Password-like names: the value runs to the end of the line unless quoted, since a password may hold spaces
     # and semicolons. "pass" alone only after _ . or - (db_pass, REDIS_PASS): a test summary's "pass=3" stays.
     rule(
@@ -197,7 +201,7 @@ RULES: tuple[Rule, ...] = (
     ),
     rule(
         ("-u",),
-        r"((?:^|\s)(?:-u[ \t]*|--user[= \t]+)[\"']?[^\s:\"']+:)(?:\d*[^\d\s\"'][^\s\"']*|\d+[\"'])",
+        r"((?:^|\s)(?:-u[ \t]*|--user[= \t]+)\\?[\"']?[^\s:\"'\\]+:)(?:\d*[^\d\s\"'\\][^\s\"'\\]*|\d+\\?[\"'])",
         keep(1),
         folded=False,
     ),

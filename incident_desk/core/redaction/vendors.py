@@ -6,11 +6,27 @@ Case-sensitive: they run on the original line. Each names the lower-cased litera
 
 from __future__ import annotations
 
-from incident_desk.core.redaction.shapes import Rule, vendor
+from incident_desk.core.linear import Span
+from incident_desk.core.redaction.shapes import MASK, Rule, rule, vendor
+
+
+def _mixed(line: bytes, spans: list[Span]) -> bytes | None:
+    """Mask a token that holds a digit and an upper-case letter; refuse an identifier (``test_each_format``)."""
+    token = line[spans[0][0] : spans[0][1]]
+    if token.lower() == token or token.translate(None, b"0123456789") == token:
+        return None
+    return MASK
+
+
+def _with_digit(line: bytes, spans: list[Span]) -> bytes | None:
+    """Mask a token that holds a digit; refuse one of words alone (``sandbox_settings_...``)."""
+    token = line[spans[0][0] : spans[0][1]]
+    return None if token.translate(None, b"0123456789") == token else MASK
+
 
 VENDOR_RULES: tuple[Rule, ...] = (
     vendor("sk-", pattern=r"\bsk-(?:ant-|proj-)?[A-Za-z0-9_-]{16,}"),
-    vendor("k_live_", "k_test_", "whsec_", pattern=r"\b(?:[sr]k_(?:live|test)|whsec)_[A-Za-z0-9]{8,}"),
+    vendor("k_live_", "k_test_", "k_prod_", "whsec_", pattern=r"\b(?:[sr]k_(?:live|test|prod)|whsec)_[A-Za-z0-9]{8,}"),
     vendor("gh", pattern=r"\b(?:ghp|gho|ghu|ghs|ghr)_[A-Za-z0-9]{20,}|\bgithub_pat_[A-Za-z0-9_]{20,}"),
     vendor("glpat-", "gldt-", "glrt-", pattern=r"\bgl(?:pat|dt|rt)-[A-Za-z0-9_-]{20,}"),
     vendor("xox", "xapp-", pattern=r"\bxox(?:[abposr]|e\.xox[bp])-[A-Za-z0-9-]{10,}|\bxapp-\d-[A-Za-z0-9-]{10,}"),
@@ -72,7 +88,8 @@ VENDOR_RULES: tuple[Rule, ...] = (
     vendor("pcsk_", pattern=r"\bpcsk_[A-Za-z0-9_]{40,}"),
     vendor("lsv2_", pattern=r"\blsv2_(?:pt|sk)_[a-f0-9]{32}_[a-f0-9]{10}"),
     vendor("shippo_", pattern=r"\bshippo_(?:live|test)_[a-f0-9]{40}"),
-    vendor("aaaaaaaaaaaaaaaaaaaaa", pattern=r"\bA{21}[A-Za-z0-9%]{30,}"),
+    # Past the run of A its first other character starts the token: a long run of A alone (padding) is no token.
+    vendor("aaaaaaaaaaaaaaaaaaaaa", pattern=r"\bA{21}A*[B-Za-z0-9%][A-Za-z0-9%]{29,}"),
     vendor("sk.eyj", pattern=r"\bsk\.eyJ[A-Za-z0-9_.-]{40,}"),
     vendor("dt0c01.", pattern=r"\bdt0c01\.[A-Z0-9]{24}\.[A-Z0-9]{64}"),
     vendor("hrku-", pattern=r"\bHRKU-[A-Za-z0-9_-]{40,}"),
@@ -84,4 +101,24 @@ VENDOR_RULES: tuple[Rule, ...] = (
     vendor("pnu_", pattern=r"\bpnu_[A-Za-z0-9]{36}"),
     vendor("api_org_", pattern=r"\bapi_org_[A-Za-z0-9]{30,}"),
     vendor("atbb", pattern=r"\bATBB[A-Za-z0-9_=.-]{32,}"),
+    # CI and code-quality vendors: CircleCI, Buildkite, SonarQube and SonarCloud, Octopus Deploy, Harness, Netlify,
+    # JFrog reference tokens, Tailscale keys.
+    vendor("ccipat_", pattern=r"\bCCIPAT_[A-Za-z0-9]{22}_[a-f0-9]{40}"),
+    vendor("bkua_", pattern=r"\bbkua_[a-z0-9]{40}"),
+    vendor("squ_", "sqp_", "sqa_", "sqco_", pattern=r"\bsq[upa]_[a-f0-9]{40}|\bsqco_[A-Za-z0-9]{59}"),
+    vendor("api-", pattern=r"\bAPI-[A-Z0-9]{26}\b", by_shape=True),
+    vendor("pat.", "sat.", pattern=r"\b(?:pat|sat)\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9]{24}\.[A-Za-z0-9]{20}"),
+    vendor("nfp_", pattern=r"\bnfp_[A-Za-z0-9_]{36}"),
+    vendor("cmvmdgtu", pattern=r"\bcmVmdGtu[A-Za-z0-9]{56}"),
+    vendor("tskey-", pattern=r"\btskey-[a-z]+-[A-Za-z0-9_]+-[A-Za-z0-9_]+"),
+    # Payment gateways: Braintree access and tokenization keys, Adyen API and client keys (and Mollie's, of the
+    # same shape), Stripe client secrets, Flutterwave secret keys.
+    vendor("access_token$", pattern=r"\baccess_token\$(?:production|sandbox)\$[a-z0-9]{16}\$[a-f0-9]{32}"),
+    rule(
+        ("production_", "sandbox_"), r"\b(?:production|sandbox)_[a-z0-9]{8}_[a-z0-9]{16}\b", _with_digit, folded=False
+    ),
+    vendor("aqe", pattern=r"\bAQE[a-z0-9]{5,}\.[A-Za-z0-9_=-]{50,80}"),
+    rule(("live_", "test_"), r"\b(?:live|test)_[A-Za-z0-9]{30,40}\b", _mixed, folded=False),
+    vendor("_secret_", pattern=r"\b(?:pi|seti)_[A-Za-z0-9]{24}_secret_[A-Za-z0-9]{25}"),
+    vendor("flwseck", pattern=r"\bFLWSECK(?:_TEST)?-[a-fA-F0-9]{32}-X"),
 )

@@ -20,7 +20,7 @@ from incident_desk.core.incidents import Incident, Listing, opened_time
 from incident_desk.core.names import INCIDENT_ID, SERVICE_NAME, is_safe_name
 from incident_desk.core.neighbours import outside
 from incident_desk.core.neighbours.metrics import alert_expression
-from incident_desk.core.neighbours.untrusted import one_line
+from incident_desk.core.neighbours.untrusted import masked_line, one_line
 from incident_desk.core.sources.config import AlertmanagerSourceConfig
 
 SecretReader = Callable[[], str | None]
@@ -213,7 +213,7 @@ class AlertmanagerSource:
         cap = self.config.max_field_chars
         return Incident(
             id=incident_id,
-            title=one_line(title or labels.get("alertname") or "alert", cap),
+            title=masked_line(title or labels.get("alertname") or "alert", cap),
             service=str(service),
             severity=one_line(labels.get("severity") or "unknown", cap),
             status="firing",

@@ -13,7 +13,7 @@ from typing import Any
 
 from incident_desk.core import errors
 from incident_desk.core.neighbours import outside
-from incident_desk.core.neighbours.untrusted import one_line
+from incident_desk.core.neighbours.untrusted import masked_line, one_line
 from incident_desk.core.sources.alertmanager import AlertmanagerSource, SourceDown
 
 
@@ -105,8 +105,8 @@ def read(source: AlertmanagerSource, silence_id: str) -> Silence:
             id=one_line(str(data["id"]), 100),
             state=one_line(str((data.get("status") or {}).get("state", "")), 20),
             ends_at=datetime.fromisoformat(str(data["endsAt"]).replace("Z", "+00:00")),
-            created_by=one_line(str(data.get("createdBy", "")), 200),
-            comment=one_line(str(data.get("comment", "")), 500),
+            created_by=masked_line(str(data.get("createdBy", "")), 200),
+            comment=masked_line(str(data.get("comment", "")), 500),
         )
     except (ValueError, KeyError, TypeError, AttributeError):
         raise SilenceError(f"{source.describe()} answered silence {silence_id} with something unreadable") from None
