@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -24,7 +24,7 @@ import anyio.to_thread
 import structlog
 
 from incident_desk.core import credentials
-from incident_desk.core.acts import limits
+from incident_desk.core.acts import limits, runs
 from incident_desk.core.acts.preview import SilenceTarget, covered_by_labels
 from incident_desk.core.acts.service_actions import runbook_section
 from incident_desk.core.incidents import (
@@ -37,7 +37,7 @@ from incident_desk.core.incidents import (
     bundled_sample_data,
 )
 from incident_desk.core.journal.activity import Event, Standing, standings, state_of
-from incident_desk.core.journal.audit import AuditJournal, Decision, Journal
+from incident_desk.core.journal.audit import MAX_RECENT_DECISIONS, AuditJournal, Decision, Journal
 from incident_desk.core.journal.locks import Holder, Holding
 from incident_desk.core.journal.memory import Memory, MemoryUnavailable, Postmortem, Remembered, Similar, SqliteMemory
 from incident_desk.core.neighbours import metrics, outside
@@ -50,6 +50,7 @@ from incident_desk.settings.errors import SettingsError
 from incident_desk.settings.model import Settings, user_data_dir
 
 if TYPE_CHECKING:
+    from incident_desk.core.handoff.oncall import Calendars, OnCall
     from incident_desk.core.redaction.face import Redaction
     from incident_desk.core.search.cursors import CursorSeal
     from incident_desk.core.search.paging import TailWindow
@@ -100,6 +101,8 @@ class DeskApp:
     sealing_keys: list[bytes] = field(default_factory=list)
     log_levels: ClientLogLevels = field(default_factory=ClientLogLevels)
     memory: MemoryKeeper | None = None
+    # What "now" is for the handoff and the index watcher: tests fix it instead of sleeping.
+    clock: Callable[[], datetime] = field(default=partial(datetime.now, UTC), repr=False, compare=False)
     # The out-of-band approvals pending on this desk (out_of_band.ApprovalStore), made on first use.
     approval_store: ApprovalStoreSlot | None = field(default=None, init=False, repr=False, compare=False)
     _readers_loaded: bool = field(default=False, init=False, repr=False)
@@ -143,6 +146,36 @@ class DeskApp:
         except OSError as exc:
             logger.warning("cursor key unavailable; cursors last as long as this process", problem=str(exc))
             return CursorSeal()
+
+    @cached_property
+    def calendars(self) -> Calendars:
+        """The on-call calendars (``[oncall]`` and each service's), each read and cached on its own."""
+        from incident_desk.core.handoff.oncall import Calendars
+
+        return Calendars(self.settings.oncall, self.settings.service_oncall_calendar)
+
+    async def on_call(self, at: datetime, services: list[str]) -> tuple[OnCall, list[tuple[str, OnCall]]]:
+        """Who the desk's calendar has on call at ``at``, and each of ``services`` with a calendar of its own; each
+        feed read in the outside calls' threads, for at most its deadline, all at once."""
+        calendars = self.calendars
+        own = [service for service in sorted(set(services)) if calendars.has_own(service)]
+        found: dict[str | None, OnCall] = {}
+
+        async def ask(service: str | None) -> None:
+            found[service] = await self._outside(calendars.on_call, at, service)
+
+        async with anyio.create_task_group() as group:
+            for service in (None, *own):
+                group.start_soon(ask, service)
+        return found[None], [(service, found[service]) for service in own]
+
+    async def journal_rows(self, limit: int) -> tuple[list[Event], list[Decision]]:
+        """The newest ``limit`` incident events and restart or action decisions of this desk, oldest first."""
+
+        def read() -> tuple[list[Event], list[Decision]]:
+            return list(reversed(self.journal.activity(None, limit))), list(reversed(self.journal.recent(limit)))
+
+        return await anyio.to_thread.run_sync(read)
 
     def services(self, wait: float | None = None) -> list[str]:
         return self.sources.services(extra=[*self.settings.services, *self.settings.service_actions], wait=wait)
@@ -247,6 +280,16 @@ class DeskApp:
         events = await anyio.to_thread.run_sync(self.journal.activity, incident_id, limit)
         return list(reversed(events))
 
+    async def action_runs(self, incident: Incident, events: Sequence[Event]) -> runs.ServiceRuns:
+        """The runbook actions run on ``incident``'s service while it was open on this desk (from its opening to
+        its last resolution here, as its ``events`` say), oldest first, masked (AuditError)."""
+        limit = MAX_RECENT_DECISIONS
+        read = partial(self.journal.recent, limit, service=incident.service, since=incident.opened)
+        decisions = await anyio.to_thread.run_sync(read)
+        found = await anyio.to_thread.run_sync(runs.action_runs, list(reversed(decisions)), self.redactor)
+        kept = runs.between(found, incident.opened, runs.resolved_at(events))
+        return runs.ServiceRuns(incident.service, kept, cut=len(decisions) >= limit)
+
     async def standings(self) -> dict[str, Standing]:
         """Who acknowledged and who resolved each incident, on this desk."""
         events = await anyio.to_thread.run_sync(
@@ -322,11 +365,14 @@ class DeskApp:
         by its own deadline)."""
         return await anyio.to_thread.run_sync(func, *args, limiter=outside.outside_threads(), abandon_on_cancel=True)
 
-    async def limit_reached(self, act: str, person: str, service: str | None) -> limits.Counter | None:
-        """The act limit (``[act_limits]``) that refuses ``person``'s ``act`` now, counted from the journal."""
+    async def limit_reached(
+        self, act: str, person: str, service: str | None, spending: str | None = None
+    ) -> limits.Counter | None:
+        """The act limit (``[act_limits]``) that refuses ``person``'s ``act`` now, counted from the journal;
+        ``spending``: the nonce of the approval about to be spent (``limits.reached``)."""
         settings, now = self.settings.act_limits, datetime.now(UTC)
         rows = await anyio.to_thread.run_sync(self.journal.counted_since, now - settings.window())
-        return limits.reached(rows, settings, act=act, person=person, service=service, now=now)
+        return limits.reached(rows, settings, act=act, person=person, service=service, now=now, spending=spending)
 
     async def check_journal_writable(self) -> None:
         """AuditError when the journal cannot take a decision now (checked before a human is asked)."""
@@ -337,16 +383,16 @@ class DeskApp:
         return await anyio.to_thread.run_sync(self.redactor, text)
 
     async def metric_series(
-        self, service: str, queries: Mapping[str, str], window: metrics.Window
+        self, service: str, queries: Mapping[str, str], window: metrics.Window, from_alert: str | None = None
     ) -> tuple[list[metrics.Series], list[metrics.QueryProblem]]:
         """Every named query of ``service`` over ``window``, asked at once, each in an outside call's thread with
         its deadline; MetricsUnavailable (named, bounded) when Prometheus cannot answer, or when the service has
-        no ``[services.<name>.metrics]``."""
+        no ``[services.<name>.metrics]``. ``from_alert`` names the query an alert brought (held to tighter caps)."""
         config = self.settings.service_metrics.get(service)
         if config is None:
             raise metrics.MetricsUnavailable(f"{service} has no [services.{service}.metrics] (a Prometheus to ask)")
         return await metrics.fetch_all(
-            config, service, source_secret(self.settings), queries, window, self.settings.metrics_max_points
+            config, service, source_secret(self.settings), queries, window, self.settings.metrics_max_points, from_alert
         )
 
     async def change_events(self, service: str, incident_id: str, start: datetime, end: datetime) -> ChangeRead:
@@ -553,8 +599,17 @@ def require_postgres_driver() -> None:
 def open_journal(settings: Settings) -> Journal:
     """The SQLite journal (the default), or the PostgreSQL one replicas share; ``AuditError`` names the setting,
     ``SettingsError`` the extra to install when the PostgreSQL driver is missing."""
+    journal = _open_journal(settings)
+    if journal.adopted:
+        logger.info("the journal's rows of former names are now this desk's", desk=journal.desk, former=journal.adopted)
+    return journal
+
+
+def _open_journal(settings: Settings) -> Journal:
+    """The journal ``settings`` name, its desk taking over the rows of its former names (``core.journal.desks``)."""
+    desk, derived, renamed_from = settings.journal_desk, settings.desk_name is None, settings.desk_renamed_from
     if settings.audit_url is None:
-        return AuditJournal(settings.audit_path, desk=settings.journal_desk)
+        return AuditJournal(settings.audit_path, desk=desk, derived=derived, renamed_from=renamed_from)
     require_postgres_driver()
     from incident_desk.core.journal.audit_pg import PostgresJournal
 
@@ -562,7 +617,7 @@ def open_journal(settings: Settings) -> Journal:
     found = credentials.resolve_secret(
         settings.audit_db_password, settings.keyring_service, credentials.AUDIT_DB_PASSWORD
     )
-    return PostgresJournal(settings.audit_url, found.value, desk=settings.journal_desk)
+    return PostgresJournal(settings.audit_url, found.value, desk=desk, derived=derived, renamed_from=renamed_from)
 
 
 def build_app(settings: Settings, sealing_keys: list[bytes] | None = None) -> DeskApp:

@@ -19,11 +19,13 @@ from mcp_types import InputRequiredResult
 from incident_desk import __version__
 from incident_desk.app import DeskApp
 from incident_desk.features import completions, skills, timeline, tool_catalog
+from incident_desk.index_watcher import IndexWatcher
 from incident_desk.protocol.client_features import HideAppViewsFromPlainClients
 from incident_desk.protocol.client_logging import RequestLogContext, serve_set_level
 from incident_desk.protocol.eras import DeclareOnTheHandshake
 from incident_desk.protocol.library_hooks import sdk_resource_templates
-from incident_desk.protocol.tool_arguments import DeskWordsForArgumentErrors
+from incident_desk.protocol.push import IndexPush
+from incident_desk.protocol.tool_arguments import CappedUriEchoes, DeskWordsForArgumentErrors
 from incident_desk.protocol.tool_selection import AnswerTurnedOffTools, check_names, instructions_note, tools_off
 
 logger = structlog.get_logger(__name__)
@@ -69,6 +71,8 @@ def build_server(app: DeskApp, *, defer_features: bool = False, learn_history: b
     )
     log_context = RequestLogContext()
     served_skills = skills.extension()
+    push = IndexPush()
+    watcher = IndexWatcher(app, push)
     server = MCPServer(
         SERVER_NAME,
         version=__version__,
@@ -77,8 +81,12 @@ def build_server(app: DeskApp, *, defer_features: bool = False, learn_history: b
         request_state_security=sealing,
         middleware=[log_context, HideAppViewsFromPlainClients(), DeclareOnTheHandshake([served_skills])],
         extensions=[timeline.extension(app), served_skills],
+        subscriptions=push.bus,
+        lifespan=watcher.lifespan,
     )
+    push.register(server)
     server.middleware.append(DeskWordsForArgumentErrors(server))
+    server.middleware.append(CappedUriEchoes())
     if off := _tools_off(app):
         server.middleware.append(AnswerTurnedOffTools(off))
     _install_telemetry(server, app, after=log_context)
@@ -125,6 +133,7 @@ def register_listed_features(server: MCPServer, app: DeskApp) -> None:
     the server: their handler is what advertises the ``completions`` capability.)"""
     from incident_desk.features import (
         approved_acts,
+        handoff,
         incident_acts,
         memory,
         metrics,
@@ -147,6 +156,7 @@ def register_listed_features(server: MCPServer, app: DeskApp) -> None:
         incident_acts,
         approved_acts,
         memory,
+        handoff,
     ):
         feature.register(server, app)
     for name in _tools_off(app):

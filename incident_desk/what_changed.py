@@ -133,12 +133,22 @@ async def gather_metrics(
     """The incident's metric series; MetricsUnavailable when none can be asked or Prometheus does not answer."""
     service = incident.service
     config = app.settings.service_metrics.get(service)
-    queries = dict(metrics.queries_for(config, incident.expression))
+    # An alert's g0.expr is written by whoever raised the alert: asked only when the operator turned it on.
+    alert_expression = incident.expression if app.settings.alert_expression_queries else None
+    queries = dict(metrics.queries_for(config, alert_expression))
     notes: list[str] = []
     if config is None:
         raise metrics.MetricsUnavailable(
             f"{service} has no metrics: add [services.{service}.metrics] with a prometheus URL and named queries"
-            + (" (the alert's own expression is asked of that Prometheus too)" if incident.expression else "")
+            + (" (the alert's own expression is asked of that Prometheus too)" if alert_expression else "")
+        )
+    from_alert = (
+        metrics.ALERT_QUERY_NAME if alert_expression and metrics.ALERT_QUERY_NAME not in config.queries else None
+    )
+    if incident.expression and not alert_expression:
+        notes.append(
+            "the alert carries its own expression (its generator URL's g0.expr), which the desk does not ask: "
+            "whoever raises an alert writes it (alert_expression_queries = true asks it, capped)"
         )
     if name is not None:
         if name not in queries:
@@ -160,7 +170,13 @@ async def gather_metrics(
     window = metrics.incident_window(incident.opened, now, minutes_before, after, config.step_seconds)
     if window.step_seconds > config.step_seconds:
         notes.append(f"step widened to {window.step_seconds:g}s to keep the window within Prometheus's limits")
-    found, problems = await app.metric_series(service, queries, window)
+    if from_alert in queries:
+        caps = metrics.caps_for(config, app.settings.metrics_max_points, from_alert=True)
+        notes.append(
+            f'"{from_alert}" came from the alert: its own expression (its generator URL\'s g0.expr), not a query of '
+            f"this desk, asked of {service}'s Prometheus and held to {caps.series} series of {caps.points} points"
+        )
+    found, problems = await app.metric_series(service, queries, window, from_alert=from_alert)
     return Gathered([metric_series_out(s) for s in found], [f"{p.name}: {p.reason}" for p in problems], notes, window)
 
 

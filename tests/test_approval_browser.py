@@ -71,17 +71,25 @@ async def _until_link(follower: LinkFollower) -> str:
     return follower.urls[0]
 
 
+RESTART_CALL: tuple[str, dict[str, Any]] = ("restart_service", {"service": SERVICE})
+
+
 async def _call_and_approve(
-    client: Any, follower: LinkFollower, browser: Browser, provider: OpenIDProvider, *users: str
+    client: Any,
+    follower: LinkFollower,
+    browser: Browser,
+    provider: OpenIDProvider,
+    *users: str,
+    tool: tuple[str, dict[str, Any]] = RESTART_CALL,
 ) -> tuple[str, list[str]]:
-    """restart_service while each of ``users`` in turn tries to approve in the browser (``follower`` is the
-    client's URL-mode callback: it accepts the link, which proves nothing); the result and the pages seen."""
+    """``tool`` (restart_service) while each of ``users`` in turn tries to approve in the browser (``follower`` is
+    the client's URL-mode callback: it accepts the link, which proves nothing); the result and the pages seen."""
     texts: list[str] = []
     pages: list[str] = []
     async with anyio.create_task_group() as group:
 
         async def call() -> None:
-            texts.append(text_of(await client.call_tool("restart_service", {"service": SERVICE})))
+            texts.append(text_of(await client.call_tool(*tool)))
 
         group.start_soon(call)
         url = await _until_link(follower)
@@ -176,6 +184,64 @@ async def test_http_desk_the_requester_is_refused_and_a_second_person_approves(
         ("page_opened", bob),
         ("approved", bob),
         ("simulated", bob),
+    ]
+
+
+FLUSH = """\
+import sys
+with open(sys.argv[1], "a", encoding="utf-8") as f:
+    f.write(sys.argv[2] + "\\n")
+"""
+
+
+@pytest.mark.http
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+async def test_http_desk_a_second_person_approves_a_runbook_action(
+    tmp_path: Path, provider: OpenIDProvider, browser: Browser, mode: str
+) -> None:
+    """Issue 39: an action's own ``approval = "second-person"`` adds eyes to an in-band service: the requester's
+    approval is refused, a second person signed in at the issuer approves, and the action runs once."""
+    script, ran = tmp_path / "flush.py", tmp_path / "flushed.txt"
+    script.write_text(FLUSH, encoding="utf-8")
+    flush = {
+        "description": "Flush a cache",
+        "argv": [sys.executable, str(script), str(ran), "{cache}"],
+        "parameters": {"cache": {"choices": ["sessions", "prices"]}},
+        "approval": "second-person",
+    }
+    client_id = provider.register_client(PAGE_REDIRECT).client_id
+    env = {
+        "INCIDENT_DESK_HTTP_AUTH": "oauth",
+        "INCIDENT_DESK_OAUTH_ISSUER": provider.issuer,
+        "INCIDENT_DESK_APPROVAL_PAGE_CLIENT_ID": client_id,
+        "INCIDENT_DESK_SERVICES": json.dumps({SERVICE: {"kind": "simulate", "actions": {"flush": flush}}}),
+    }
+    call = ("run_service_action", {"service": SERVICE, "action": "flush", "parameters": {"cache": "prices"}})
+    with run_desk(tmp_path, **env) as running:
+        token = provider.sign_in("alice", running.url, RESTART_SCOPES)
+        follower = LinkFollower(decision=None)
+        async with (
+            httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as http,
+            Client(
+                streamable_http_client(running.url, http_client=http),
+                mode=mode,
+                elicitation_callback=follower,
+            ) as client,
+        ):
+            text, pages = await _call_and_approve(client, follower, browser, provider, "alice", "bob", tool=call)
+    alice_page, bob_page = pages
+    assert "Approval refused" in alice_page and "must approve it" in alice_page
+    assert bob_page.startswith("You approved")
+    assert text.startswith(f"RAN flush on {SERVICE} under CHG-2291"), text
+    assert ran.read_text(encoding="utf-8") == "prices\n"
+    alice, bob = person(provider, "alice"), person(provider, "bob")
+    assert _journal(tmp_path) == [
+        ("approval_requested", alice),
+        ("page_opened", alice),
+        ("refused_self_approval", alice),
+        ("page_opened", bob),
+        ("approved", bob),
+        ("executed", bob),
     ]
 
 

@@ -122,6 +122,8 @@ async def test_the_loopback_page_answers_only_to_its_own_address(
             (f"attacker.example:{port}", b"421"),
             ("127.0.0.1", b"421"),
             (f"127.0.0.1:{int(port) + 1}", b"421"),
+            (f"127.0.0.1:{port}@evil.example", b"421"),
+            (f"localhost:{port}@evil.example", b"421"),
             (None, b"400"),
         ]:
             answer = await anyio.to_thread.run_sync(_raw_get, url, host)

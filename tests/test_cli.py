@@ -17,7 +17,7 @@ from incident_desk.cli.main import main
 from incident_desk.cli.parser import SUBCOMMANDS, build_parser
 from incident_desk.client_configs import CLIENT_NAMES, detect_launcher, render_snippet
 from incident_desk.settings.errors import SettingsError
-from incident_desk.settings.model import load_settings
+from incident_desk.settings.model import Settings, load_settings
 from tests.fakes import MemoryKeyring
 from tests.helpers import child_env
 from tests.test_client_configs import EXPECTED, entry_of, parse
@@ -475,6 +475,7 @@ def test_a_secret_value_never_appears_in_a_settings_error(monkeypatch: pytest.Mo
         ["doctor", "--log-level", "debug"],
         ["demo", "--era", "2026-07-28"],
         ["timeline", "INC-1042", "--html", "/tmp/page.html"],
+        ["handoff", "--hours", "6", "--data-dir", "/srv/desk"],
     ],
 )
 def test_the_parser_built_for_one_subcommand_reads_it_as_the_whole_parser_does(arguments: list[str]) -> None:
@@ -492,6 +493,7 @@ def test_the_parser_built_for_one_subcommand_reads_it_as_the_whole_parser_does(a
         "doctor",
         "demo",
         "timeline",
+        "handoff",
     }
     assert set(SUBCOMMANDS) == all_of_them  # all of them here
     assert build_parser(arguments[0]).parse_args(arguments) == build_parser().parse_args(arguments)
@@ -594,3 +596,30 @@ def test_config_for_an_oauth_desk_names_its_issuer_and_sends_no_token(capsys: py
     assert "realms/sre\n" not in captured.err, "the issuer is untrusted text, shown as one line"
     assert "--token is not used" in captured.err and "add --token" not in captured.err
     assert "headers" not in http_entry("gemini-cli", captured.out)
+
+
+@pytest.mark.parametrize("empty", ["", "   ", "${user_config.data_dir}"])
+def test_an_empty_variable_leaves_the_config_files_value(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, empty: str
+) -> None:
+    """A plugin or a bundle passes ``INCIDENT_DESK_X=""`` for a field left empty: that is no value, not a blank one."""
+    data = tmp_path / "desk-data"
+    data.mkdir()
+    journal = tmp_path / "journal.sqlite3"
+    config = tmp_path / "desk.toml"
+    config.write_text(f'data_dir = "{data}"\naudit_db = "{journal}"\nport = 9001\nlog_level = "debug"\n')
+    for name in ("DATA_DIR", "AUDIT_DB", "PORT", "LOG_LEVEL"):
+        monkeypatch.setenv(f"INCIDENT_DESK_{name}", empty)
+    settings = load_settings({}, config)
+    assert settings.data_dir == data
+    assert settings.audit_db == journal
+    assert settings.port == 9001
+    assert settings.log_level == "debug"
+
+
+def test_an_empty_variable_without_a_config_file_is_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("INCIDENT_DESK_DATA_DIR", "")
+    monkeypatch.setenv("INCIDENT_DESK_PORT", "")
+    settings = load_settings({})
+    assert settings.data_dir is None
+    assert settings.port == Settings.model_fields["port"].default

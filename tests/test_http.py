@@ -179,6 +179,42 @@ async def test_dns_rebinding_attempts_are_refused(tmp_path: Path) -> None:
     assert bad_origin.status_code == 403
 
 
+async def test_a_host_or_origin_with_user_information_is_refused(tmp_path: Path) -> None:
+    """``127.0.0.1:PORT@evil.example`` starts with an allowed ``127.0.0.1:`` but names another host: the SDK's
+    wildcard check matched it by prefix."""
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    with run_desk(tmp_path, INCIDENT_DESK_ALLOWED_HOSTS='["desk.example:*"]') as desk:
+        port = desk.port
+        hosts = [
+            f"127.0.0.1:{port}@evil.example",
+            f"localhost:{port}@evil.example",
+            f"127.0.0.1:{port}/x",
+            f"desk.example:{port}@evil.example",
+            f"127.0.0.1:{port}.evil.example",
+            "127.0.0.1:",
+        ]
+        origins = [
+            f"http://127.0.0.1:{port}@evil.example",
+            f"http://user@127.0.0.1:{port}",
+            f"http://localhost:{port}@evil.example/",
+            f"http://127.0.0.1:{port}/path",
+            f"http://[::1]:{port}@x",
+        ]
+        by_host = {
+            host: httpx2.post(desk.url, json=body, headers={"Host": host}, timeout=5).status_code for host in hosts
+        }
+        by_origin = {
+            origin: httpx2.post(desk.url, json=body, headers={"Origin": origin}, timeout=5).status_code
+            for origin in origins
+        }
+        plain_host = httpx2.post(desk.url, json=body, headers={"Host": f"127.0.0.1:{port}"}, timeout=5)
+        plain_origin = httpx2.post(desk.url, json=body, headers={"Origin": f"http://localhost:{port}"}, timeout=5)
+    assert by_host == dict.fromkeys(hosts, 421)
+    assert by_origin == dict.fromkeys(origins, 403)
+    assert plain_host.status_code not in (421, 403)
+    assert plain_origin.status_code not in (421, 403)
+
+
 def test_a_busy_port_is_an_error_before_anything_is_announced(tmp_path: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))

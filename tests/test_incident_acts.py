@@ -10,7 +10,9 @@ from __future__ import annotations
 import re
 import shutil
 import sqlite3
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mcp.shared.exceptions import MCPError
@@ -18,6 +20,7 @@ from mcp.shared.exceptions import MCPError
 from incident_desk.core.incidents import bundled_sample_data
 from incident_desk.core.journal.activity import Act, Event
 from incident_desk.core.journal.audit import AuditJournal, Decision
+from incident_desk.core.journal.memory import Postmortem, SqliteMemory
 from incident_desk.core.outcomes import Outcome
 from incident_desk.features.prompts import SAVE_SENTENCE
 from incident_desk.server import build_server
@@ -184,3 +187,103 @@ async def test_the_timeline_and_the_postmortem_include_the_activity_log(make_app
     journalled = "\n\nWhat the on-call desk journalled for this incident (who did what, UTC):\n"
     assert text.startswith(plain_text.removesuffix(save) + journalled)
     assert "note by" in text and "scaled search-api to 6" in text and "resolve by" in text and "CHG-3" in text
+
+
+def _copy_of_the_sample(root: Path) -> Path:
+    shutil.copytree(bundled_sample_data(), root)
+    return root
+
+
+def _archive(root: Path) -> Path:
+    """A second folder of incidents, for a source added to the config."""
+    entry = root / "incidents" / "OPS-1"
+    entry.mkdir(parents=True)
+    (entry / "incident.toml").write_text(
+        'title = "archived"\nservice = "db"\nseverity = "SEV3"\nstatus = "open"\nopened = 2026-11-30\n'
+    )
+    (entry / "log.txt").write_text("archived\n")
+    return root
+
+
+EXPECTED_ACTS = [
+    "acknowledge:",
+    "note:pool raised to 64",
+    "postmortem:postmortem saved (16 characters): postmortem://INC-1042",
+]
+
+
+async def _acts_on_inc_1042(client: Any) -> None:
+    await client.call_tool("acknowledge_incident", {"incidentId": "INC-1042"})
+    await client.call_tool("add_incident_note", {"incidentId": "INC-1042", "text": "pool raised to 64"})
+    saved = await client.call_tool("save_postmortem", {"incidentId": "INC-1042", "markdown": "# Pool exhausted"})
+    assert not saved.is_error, text_of(saved)
+
+
+async def _what_inc_1042_shows(client: Any) -> tuple[list[str], str, str]:
+    activity = await client.call_tool("get_incident_activity", {"incidentId": "INC-1042"})
+    listing = await client.call_tool("list_incidents", {"state": "acknowledged"})
+    postmortem = text_of(await client.read_resource("postmortem://INC-1042"))
+    acts = [f"{e['act']}:{e['text']}" for e in activity.structured_content["events"]]
+    return acts, text_of(listing), postmortem
+
+
+async def test_adding_an_incident_source_keeps_the_desk_and_its_acts(
+    make_app: AppFactory, tmp_path: Path, era: str
+) -> None:
+    """The desk's identity used to list its sources: adding one renamed it, and its acknowledgements, notes and
+    postmortems vanished from every answer."""
+    data = _copy_of_the_sample(tmp_path / "desk")
+    archive = _archive(tmp_path / "archive")
+    before = make_app(data_dir=data, incident_sources=[{"kind": "folder"}])
+    async with connect(build_server(before), era) as client:
+        await _acts_on_inc_1042(client)
+    added = [{"kind": "folder"}, {"kind": "folder", "name": "archive", "path": str(archive)}]
+    after = make_app(data_dir=data, incident_sources=added)
+    async with connect(build_server(after), era) as client:
+        acts, acknowledged, postmortem = await _what_inc_1042_shows(client)
+        archived = text_of(await client.call_tool("list_incidents", {}))
+    assert "OPS-1" in archived, "the added source serves"
+    assert sorted(acts) == EXPECTED_ACTS
+    assert "INC-1042" in acknowledged
+    assert "# Pool exhausted" in postmortem
+
+
+async def test_a_journal_written_under_the_old_derived_name_keeps_its_desk(
+    make_app: AppFactory, tmp_path: Path, era: str
+) -> None:
+    """A journal from before: rows under ``<data_dir> [folder]`` and ``<data_dir> [archive, folder]``, as the
+    desk was named while it had those sources; the desk takes them over at start, and a postmortem both names
+    hold keeps the newer one."""
+    data = _copy_of_the_sample(tmp_path / "desk")
+    base = str(data.resolve())
+    before_path = tmp_path / "audit" / "audit.sqlite3"
+    for old_name, text in ((f"{base} [folder]", "first"), (f"{base} [archive, folder]", "second")):
+        journal = AuditJournal(before_path, desk=old_name)
+        journal.record_event(Event("ignored", "INC-1042", Act.NOTE, Outcome.DONE, "os:alice", text))
+        memory = SqliteMemory(before_path, old_name)
+        memory.save_postmortem(Postmortem("INC-1042", f"# {text} postmortem", "os:alice", datetime.now(UTC)))
+    stranger = AuditJournal(before_path, desk="/elsewhere [folder]")
+    stranger.record_event(Event("ignored", "INC-1042", Act.NOTE, Outcome.DONE, "os:bob", "not ours"))
+    app = make_app(data_dir=data, audit_db=before_path)
+    assert sorted(app.journal.adopted) == [f"{base} [archive, folder]", f"{base} [folder]"]
+    async with connect(build_server(app), era) as client:
+        activity = await client.call_tool("get_incident_activity", {"incidentId": "INC-1042"})
+        postmortem = text_of(await client.read_resource("postmortem://INC-1042"))
+    assert sorted(e["text"] for e in activity.structured_content["events"]) == ["first", "second"]
+    assert "# second postmortem" in postmortem
+    assert [e.text for e in stranger.activity("INC-1042")] == ["not ours"], "another desk's rows stay its own"
+    assert make_app(data_dir=data, audit_db=before_path).journal.adopted == [], "taken over once"
+
+
+async def test_a_rename_is_explicit(make_app: AppFactory, tmp_path: Path, era: str) -> None:
+    old = make_app(desk_name="team-a")
+    async with connect(build_server(old), era) as client:
+        await _acts_on_inc_1042(client)
+    renamed_silently = make_app(desk_name="team-b")
+    assert renamed_silently.journal.activity("INC-1042") == [], "a new name alone is another desk"
+    renamed = make_app(desk_name="team-b", desk_renamed_from=["team-a"])
+    async with connect(build_server(renamed), era) as client:
+        acts, acknowledged, postmortem = await _what_inc_1042_shows(client)
+    assert sorted(acts) == EXPECTED_ACTS
+    assert "INC-1042" in acknowledged and "# Pool exhausted" in postmortem
+    assert make_app(desk_name="team-a").journal.activity("INC-1042") == []

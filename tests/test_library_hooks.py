@@ -93,6 +93,24 @@ async def test_the_sdk_takes_a_request_handler_on_its_low_level_server() -> None
     assert asked == ["error"], changed("mcp", "request handler (registered but never called)")
 
 
+async def test_two_requests_of_one_client_share_the_connection_the_hook_finds() -> None:
+    server = MCPServer("hooks")
+    seen: list[object] = []
+
+    async def set_level(ctx: Any, params: SetLevelRequestParams) -> EmptyResult:
+        seen.append(library_hooks.sdk_connection(ctx.session))
+        return EmptyResult()
+
+    library_hooks.sdk_add_request_handler(server, "logging/setLevel", SetLevelRequestParams, set_level)
+    async with connect(server, "legacy") as client:
+        await client.set_logging_level("error")
+        await client.set_logging_level("info")
+    async with connect(server, "legacy") as other:
+        await other.set_logging_level("info")
+    assert seen[0] is seen[1], changed("mcp", "session connection (ServerSession._connection, one per client)")
+    assert seen[2] is not seen[0], changed("mcp", "session connection (one per client, not per server)")
+
+
 def test_the_sdk_hands_out_a_registered_tools_argument_model() -> None:
     server = MCPServer("hooks")
 
@@ -157,6 +175,8 @@ def test_each_hook_degrades_softly_and_says_what_is_lost(monkeypatch: pytest.Mon
         assert library_hooks.sdk_resource_templates(object()) is None
         assert not library_hooks.sdk_add_request_handler(object(), "logging/setLevel", SetLevelRequestParams, _never)
         assert library_hooks.sdk_tool_arguments(object(), "count") is None
+        session = object()
+        assert library_hooks.sdk_connection(session) is session
         monkeypatch.delattr(h11_impl.H11Protocol, "on_response_complete")
         assert library_hooks.uvicorn_h11_protocol() is None
         assert guarded_protocol(10, 1.0) == "h11", "the server falls back to uvicorn's own protocol"
@@ -168,6 +188,7 @@ def test_each_hook_degrades_softly_and_says_what_is_lost(monkeypatch: pytest.Mon
         ("mcp", version("mcp"), "resource template"),
         ("mcp", version("mcp"), "logging/setLevel handler"),
         ("mcp", version("mcp"), "tool arguments"),
+        ("mcp", version("mcp"), "session connection"),
         ("uvicorn", version("uvicorn"), "h11 protocol"),
         ("uvicorn", version("uvicorn"), "h11 protocol"),
         ("google-re2", version("google-re2"), "RE2 match"),

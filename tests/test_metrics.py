@@ -15,6 +15,7 @@ from urllib.parse import quote
 import pytest
 from mcp import Client
 
+from incident_desk.core.neighbours.metrics import ALERT_MAX_POINTS, ALERT_MAX_SERIES
 from incident_desk.server import build_server
 from tests.alertmanager import alert, needs_alertmanager, running_alertmanager
 from tests.faulty_neighbour import Fault, faulty_neighbour
@@ -168,33 +169,92 @@ async def test_the_point_cap_cuts_and_says_so(
     assert "cut: showing the newest 25 of 121 points (metrics_max_points = 25)" in text_of(result)
 
 
-@needs_prometheus
-@needs_alertmanager
-async def test_an_alert_brings_its_own_expression(
-    prometheus: Prometheus, make_app: AppFactory, tmp_path: Path, era: str
-) -> None:
-    expression = f'request_latency_seconds{{job="{SERVICE}",route="/pay"}} > 0.5'
+async def _metrics_of_an_alert(
+    prometheus: Prometheus,
+    make_app: AppFactory,
+    tmp_path: Path,
+    era: str,
+    expression: str,
+    minutes_after: int = 60,
+    **settings: Any,
+) -> Any:
+    """query_incident_metrics for an Alertmanager alert whose generator URL carries ``expression``."""
     with running_alertmanager(tmp_path) as manager:
         firing = alert("PaymentsSlow", starts=OPENED, service=SERVICE, summary="payments slow")
         firing["generatorURL"] = f"{prometheus.url}/graph?g0.expr={quote(expression)}&g0.tab=1"
         manager.post(firing)
         app = make_app(
             incident_sources=[{"kind": "alertmanager", "name": "am", "url": manager.url}],
-            services={SERVICE: {"metrics": {"prometheus": prometheus.url}}},
+            services={SERVICE: {"metrics": {"prometheus": prometheus.url, "queries": {"errors": ERRORS}}}},
+            **settings,
         )
         async with connect(build_server(app), era) as client:
             listed = await client.call_tool("list_incidents", {})
             assert listed.structured_content is not None
             [incident] = [i for i in listed.structured_content["incidents"] if i["source"] == "am"]
-            result = await client.call_tool(
-                "query_incident_metrics", {"incidentId": incident["id"], "minutes_before": 10, "minutes_after": 60}
+            return await client.call_tool(
+                "query_incident_metrics",
+                {"incidentId": incident["id"], "minutes_before": 10, "minutes_after": minutes_after},
             )
+
+
+@needs_prometheus
+@needs_alertmanager
+async def test_an_alerts_own_expression_is_not_asked_by_default(
+    prometheus: Prometheus, make_app: AppFactory, tmp_path: Path, era: str
+) -> None:
+    """Whoever raises an alert writes its g0.expr; the desk would send it to Prometheus with its credentials."""
+    expression = f'request_latency_seconds{{job="{SERVICE}",route="/pay"}} > 0.5'
+    result = await _metrics_of_an_alert(prometheus, make_app, tmp_path, era, expression)
     assert not result.is_error, text_of(result)
     answer = result.structured_content
     assert answer is not None
-    assert {(s["name"], s["query"]) for s in answer["series"]} == {("alert", expression)}
+    assert {s["name"] for s in answer["series"]} == {"errors"}, "only the desk's own queries are asked"
+    assert any("alert_expression_queries = true" in note for note in answer["notes"])
+
+
+@needs_prometheus
+@needs_alertmanager
+async def test_an_alert_brings_its_own_expression_when_the_desk_allows_it(
+    prometheus: Prometheus, make_app: AppFactory, tmp_path: Path, era: str
+) -> None:
+    expression = f'request_latency_seconds{{job="{SERVICE}",route="/pay"}} > 0.5'
+    result = await _metrics_of_an_alert(prometheus, make_app, tmp_path, era, expression, alert_expression_queries=True)
+    assert not result.is_error, text_of(result)
+    answer = result.structured_content
+    assert answer is not None
+    assert {(s["name"], s["query"]) for s in answer["series"]} == {("errors", ERRORS), ("alert", expression)}
     assert _returned(answer, "alert") == _direct(prometheus, expression, answer)
-    assert answer["series"][0]["points"], "the alert's expression held during the incident"
+    assert next(s for s in answer["series"] if s["name"] == "alert")["points"], "the expression held in the incident"
+    said = 'note: "alert" came from the alert: its own expression'
+    assert said in text_of(result)
+
+
+@needs_prometheus
+@needs_alertmanager
+async def test_an_alerts_expression_is_held_to_its_own_caps(
+    prometheus: Prometheus, make_app: AppFactory, tmp_path: Path, era: str
+) -> None:
+    """Six dense series over three hours (two routes, three copies): the alert gets 5 series of 120 points."""
+    latency = f'request_latency_seconds{{job="{SERVICE}"}}'
+    expression = " or ".join(f'label_replace({latency}, "copy", "{n}", "", "")' for n in range(3))
+    result = await _metrics_of_an_alert(
+        prometheus, make_app, tmp_path, era, expression, minutes_after=170, alert_expression_queries=True
+    )
+    assert not result.is_error, text_of(result)
+    answer = result.structured_content
+    assert answer is not None
+    direct = _direct(prometheus, expression, answer)
+    assert len(direct) > ALERT_MAX_SERIES, "the expression answers more series than the cap"
+    from_alert = [s for s in answer["series"] if s["name"] == "alert"]
+    assert len(from_alert) == ALERT_MAX_SERIES
+    for series in from_alert:
+        answered = direct[str(sorted(series["labels"].items()))]
+        assert len(answered) > ALERT_MAX_POINTS
+        assert series["total_points"] == len(answered)
+        assert _points(series) == answered[-ALERT_MAX_POINTS:], "the newest points, cut at the alert's cap"
+    [errors] = [s for s in answer["series"] if s["name"] == "errors"]
+    assert len(errors["points"]) == errors["total_points"] > ALERT_MAX_POINTS, "the desk's own query is not cut"
 
 
 @pytest.mark.timing

@@ -59,6 +59,7 @@ TOOL_CALLS: dict[str, list[dict[str, Any]]] = {
     "unsilence_incident": [{"incidentId": ALERT_ID}],
     "find_similar_incidents": [{"incidentId": "INC-1"}, {"incidentId": ALERT_ID}],
     "save_postmortem": [{"incidentId": "INC-1", "markdown": "m"}, {"incidentId": ALERT_ID, "markdown": "m"}],
+    "get_shift_handoff": [{}],
 }
 RESOURCE_TEMPLATES = {
     "incident://{id}/activity": ["incident://INC-1/activity", f"incident://{ALERT_ID}/activity"],
@@ -115,7 +116,7 @@ async def listed_resources(client: Client) -> list[str]:
     templates = {template.uri_template for template in (await client.list_resource_templates()).resource_templates}
     assert templates == set(RESOURCE_TEMPLATES)
     prompts = {prompt.name for prompt in (await client.list_prompts()).prompts}
-    assert prompts == {"postmortem"}
+    assert prompts == {"postmortem", "handoff"}
     await client.call_tool("read_incident_log", {"incidentId": "INC-1"})
     return resources
 
@@ -130,6 +131,7 @@ async def fire_everything(client: Client, resources: list[str]) -> dict[str, lis
     calls["postmortem"] = [
         partial(client.get_prompt, "postmortem", {"incidentId": incident_id}) for incident_id in ("INC-1", ALERT_ID)
     ]
+    calls["handoff"] = [partial(client.get_prompt, "handoff", {})]
     calls["complete"] = [
         lambda: client.complete(
             PromptReference(type="ref/prompt", name="postmortem"), {"name": "incidentId", "value": "I"}
@@ -194,6 +196,10 @@ def assert_served_around_the_fault(
     assert text_of(folder_ack).startswith("ACKNOWLEDGED INC-1 by ")
     assert alert_ack.is_error and "its source is down" in text_of(alert_ack)
     assert "INC-1" in answers["complete"][0].completion.values
+    (handoff,) = answers["get_shift_handoff"]
+    incident_lines = [line for line in text_of(handoff).split("\n") if line.startswith("- INC-1 [")]
+    assert not handoff.is_error and incident_lines and "] db: Disk full" in incident_lines[0]
+    assert f"- source prod: {FAULT_TEXT[neighbour.fault].format(url=neighbour.url)}" in text_of(handoff)
     for name, outcomes in answers.items():
         for outcome in outcomes:
             assert outcome is not None, name

@@ -34,11 +34,12 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 from mcp_types import ElicitResult
 
-from incident_desk.identity.oauth import IssuerUnavailable, OAuthVerifier, TokenRejected, resource_url
+from incident_desk.identity.oauth import IssuerUnavailable, OAuthVerifier, Principal, TokenRejected, resource_url
+from incident_desk.observability.log import REPEATS_PER_WINDOW
 from incident_desk.settings.errors import SettingsError
 from incident_desk.settings.model import load_settings
 from tests.helpers import ROOT, child_env, free_port, text_of
-from tests.http_desk import INITIALIZE, MCP_HEADERS, desk_env, open_session, run_desk
+from tests.http_desk import INITIALIZE, MCP_HEADERS, Desk, desk_env, open_session, run_desk
 from tests.oidc_provider import CLIENTS, SECRET, run_provider
 
 pytestmark = pytest.mark.anyio
@@ -255,6 +256,83 @@ def test_forged_and_stale_tokens_are_refused_with_a_challenge(tmp_path: Path) ->
             assert no_token.status_code == 401 and "error=" not in _challenge(no_token)
             assert "resource_metadata=" in _challenge(no_token)
             assert _post(desk.url, good).status_code == 200
+
+
+@dataclass
+class SigningDesk:
+    """An OAuth desk whose issuer's key this test holds: it signs tokens for any subject it likes."""
+
+    desk: Desk
+    key: Any
+
+    def token(self, **claims: Any) -> str:
+        return jwt.encode(_claims(self.desk.url, **claims), self.key, algorithm="RS256", headers={"kid": "k1"})
+
+
+@contextmanager
+def signing_desk(tmp_path: Path) -> Iterator[SigningDesk]:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    with key_server() as keys:
+        published = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(key.public_key()))
+        keys.jwks = {"keys": [{**published, "kid": "k1", "use": "sig", "alg": "RS256"}]}
+        env = {
+            "INCIDENT_DESK_HTTP_AUTH": "oauth",
+            "INCIDENT_DESK_OAUTH_ISSUER": FAKE_ISSUER,
+            "INCIDENT_DESK_OAUTH_JWKS_URL": keys.url,
+            "INCIDENT_DESK_LOG_FORMAT": "json",
+        }
+        with run_desk(tmp_path, **env) as desk:
+            yield SigningDesk(desk, key)
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("p" * 200 + "-alice", "p" * 200 + "-mallory"),  # the same first 200 characters
+        ("alice\x01", "alice\x02"),  # differ only in a control character
+        ("alice\u202e", "alice\u202d"),  # or in a bidi mark
+    ],
+    ids=["shared-200", "control", "bidi"],
+)
+def test_two_subjects_never_share_a_session(tmp_path: Path, first: str, second: str) -> None:
+    """A session belongs to the exact (issuer, subject) pair; a subject shortened or made printable for the
+    journal's label is no key."""
+    ping = {"jsonrpc": "2.0", "id": 3, "method": "ping"}
+    with signing_desk(tmp_path) as signing, httpx2.Client(timeout=30) as raw:
+        url = signing.desk.url
+        owner, other = (
+            signing.token(sub=first, preferred_username=None),
+            signing.token(sub=second, preferred_username=None),
+        )
+        opened = open_session(raw, url, Authorization=f"Bearer {owner}")
+        assert opened.status_code == 200
+        session = {
+            **MCP_HEADERS,
+            "mcp-session-id": opened.headers["mcp-session-id"],
+            "mcp-protocol-version": "2025-11-25",
+        }
+        borrowed = raw.post(url, json=ping, headers={**session, "Authorization": f"Bearer {other}"})
+        own = raw.post(url, json=ping, headers={**session, "Authorization": f"Bearer {owner}"})
+    assert own.status_code == 200
+    assert borrowed.status_code == 404, "another subject used the session"
+
+
+def test_a_stranger_sending_bad_tokens_writes_a_bounded_log(tmp_path: Path) -> None:
+    """2,000 refused tokens from an unauthenticated peer wrote 2,000 log lines: repeats are counted and held back
+    by the one limiter the HTTP stack's own refusals go through (observability.log.RepeatLimiter)."""
+    stranger = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    with signing_desk(tmp_path) as signing, httpx2.Client(timeout=30) as raw:
+        url = signing.desk.url
+        forged = jwt.encode(_claims(url), stranger, algorithm="RS256", headers={"kid": "k1"})
+        headers = {**MCP_HEADERS, "Authorization": f"Bearer {forged}"}
+        answers = {raw.post(url, json=INITIALIZE, headers=headers).status_code for _ in range(2000)}
+        good = raw.post(url, json=INITIALIZE, headers={**MCP_HEADERS, "Authorization": f"Bearer {signing.token()}"})
+        stderr = signing.desk.stderr()
+    assert answers == {401}
+    assert good.status_code == 200
+    refusals = [line for line in stderr.splitlines() if "access token refused" in line]
+    assert 1 <= len(refusals) <= REPEATS_PER_WINDOW, f"{len(refusals)} lines for 2,000 refusals"
+    assert len(stderr.splitlines()) < 100
 
 
 def test_an_issuer_down_at_start_gives_a_named_error_and_no_freeze(tmp_path: Path) -> None:
@@ -541,3 +619,16 @@ async def test_a_read_token_calls_no_tool_that_acts(tmp_path: Path) -> None:
                 for name in reading:
                     answer = raw.post(desk.url, json=_tool_call(name, {"incidentId": "INC-1042"}), headers=session)
                     assert answer.status_code != 403, name
+
+
+def test_a_principals_owner_is_its_exact_issuer_and_subject() -> None:
+    def person(subject: str, issuer: str = FAKE_ISSUER) -> Principal:
+        return Principal(subject=subject, issuer=issuer, name=None, scopes=frozenset())
+
+    shared = "p" * 200
+    assert person(shared + "a").label == person(shared + "b").label, "the label is shortened for a reader"
+    assert person(shared + "a").owner != person(shared + "b").owner
+    assert person("alice\x01").owner != person("alice\x02").owner
+    assert "\x01" not in person("alice\x01").label
+    assert person("b c", "https://a").owner != person("c", "https://a b").owner
+    assert person("alice").owner == person("alice").owner

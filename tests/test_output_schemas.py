@@ -109,6 +109,7 @@ async def _check_every_tool(tmp_path: Path, make_server: Callable[..., MCPServer
         ("find_similar_incidents", {"query": "payments-api ERROR pool exhausted"}),
         *[("show_incident_timeline", {"incidentId": incident_id}) for incident_id in OPENED_SHAPES],
         ("query_incident_metrics", {"incidentId": "INC-1", "minutes_after": 60}),
+        ("get_shift_handoff", {"hours": 6}),
     ]
     checked: set[str] = set()
     for callbacks in ({}, {"elicitation_callback": _accept, "sampling_callback": _sample}):

@@ -32,56 +32,9 @@ from tests.restart_helpers import (
     restarts_fixture,  # noqa: F401 -- the `restarts` fixture
     rows,
 )
+from tests.service_action_helpers import Flush, flush_fixture  # noqa: F401 -- the `flush` fixture
 
 pytestmark = pytest.mark.anyio
-
-FLUSH_SCRIPT = """\
-import sys
-ran, service, cache = sys.argv[1:4]
-with open(ran, "a", encoding="utf-8") as f:
-    f.write(f"{service} {cache}\\n")
-print(f"flushed {cache} of {service}", flush=True)
-"""
-
-PREVIEW_SCRIPT = """\
-import sys
-print(f"would flush 42 keys from {sys.argv[1]} of {sys.argv[2]}")
-print("token=sk_live_abcdefghijklmnopqrstuvwx")
-"""
-
-
-class Flush:
-    """A `flush` action the test controls: ``runs()`` lists each run's service and cache."""
-
-    def __init__(self, tmp_path: Path) -> None:
-        self.script, self.preview_script = tmp_path / "flush.py", tmp_path / "flush_preview.py"
-        self.script.write_text(FLUSH_SCRIPT, encoding="utf-8")
-        self.preview_script.write_text(PREVIEW_SCRIPT, encoding="utf-8")
-        self.ran = tmp_path / "flushed.txt"
-
-    def action(self, *, preview: bool = False, **more: Any) -> dict[str, Any]:
-        table: dict[str, Any] = {
-            "description": "Flush one of the service's caches",
-            "argv": [sys.executable, str(self.script), str(self.ran), "{service}", "{cache}"],
-            "parameters": {"cache": {"choices": ["sessions", "prices"], "description": "which cache"}},
-            "timeout_seconds": 30,
-            **more,
-        }
-        if preview:
-            table["preview_argv"] = [sys.executable, str(self.preview_script), "{cache}", "{service}"]
-        return table
-
-    def services(self, restarts: Restarts | None = None, **action: Any) -> dict[str, Any]:
-        base = restarts.action() if restarts is not None else {}
-        return {SERVICE: {**base, "actions": {"flush": self.action(**action)}}}
-
-    def runs(self) -> list[str]:
-        return self.ran.read_text(encoding="utf-8").splitlines() if self.ran.exists() else []
-
-
-@pytest.fixture(name="flush")
-def flush_fixture(tmp_path: Path) -> Flush:
-    return Flush(tmp_path)
 
 
 async def test_an_approved_flush_runs_once_and_is_journalled(make_app: AppFactory, flush: Flush, era: str) -> None:
@@ -101,7 +54,7 @@ async def test_an_approved_flush_runs_once_and_is_journalled(make_app: AppFactor
     assert "command exited 0" in text and f"flushed sessions of {SERVICE}" in text
     assert flush.runs() == [f"{SERVICE} sessions"]
     (asked,) = operator.asked
-    argv = [sys.executable, str(flush.script), str(flush.ran), SERVICE, "sessions"]
+    argv = [sys.executable, str(flush.script), str(flush.ran), SERVICE, "sessions", "0.0"]
     assert asked.message.splitlines() == [
         f"Run flush on {SERVICE}? Flush one of the service's caches",
         f"Will run: {argv}",

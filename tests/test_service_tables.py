@@ -18,6 +18,7 @@ def test_each_key_of_a_service_table_goes_to_its_own_setting() -> None:
             "web": {"approval": "out-of-band"},
             "db": {"logs": {"kind": "journald"}},
             "cache": {"actions": {"flush": {"description": "Flush"}}},
+            "pay": {"oncall_calendar": "/etc/oncall/pay.ics"},
         },
         "service_logs": {"cache": {"kind": "command"}},
     }
@@ -27,6 +28,7 @@ def test_each_key_of_a_service_table_goes_to_its_own_setting() -> None:
         "service_metrics": {"api": {"url": "u"}},
         "service_approval": {"api": "in-band", "web": "out-of-band"},
         "service_actions": {"cache": {"flush": {"description": "Flush"}}},
+        "service_oncall_calendar": {"pay": "/etc/oncall/pay.ics"},
     }
 
 

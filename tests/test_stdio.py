@@ -14,7 +14,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import TextContent
 
 from incident_desk.features.prompts import SAVE_SENTENCE
-from tests.helpers import ROOT, SAMPLE_1043_LOG, child_env, text_of
+from tests.helpers import ROOT, SAMPLE_1043_LOG, child_env, synthetic_incidents, text_of
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 
@@ -172,3 +172,15 @@ def test_bad_settings_stop_the_start_with_a_message_naming_them(
     assert completed.returncode == 2
     assert expected in completed.stderr
     assert completed.stdout == ""
+
+
+async def test_a_plugins_empty_data_dir_serves_the_config_files_desk(tmp_path: Path) -> None:
+    """The Claude plugin and the .mcpb pass ``INCIDENT_DESK_DATA_DIR=""`` for a field the user left empty."""
+    data = synthetic_incidents(tmp_path / "desk-data", 1)
+    config = tmp_path / "desk.toml"
+    config.write_text(f'data_dir = "{data}"\n')
+    params = server_params(tmp_path, INCIDENT_DESK_DATA_DIR="", INCIDENT_DESK_CONFIG=str(config))
+    async with Client(params) as client:
+        listed = text_of(await client.call_tool("list_incidents", {}))
+    assert "INC-0" in listed
+    assert "INC-1043" not in listed, "the sample desk answered in place of the configured one"

@@ -23,6 +23,7 @@ EXPECTED_TOOLS = [
     "get_audit_log",
     "get_incident_activity",
     "get_runbook",
+    "get_shift_handoff",
     "list_incidents",
     "list_service_actions",
     "query_incident_metrics",
@@ -46,6 +47,7 @@ async def test_resources_and_templates_are_listed(make_server: Callable[..., MCP
     listed = sorted(f"resource {r.uri} name={r.name} mime={r.mime_type}" for r in resources)
     assert listed == [
         "resource audit://recent name=audit-recent mime=text/plain",
+        "resource handoff://current name=shift-handoff mime=text/plain",
         "resource incident://index name=incident-index mime=text/plain",
         "resource skill://incident-triage/SKILL.md name=incident-triage mime=text/markdown",
         "resource ui://incident-desk/timeline name=incident-timeline mime=text/html;profile=mcp-app",
@@ -105,7 +107,8 @@ async def test_a_known_service_without_a_runbook_says_the_runbook_is_missing(
 
 async def test_postmortem_prompt_reproduces_transcript_03(make_server: Callable[..., MCPServer], era: str) -> None:
     async with connect(make_server(), era) as client:
-        (prompt,) = (await client.list_prompts()).prompts
+        prompts = {prompt.name: prompt for prompt in (await client.list_prompts()).prompts}
+        prompt = prompts["postmortem"]
         got = await client.get_prompt("postmortem", {"incidentId": "INC-1043", "audience": "the on-call manager"})
         default = await client.get_prompt("postmortem", {"incidentId": "INC-1043"})
     assert prompt.name == "postmortem"
@@ -167,6 +170,7 @@ async def test_tools_are_listed_with_annotations(make_server: Callable[..., MCPS
         "summarize_incident",
         "query_incident_metrics",
         "find_similar_incidents",
+        "get_shift_handoff",
     ):
         annotations = tools[name].annotations
         assert annotations is not None, name

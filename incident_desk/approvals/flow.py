@@ -160,8 +160,15 @@ async def ask(
     (what would turn the human's yes into a refusal anyway). ``approval_mode`` (a runbook action's own) can only
     add eyes to the service's and the act's."""
     await app.check_journal_writable()
-    # Past an act limit ([act_limits]) nobody is asked either: a limit no model can talk a human past.
-    if (limit := await app.limit_reached(words.verb, record.actor, service)) is not None:
+    binding = {**binding, client_features.PREVIEW_KEY: preview.digest}
+    mode = strictest(app.settings.approval_for(words.verb, service), approval_mode)
+    # Past an act limit ([act_limits]) nobody new is asked either: a limit no model can talk a human past. A call
+    # that comes back for an answer already asked for is checked when its approval is spent (``spend``), where an
+    # approval the page journalled is not counted against itself.
+    asked_before = client_features.continues_a_question(ctx) or (
+        mode != "in-band" and out_of_band.is_waiting(app, binding, record.actor)
+    )
+    if not asked_before and (limit := await app.limit_reached(words.verb, record.actor, service)) is not None:
         await record(Outcome.REFUSED_LIMIT, detail=f"{limit.refusal(words)}; nobody was asked")
         return results.error(limit.refusal(words))
     if before_asking is not None and (refused := await before_asking()) is not None:
@@ -169,11 +176,9 @@ async def ask(
     because = shown_reason(requested_because, app.redactor)
     record.because = because
     question = with_preview(question, preview, because)
-    binding = {**binding, client_features.PREVIEW_KEY: preview.digest}
     reason = because or reason
     form = client_features.ApprovalForm(question, approval.form_schema(words.what))
     timeout = app.settings.approval_timeout_seconds
-    mode = strictest(app.settings.approval_for(words.verb, service), approval_mode)
     page_journalled = False  # the approval page wrote the decision's row itself
     try:
         if mode == "in-band":
@@ -255,9 +260,19 @@ async def unchanged(
     return results.error(words.refusal(CHANGED))
 
 
-async def spend(record: Recorder, words: ActWords, approved: Approved, detail: str = "") -> CallToolResult | None:
+async def spend(
+    app: DeskApp, record: Recorder, words: ActWords, approved: Approved, service: str | None, detail: str = ""
+) -> CallToolResult | None:
     """Journal the approval with its nonce before the act runs (unless the approval page did): an answer used
-    twice is refused, and the refusal journalled (the result to return)."""
+    twice is refused, and the refusal journalled (the result to return).
+
+    The act limits are checked again first: a question asked before a limit was reached may be answered after,
+    and two asked at once may both be approved. A service's acts spend under its restart lock, so its limits
+    cannot be passed by two at once; the approval counts itself once (``limits.reached``'s ``spending``)."""
+    if (limit := await app.limit_reached(words.verb, record.actor, service, spending=approved.nonce)) is not None:
+        detail = f"{limit.refusal(words)}; it had been approved (approval {approved.nonce})"
+        await record(Outcome.REFUSED_LIMIT, ticket=approved.ticket, detail=detail)
+        return results.error(limit.refusal(words))
     if approved.journalled:
         return None
     try:

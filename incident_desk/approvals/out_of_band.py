@@ -116,6 +116,13 @@ def approval_store(app: DeskApp) -> ApprovalStore:
     return app.approval_store
 
 
+def is_waiting(app: DeskApp, binding: dict[str, str], requester: str) -> bool:
+    """Whether ``requester`` already has an approval with this binding on the page (a call shown the pending text
+    comes back for it): nobody new would be asked."""
+    store = app.approval_store
+    return isinstance(store, ApprovalStore) and store.book.waiting_for(binding, requester) is not None
+
+
 async def ask_out_of_band(
     ctx: Context,
     app: DeskApp,

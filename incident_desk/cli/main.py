@@ -120,6 +120,10 @@ def _run(args: argparse.Namespace) -> int:
             from incident_desk.cli.timeline_page import run_timeline
 
             return run_timeline(settings, args.incident_id, args.html)
+        if args.command == "handoff":
+            from incident_desk.cli.handoff import run_handoff
+
+            return run_handoff(settings, args.hours)
     except SettingsError as exc:
         err(str(exc))
         return 2

@@ -27,6 +27,7 @@ SUBCOMMANDS = (
     "doctor",
     "demo",
     "timeline",
+    "handoff",
 )
 
 
@@ -165,6 +166,15 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         _add_settings_flags(timeline)
         timeline.add_argument("incident_id", metavar="ID", help="the incident, e.g. INC-1042")
         timeline.add_argument("--html", type=Path, metavar="FILE", help="write the chart as a self-contained page")
+    if only in (None, "handoff"):
+        handoff = commands.add_parser(
+            "handoff",
+            help="print the shift handoff",
+            description="Print what get_shift_handoff gives a model: who is on call and next, open incidents, "
+            "silences, acts, pending approvals, changes and resolutions of the shift.",
+        )
+        _add_settings_flags(handoff)
+        handoff.add_argument("--hours", type=_shift_hours, default=12, help="shift length in hours (default 12)")
     return parser
 
 
@@ -286,6 +296,14 @@ def _add_config_parser(commands: Subparsers) -> None:
         help="the HTTP desk wants a bearer token: the entry sends it through the client's own secret reference "
         "(implied by a --http-url beyond loopback)",
     )
+
+
+def _shift_hours(text: str) -> int:
+    from incident_desk.core.handoff.shift import MAX_HOURS
+
+    if not text.isdigit() or not 1 <= int(text) <= MAX_HOURS:
+        raise argparse.ArgumentTypeError(f"must be a whole number of hours from 1 to {MAX_HOURS}")
+    return int(text)
 
 
 def _audit_limit(text: str) -> int:

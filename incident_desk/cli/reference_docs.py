@@ -117,6 +117,8 @@ spelling, with a did-you-mean for a misspelt name); an unknown `INCIDENT_DESK_*`
 
 - In the environment, a list or a table is written as JSON: `INCIDENT_DESK_ALLOWED_HOSTS='["desk.example.com:*"]'`;
   a nested value can also be set with `__` between the names.
+- An `INCIDENT_DESK_*` variable that is empty (or blank, or a bundle's unfilled `${user_config.…}`) is unset: the
+  config file's value or the default applies, as a client plugin passes an empty variable for a field left empty.
 - Secrets are refused in the config file, which gets copied, pasted and committed: they come from the OS keychain
   (`incident-desk key set`, `incident-desk token create`) or the environment. They are marked *secret* below.
 - The desk's own state (the SQLite audit journal, cursor key, spools) lives in the user data dir:

@@ -25,3 +25,22 @@ class Refused(IncidentDeskError):
 
 class Invalid(IncidentDeskError):
     """The request itself is malformed: a pattern, a cursor."""
+
+
+ECHO_CHARS = 80
+
+
+def echoed(value: str, argument: str, *, quoted: bool = False) -> str:
+    """A value a client sent, as an error message may show it: whole when short; when long, its head, an ellipsis,
+    and which argument it was with its length, so a 960,000-character id does not come back whole.
+
+    ``quoted`` shows it as Python's ``repr`` (the form pattern and cursor errors use), the head quoted alone.
+    """
+    if len(value) <= ECHO_CHARS:
+        return repr(value) if quoted else value
+    head = value[:ECHO_CHARS]
+    return (
+        f"{head!r}… ({argument}: {len(value)} characters)"
+        if quoted
+        else f"{head}… ({argument}: {len(value)} characters)"
+    )

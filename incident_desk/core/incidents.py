@@ -53,13 +53,13 @@ class DataError(errors.IncidentDeskError):
 
 class UnknownIncident(DataError, errors.NotFound):
     def __init__(self, incident_id: str) -> None:
-        super().__init__(f"No such incident: {incident_id}")
+        super().__init__(f"No such incident: {errors.echoed(incident_id, 'incidentId')}")
         self.incident_id = incident_id
 
 
 class UnknownService(DataError, errors.NotFound):
     def __init__(self, service: str) -> None:
-        super().__init__(f"No such service: {service}")
+        super().__init__(f"No such service: {errors.echoed(service, 'service')}")
         self.service = service
 
 
@@ -67,7 +67,8 @@ class RunbookMissing(UnknownService):
     """A service the desk knows (an incident, a restart action or a log source names it) with no runbook file."""
 
     def __init__(self, service: str) -> None:
-        DataError.__init__(self, f"No runbook for {service} ({RUNBOOKS_DIR}/{service}{RUNBOOK_SUFFIX} is missing)")
+        shown = errors.echoed(service, "service")
+        DataError.__init__(self, f"No runbook for {shown} ({RUNBOOKS_DIR}/{shown}{RUNBOOK_SUFFIX} is missing)")
         self.service = service
 
 

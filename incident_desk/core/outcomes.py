@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from incident_desk.core.errors import echoed
+
 
 class Answer(StrEnum):
     """What the human's answer to an approval form amounts to (``core.approval.decide_act``)."""
@@ -106,6 +108,10 @@ FOREIGN_SILENCE = (
 PENDING_TEXT = "APPROVAL PENDING -- open {url} to approve"
 
 
+# The fields of an outcome's text that echo what a client sent, and the argument each comes from.
+ECHOED_FIELDS = {"id": "incidentId", "service": "service", "action": "action"}
+
+
 @dataclass(frozen=True)
 class OutcomeText:
     """One text a tool answers with: for ``act``, when its journal outcome is ``outcome`` ("" when nothing is
@@ -116,7 +122,12 @@ class OutcomeText:
     template: str
 
     def render(self, **fields: Any) -> str:
-        return self.template.format(**fields)
+        """The text, with every field a client chose (an id, a service, an action) capped as errors show it."""
+        shown = {
+            name: echoed(value, ECHOED_FIELDS[name]) if name in ECHOED_FIELDS and isinstance(value, str) else value
+            for name, value in fields.items()
+        }
+        return self.template.format(**shown)
 
 
 @dataclass(frozen=True)
@@ -219,6 +230,16 @@ NOTE_EMPTY = OutcomeText("note", "", "NOTE NOT ADDED -- the note is empty")
 NOTE_NOT_ADDED = OutcomeText("note", "", "NOTE NOT ADDED -- the audit journal cannot be written: {error}")
 RAN = OutcomeText("run", Outcome.EXECUTED, RUN.done + "\ncommand exited 0 after {seconds}s")
 RUN_FAILED = OutcomeText("run", Outcome.FAILED, "FAILED {action} on {service} under {ticket}: exit {code}")
+# A command with no exit status of its own: killed at its deadline (restart's words), or never started.
+RUN_TIMED_OUT = OutcomeText(
+    "run",
+    Outcome.FAILED,
+    "FAILED {action} on {service} under {ticket}: timed out after {seconds}s; the command was killed",
+)
+RUN_NOT_STARTED = OutcomeText("run", Outcome.FAILED, "FAILED {action} on {service} under {ticket}: {launch_error}")
+RUN_LOCK_LOST = OutcomeText(
+    "run", Outcome.FAILED, "FAILED {action} on {service} under {ticket}: {lost}; the command was killed"
+)
 RUN_BUSY = OutcomeText("run", Outcome.REFUSED_BUSY, RUN.refusal("{busy}"))
 NO_ACTION = OutcomeText("run", "", "No action {action} for {service}; it has: {names}")
 BAD_PARAMETER = OutcomeText("run", "", RUN.refusal("{why}"))
@@ -256,6 +277,9 @@ def all_outcome_texts() -> list[OutcomeText]:
         OutcomeText("unsilence", Outcome.REFUSED_FOREIGN, UNSILENCE.refusal(FOREIGN_SILENCE)),
         RAN,
         RUN_FAILED,
+        RUN_TIMED_OUT,
+        RUN_NOT_STARTED,
+        RUN_LOCK_LOST,
         RUN_BUSY,
         NO_ACTION,
         BAD_PARAMETER,

@@ -21,6 +21,7 @@ TOOL_FEATURES = (
     "approved_acts",
     "memory",
     "timeline",
+    "handoff",
 )
 
 

@@ -128,7 +128,7 @@ class _Act:
             return asked
         if (changed := await flow.unchanged(self.record, self.words, asked, shown, await preview())) is not None:
             return changed
-        if (replayed := await flow.spend(self.record, self.words, asked, detail)) is not None:
+        if (replayed := await flow.spend(self.app, self.record, self.words, asked, service, detail)) is not None:
             return replayed
         return asked
 

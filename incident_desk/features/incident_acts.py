@@ -11,6 +11,8 @@ from mcp_types import CallToolResult
 from pydantic import BaseModel, Field
 
 from incident_desk.app import DeskApp
+from incident_desk.core.acts import runs
+from incident_desk.core.acts.runs import ActionRun
 from incident_desk.core.incidents import DataError
 from incident_desk.core.journal.activity import (
     MAX_ACTIVITY_EVENTS,
@@ -63,12 +65,31 @@ class SilenceEntry(BaseModel):
 WrittenOutSilenceEntry = Annotated[SilenceEntry, results.written_out(SilenceEntry)]
 
 
+class ActionRunEntry(BaseModel):
+    time: datetime
+    service: str
+    action: str
+    approver: str
+    ticket: str | None
+    ran: bool = Field(description="True when the action's command ran and exited 0")
+    exit_status: int | None
+    ending: str = Field(description="exit {code}, or why it has none (timed out, could not start)")
+
+
+WrittenOutActionRunEntry = Annotated[ActionRunEntry, results.written_out(ActionRunEntry)]
+
+
 class IncidentActivity(BaseModel):
     incident_id: str
     silences: list[WrittenOutSilenceEntry] = Field(
         default_factory=list, description="The silences muting its alert now, from its Alertmanager's own state"
     )
     events: list[WrittenOutActivityEntry] = Field(description="Oldest first")
+    actions: list[WrittenOutActionRunEntry] = Field(
+        default_factory=list,
+        description="Runbook actions run on its service while it was open on this desk (run_service_action), "
+        "oldest first",
+    )
 
 
 class AckReport(BaseModel):
@@ -92,6 +113,19 @@ def _entry(event: Event) -> ActivityEntry:
         actor=event.actor,
         ticket=masked_line(event.ticket) if event.ticket else event.ticket,
         text=masked_text(event.text),
+    )
+
+
+def _run_entry(run: ActionRun) -> ActionRunEntry:
+    return ActionRunEntry(
+        time=run.time,
+        service=run.service,
+        action=run.action,
+        approver=run.who,
+        ticket=run.ticket,
+        ran=run.ran,
+        exit_status=run.exit_status,
+        ending=run.ending,
     )
 
 
@@ -198,13 +232,21 @@ def register(server: MCPServer, app: DeskApp) -> None:
                         f"silenced until {stamp(silence.ends_at)}Z by {silence.created_by} (silence {silence.id}): "
                         f"{silence.comment}"
                     )
-        text = "\n".join([*lines, format_activity(incident_id, events)])
-        return text, IncidentActivity(incident_id=incident_id, silences=shown, events=[_entry(e) for e in events])
+        service_runs = await app.action_runs(incident, events)
+        logged = runs.activity_lines(events, service_runs) or [format_activity(incident_id, events)]
+        text = "\n".join([*lines, *logged])
+        return text, IncidentActivity(
+            incident_id=incident_id,
+            silences=shown,
+            events=[_entry(e) for e in events],
+            actions=[_run_entry(run) for run in service_runs.runs],
+        )
 
     @TOOLS.tool(server)
     async def get_incident_activity(incidentId: IncidentId) -> Annotated[CallToolResult, IncidentActivity]:
         """An incident's activity log on this desk, oldest first: acknowledgements, notes, approvals, silences,
-        resolution, with who and when; and, for an Alertmanager incident, the silences muting it now."""
+        resolution, and the runbook actions run on its service meanwhile, with who and when; and, for an
+        Alertmanager incident, the silences muting it now."""
         try:
             text, structured = await _activity(incidentId)
         except (DataError, AuditError) as exc:
@@ -214,7 +256,8 @@ def register(server: MCPServer, app: DeskApp) -> None:
     @server.resource(
         "incident://{id}/activity",
         name="incident-activity",
-        description="One incident's activity log on this desk (acknowledgements, notes, approvals), oldest first",
+        description="One incident's activity log on this desk (acknowledgements, notes, approvals, actions run), "
+        "oldest first",
         mime_type="text/plain",
     )
     async def incident_activity(id: str) -> str:

@@ -64,8 +64,9 @@ def register(server: MCPServer, app: DeskApp) -> None:
             ),
         ] = None,
     ) -> Annotated[CallToolResult, IncidentMetrics]:
-        """Query the service's Prometheus around an incident: each named query (and an alert's own expression) as
-        a range from before it opened to now, with a sparkline, min, max and last per series."""
+        """Query the service's Prometheus around an incident: each named query (and an alert's own expression, when
+        the desk allows it) as a range from before it opened to now, with a sparkline, min, max and last per
+        series."""
         try:
             incident = await app.incident(incidentId)
             found = await what_changed.gather_metrics(

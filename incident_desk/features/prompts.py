@@ -10,8 +10,9 @@ from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 from pydantic import Field
 
 from incident_desk.app import DeskApp
+from incident_desk.core.acts import runs
 from incident_desk.core.incidents import LogUnavailable, UnknownIncident
-from incident_desk.core.journal.activity import MAX_ACTIVITY_EVENTS, describe
+from incident_desk.core.journal.activity import MAX_ACTIVITY_EVENTS
 from incident_desk.core.journal.audit import AuditError
 
 DEFAULT_AUDIENCE = "the engineering team"
@@ -24,9 +25,9 @@ SAVE_SENTENCE = (
 
 
 def postmortem_text(audience: str | None, log: str, activity: str = "", save_as: str | None = None) -> str:
-    """The prompt, worded exactly as clients and tests expect; when the desk journalled acts on the incident,
-    its activity log follows the log; when the desk serves ``save_postmortem``, a last sentence says the result
-    can be saved as ``save_as``."""
+    """The prompt, worded exactly as clients and tests expect; when the desk journalled acts on the incident (or
+    ran runbook actions on its service while it was open), its activity log follows the log; when the desk serves
+    ``save_postmortem``, a last sentence says the result can be saved as ``save_as``."""
     who = audience if audience and audience.strip() else DEFAULT_AUDIENCE
     text = (
         f"Write a blameless postmortem for {who}. Sections: impact, timeline, root cause, follow-ups. "
@@ -53,7 +54,9 @@ def register(server: MCPServer, app: DeskApp) -> None:
         except LogUnavailable as exc:
             raise MCPError(INTERNAL_ERROR, str(exc)) from None
         try:
-            activity = "\n".join(describe(event) for event in await app.activity(incidentId, MAX_ACTIVITY_EVENTS))
+            events = await app.activity(incidentId, MAX_ACTIVITY_EVENTS)
+            service_runs = await app.action_runs(await app.incident(incidentId), events)
+            activity = "\n".join(runs.activity_lines(events, service_runs))
         except AuditError as exc:
             # Still worth drafting from the log alone, but never as if nothing had been done.
             activity = f"(the desk's activity log cannot be read: {exc})"

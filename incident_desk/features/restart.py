@@ -158,7 +158,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
         # (SQLite), or on any replica sharing the PostgreSQL journal.
         try:
             async with app.restart_lock(service, f"{this_replica()} for {record.actor}") as holding:
-                if (replayed := await flow.spend(record, RESTART, asked)) is not None:
+                if (replayed := await flow.spend(app, record, RESTART, asked, service)) is not None:
                     return replayed
                 return await _approved_restart(ctx, app, service, asked.ticket, record, holding)
         except ServiceBusy as busy:

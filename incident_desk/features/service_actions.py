@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
+import anyio
 import structlog
 from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import CallToolResult, InputRequiredResult
@@ -12,14 +13,14 @@ from pydantic import BaseModel, Field
 
 from incident_desk.app import DeskApp
 from incident_desk.approvals import flow
-from incident_desk.core.acts import executor, service_actions
+from incident_desk.core.acts import executor, runs, service_actions
 from incident_desk.core.acts.actions import CommandAction
 from incident_desk.core.acts.approval import Approved, Entry
 from incident_desk.core.acts.links import strictest
 from incident_desk.core.acts.preview import Preview
 from incident_desk.core.acts.service_actions import ServiceAction
 from incident_desk.core.journal.audit import FIELD_LIMITS, AuditError, Decision, cut
-from incident_desk.core.journal.locks import ServiceBusy, this_replica
+from incident_desk.core.journal.locks import Holding, LockLost, ServiceBusy, this_replica
 from incident_desk.core.outcomes import (
     BAD_PARAMETER,
     NO_ACTION,
@@ -27,6 +28,9 @@ from incident_desk.core.outcomes import (
     RUN,
     RUN_BUSY,
     RUN_FAILED,
+    RUN_LOCK_LOST,
+    RUN_NOT_STARTED,
+    RUN_TIMED_OUT,
     UNKNOWN_SERVICE,
     Outcome,
 )
@@ -88,7 +92,6 @@ def _recorder(ctx: Context, app: DeskApp, service: str, action: str, approver: s
     stored = cut(service, FIELD_LIMITS["service"])
 
     async def write(entry: Entry) -> None:
-        detail = f"action {action}: {entry.detail}" if entry.detail else f"action {action}"
         decision = Decision(
             service=stored,
             outcome=entry.outcome,
@@ -96,7 +99,7 @@ def _recorder(ctx: Context, app: DeskApp, service: str, action: str, approver: s
             approver=entry.who,
             protocol_era=era,
             exit_status=entry.exit_status,
-            detail=detail,
+            detail=runs.detail(action, entry.detail),
             nonce=entry.nonce,
         )
         await app.record_decision(decision)
@@ -211,13 +214,21 @@ def register(server: MCPServer, app: DeskApp) -> None:
         if not isinstance(asked, Approved):
             return asked
         try:
-            async with app.restart_lock(service, f"{this_replica()} for {record.actor} ({name})"):
-                if (replayed := await flow.spend(record, RUN, asked)) is not None:
-                    return replayed
-                return await _approved_run(service, name, action, argv, asked.ticket, record)
+            async with app.restart_lock(service, f"{this_replica()} for {record.actor} ({name})") as holding:
+                # What the human approved is the preview they saw: worked out again now, in both eras (a 2026
+                # retry binds it too, but the preview may change between the retry and the run).
+                now = await preview(service, action, argv, given)
+                if (changed := await flow.unchanged(record, RUN, asked, shown, now)) is not None:
+                    return changed
+                if (refused := await flow.spend(app, record, RUN, asked, service)) is not None:
+                    return refused
+                return await _approved_run(service, name, action, argv, asked.ticket, record, holding)
         except ServiceBusy as busy:
             await record(Outcome.REFUSED_BUSY, ticket=asked.ticket, detail=busy.holder.describe())
             return results.error(RUN_BUSY.render(busy=busy))
+        except LockLost as lost:
+            # The command was killed, and the run journalled as failed, on the way out.
+            return results.error(RUN_LOCK_LOST.render(action=name, service=service, ticket=asked.ticket, lost=lost))
 
     async def preview(service: str, action: ServiceAction, argv: list[str], given: dict[str, str | int]) -> Preview:
         """``Will run: [...]``, and with ``preview_argv`` its masked output: the approval binds to both."""
@@ -232,9 +243,21 @@ def register(server: MCPServer, app: DeskApp) -> None:
         return Preview(tuple(lines), ("run", *lines))
 
     async def _approved_run(
-        service: str, name: str, action: ServiceAction, argv: list[str], ticket: str, record: flow.Recorder
+        service: str,
+        name: str,
+        action: ServiceAction,
+        argv: list[str],
+        ticket: str,
+        record: flow.Recorder,
+        holding: Holding,
     ) -> CallToolResult:
-        run = await executor.run_restart(service, _command(service, action, argv))
+        try:
+            run = await executor.run_restart(service, _command(service, action, argv))
+        except anyio.get_cancelled_exc_class():
+            # The runner killed the command on the way out: without this row the journal would end at "approved".
+            why = "the call was cancelled" if holding.lost is None else f"the restart lock was lost ({holding.lost})"
+            await record.quietly(Outcome.FAILED, ticket=ticket, detail=f"{why} while the action ran; it was killed")
+            raise
         output = await app.redacted(run.output)
         head = output[:OUTPUT_HEAD_CHARS]
         fields = {"ticket": ticket, "approver": record.actor, "exit_status": run.exit_status, "output": head}
@@ -243,13 +266,19 @@ def register(server: MCPServer, app: DeskApp) -> None:
             text = RAN.render(action=name, service=service, ticket=ticket, seconds=f"{run.duration_seconds:.1f}")
             shown = ActionReport(service=service, action=name, outcome=Outcome.EXECUTED, ran=True, **fields)  # type: ignore[arg-type]
             return results.ok(f"{text}\n{head}".rstrip(), shown)
-        code = run.exit_status if run.exit_status is not None else (run.error or "none")
-        why = run.error or (f"timed out after {action.timeout_seconds:g}s" if run.timed_out else None)
+        named = {"action": name, "service": service, "ticket": ticket}
+        # The executor's own words for a command without an exit status of its own, as restart_service says them.
+        why = run.error or f"exit {run.exit_status}"
+        if run.timed_out:
+            text = RUN_TIMED_OUT.render(**named, seconds=f"{action.timeout_seconds:g}")
+        elif not run.executed:
+            text = RUN_NOT_STARTED.render(**named, launch_error=why)
+        else:
+            text = RUN_FAILED.render(**named, code=run.exit_status)
         await record.quietly(
-            Outcome.FAILED, ticket=ticket, exit_status=run.exit_status, detail=f"{why or ''}\n{output[-2000:]}"
+            Outcome.FAILED, ticket=ticket, exit_status=run.exit_status, detail=f"{why}\n{output[-2000:]}"
         )
-        text = RUN_FAILED.render(action=name, service=service, ticket=ticket, code=code)
-        failed = results.error("\n".join(part for part in (text, why, head) if part))
+        failed = results.error(f"{text}\n{head}".rstrip())
         failed.structured_content = ActionReport(
             service=service,
             action=name,

@@ -9,10 +9,10 @@ is answered 403 ``insufficient_scope`` naming the scope needed, before the SDK s
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Mapping
 from typing import Any
 
-import structlog
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -21,7 +21,10 @@ from incident_desk.identity.oauth import IssuerUnavailable, OAuthVerifier, Token
 from incident_desk.identity.principal import PRINCIPAL_HEADER, PRINCIPAL_KEY_HEADER
 from incident_desk.protocol.tool_kinds import READ_SCOPE, SCOPES
 
-logger = structlog.get_logger(__name__)
+# Refusals a peer can repeat at will, without a token that checks out, go through the standard library's logging,
+# whose handler counts repeats and holds them back per interval (``observability.log.RepeatLimiter``), as it does
+# for the SDK's and uvicorn's own refusals: 2,000 bad tokens are five lines and a count, not 2,000 lines.
+refusals = logging.getLogger(__name__ + ".refusals")
 
 PRM_PATH = "/.well-known/oauth-protected-resource"
 MAX_INSPECTED_BODY = 4 * 1024 * 1024  # a JSON-RPC request whose tool call is read for its scope
@@ -67,11 +70,11 @@ class OAuthBearer:
         try:
             principal = await self._verifier.verify(credential.strip())
         except TokenRejected as exc:
-            logger.info("access token refused", reason=str(exc))
+            refusals.info("access token refused: %s", exc)
             await self._challenge(scope, receive, send, 401, "invalid_token", str(exc), READ_SCOPE)
             return
         except IssuerUnavailable as exc:
-            logger.warning("cannot check access tokens: the issuer is unavailable", problem=str(exc))
+            refusals.warning("cannot check access tokens: the issuer is unavailable: %s", exc)
             refusal = {"error": "issuer_unavailable", "message": f"cannot check the token: {exc}"}
             await JSONResponse(refusal, status_code=503, headers={"retry-after": "5"})(scope, receive, send)
             return
@@ -83,7 +86,7 @@ class OAuthBearer:
                 return
             needed = next((s for s in self._called_tools_scopes(payload) if s not in principal.scopes), READ_SCOPE)
         if needed not in principal.scopes:
-            logger.info("call beyond the token's scopes", principal=principal.label, needed=needed)
+            refusals.info("call beyond the token's scopes: %s needs %s", principal.label, needed)
             await self._challenge(
                 scope, receive, send, 403, "insufficient_scope", f"this needs the scope {needed}", needed
             )

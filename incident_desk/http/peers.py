@@ -6,7 +6,9 @@ client and escape the per-client session cap. Here forwarded headers (``X-Forwar
 is then the nearest address in the chain that is not itself a trusted proxy. From any other peer they are ignored.
 
 The DNS-rebinding checks (Host, Origin) are the SDK's own; running them here, ahead of the session accounting,
-means a foreign Host gets 421 and a foreign Origin 403 however many sessions its client holds.
+means a foreign Host gets 421 and a foreign Origin 403 however many sessions its client holds. The SDK matches an
+allowed ``127.0.0.1:*`` by prefix, so ``127.0.0.1:8000@evil.example`` passed it: a Host or Origin must first be
+well formed (a name or address and a numeric port, an Origin's scheme; no user information, path or anything else).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections.abc import Sequence
 
 from mcp.server.transport_security import TransportSecurityMiddleware, TransportSecuritySettings
 from starlette.requests import Request
+from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -88,8 +91,46 @@ class RebindingGuard:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope.get("path") == self._path:
-            refusal = await self._checks.validate_request(Request(scope, receive), is_post=False)
+            request = Request(scope, receive)
+            refusal = _malformed(request) or await self._checks.validate_request(request, is_post=False)
             if refusal is not None:
                 await refusal(scope, receive, send)
                 return
         await self._app(scope, receive, send)
+
+
+# What a host name may hold (letters, digits, '.', '-', '_'); an IPv6 address comes in brackets.
+_NAME_CHARACTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_")
+_HEX_AND_COLONS = frozenset("0123456789abcdefABCDEF:.")
+
+
+def well_formed_authority(value: str) -> bool:
+    """``name``, ``name:port``, ``[v6]`` or ``[v6]:port``, nothing else: no ``user@``, path, query or space."""
+    if value.startswith("["):
+        address, closed, rest = value[1:].partition("]")
+        if not closed or not address or not set(address) <= _HEX_AND_COLONS:
+            return False
+        port = rest[1:] if rest.startswith(":") else None if not rest else ""
+    else:
+        name, colon, port_text = value.partition(":")
+        if not name or not set(name) <= _NAME_CHARACTERS:
+            return False
+        port = port_text if colon else None
+    return port is None or (port.isascii() and port.isdigit() and len(port) <= 5)
+
+
+def well_formed_origin(value: str) -> bool:
+    """``http(s)://`` and a well-formed authority, nothing after it (an Origin has no path, user or query)."""
+    scheme, separator, authority = value.partition("://")
+    return scheme.lower() in ("http", "https") and bool(separator) and well_formed_authority(authority)
+
+
+def _malformed(request: Request) -> Response | None:
+    """421 for a Host, 403 for an Origin that is not well formed, before the SDK's allow-list sees it."""
+    host = request.headers.get("host")
+    if host is not None and not well_formed_authority(host):
+        return Response("Invalid Host header", status_code=421)
+    origin = request.headers.get("origin")
+    if origin and origin != "null" and not well_formed_origin(origin):
+        return Response("Invalid Origin header", status_code=403)
+    return None

@@ -31,7 +31,7 @@ from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from incident_desk.identity.principal import PRINCIPAL_HEADER
+from incident_desk.identity.principal import PRINCIPAL_HEADER, PRINCIPAL_KEY_HEADER
 
 logger = logging.getLogger(__name__)
 
@@ -90,7 +90,7 @@ class SessionLimiter:
         if session is None:
             await self._app(scope, receive, send)
             return
-        if headers.get(PRINCIPAL_HEADER.encode(), b"").decode("latin-1") != session.owner[0]:
+        if _person(headers) != session.owner[0]:
             # A session belongs to the person who opened it: another token gets the SDK's "no such session".
             await _not_found(scope, receive, send)
             return
@@ -126,7 +126,7 @@ class SessionLimiter:
             await self._app(scope, receive, send)
             return
         client = scope.get("client")
-        owner = (headers.get(PRINCIPAL_HEADER.encode(), b"").decode("latin-1"), str(client[0]) if client else "")
+        owner = (_person(headers), str(client[0]) if client else "")
         if not await self._make_room(owner, headers.get(b"host", b"")):
             await _desk_full(scope, receive, send, self._max_sessions)
             return
@@ -260,3 +260,11 @@ async def _desk_full(scope: Scope, receive: Receive, send: Send, max_sessions: i
 
 async def _not_found(scope: Scope, receive: Receive, send: Send) -> None:
     await _rpc_error("Session not found", 404)(scope, receive, send)
+
+
+def _person(headers: dict[bytes, bytes]) -> str:
+    """Who a checked request speaks for, exactly: the OAuth owner key (the hashed issuer and subject) when the
+    layer set one, else the principal it named (the static token's fingerprint); never the display label, which
+    is shortened and made printable."""
+    key = headers.get(PRINCIPAL_KEY_HEADER.encode())
+    return (key or headers.get(PRINCIPAL_HEADER.encode(), b"")).decode("latin-1")

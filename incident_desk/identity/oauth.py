@@ -11,6 +11,7 @@ be in :data:`ALGORITHMS` and match the key the JWKS publishes for the token's ``
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Mapping
@@ -20,6 +21,7 @@ from typing import Any
 import anyio
 import jwt
 
+from incident_desk.core.errors import echoed
 from incident_desk.core.neighbours import outside
 from incident_desk.settings.model import Settings
 
@@ -50,14 +52,18 @@ class Principal:
 
     @property
     def label(self) -> str:
-        """The journal's actor: display name, subject and issuer, e.g. ``alice (sub 42 @ https://idp)``."""
-        where = f"sub {self.subject} @ {self.issuer}"
+        """The journal's actor: display name, subject and issuer, e.g. ``alice (sub 42 @ https://idp)``; made
+        printable and shortened, so it names a person for a reader and is never compared."""
+        where = f"sub {_printable(self.subject)} @ {self.issuer}"
         return f"{self.name} ({where})" if self.name else where
 
     @property
     def owner(self) -> str:
-        """What a session is bound to: the person, whatever scopes a later token of theirs carries."""
-        return f"oauth:{self.issuer} {self.subject}"
+        """What a session and an approval are bound to: the exact (issuer, subject) pair, hashed, whatever scopes a
+        later token of theirs carries. Two subjects that share 200 characters or differ in a control character
+        are two owners."""
+        pair = json.dumps([self.issuer, self.subject], ensure_ascii=True)
+        return f"oauth:{hashlib.sha256(pair.encode()).hexdigest()}"
 
 
 def verifier_for(settings: Settings, resource: str) -> OAuthVerifier:
@@ -172,7 +178,7 @@ class OAuthVerifier:
         scopes = frozenset(self._scope_names.get(name, name) for name in names)
         name = claims.get("preferred_username") or claims.get("email")
         return Principal(
-            subject=_printable(str(claims["sub"])),
+            subject=str(claims["sub"]),
             issuer=str(claims.get("iss", self.issuer)),
             name=_printable(str(name)) if name else None,
             scopes=scopes,
@@ -193,7 +199,7 @@ class OAuthVerifier:
                     keys = await self._jwks(refresh=True)
                 keys = self._keys or keys
         if kid not in keys:
-            raise TokenRejected(f"the token's key id {kid!r} is not in the issuer's JWKS")
+            raise TokenRejected(f"the token's key id {echoed(kid, 'kid', quoted=True)} is not in the issuer's JWKS")
         return keys[kid]
 
     async def _jwks(self, *, refresh: bool) -> dict[str, Any]:

@@ -98,6 +98,12 @@ def view(ctx: Context) -> ClientView:
     )
 
 
+def can_be_notified(session: Any) -> bool:
+    """Whether the desk can send this 2025-11-25 client messages of its own (a subscription's updates): not over
+    stateless HTTP, where a request's answer is its only channel."""
+    return bool(getattr(session, "can_send_request", False))
+
+
 @dataclass(frozen=True)
 class Ask:
     """Return ``result`` from the tool: the 2026 client answers and retries the call."""
@@ -434,6 +440,12 @@ class LinkRound:
 
     public_id: str
     refused: ApprovalAction | None
+
+
+def continues_a_question(ctx: Context) -> bool:
+    """A 2026 retry carrying the sealed state of a question this desk asked (in band or by link): the human has
+    been asked already, and the call comes back with their answer."""
+    return _Round.decode(ctx.request_state) is not None
 
 
 def link_round(ctx: Context, binding: Mapping[str, str], timeout: float) -> LinkRound | StaleRound | None:

@@ -64,6 +64,21 @@ def sdk_add_request_handler(
     return True
 
 
+def sdk_connection(session: Any) -> object:
+    """The connection a request's ``ServerSession`` belongs to (``ServerSession._connection``), or the session.
+
+    mcp 2.3 makes a ``ServerSession`` per request, with no public way to tell two requests of one client apart.
+    The index subscriptions are kept per connection; without this hook each ``resources/subscribe`` counts as a
+    subscriber of its own, so subscribing twice sends two updates and ``resources/unsubscribe`` leaves the first
+    subscription in place until a send to a closed client drops it.
+    """
+    connection = getattr(session, "_connection", None)
+    if connection is None or not hasattr(connection, "outbound"):
+        _hook_gone("mcp", "session connection", "resources/unsubscribe cannot find the subscription")
+        return session
+    return connection
+
+
 def sdk_tool_arguments(server: Any, name: str) -> Any | None:
     """The argument model of the registered tool ``name`` (what ``validate_arguments`` is called on), or None.
 

@@ -4,6 +4,7 @@ mcp 2.3 answers a call whose arguments fail the input schema with ``Error execut
 x_Arguments ... [type=string_too_short, ...] For further information visit https://errors.pydantic.dev/...``. A
 model reads that, but it names internals and links a site about a library. This middleware rewrites only that
 answer: each rejected argument by the name the tool's schema gives it, with what it needs, and never the value.
+A resource read the SDK refuses echoes its URI (``Unknown resource: {uri}``): that echo is capped here too.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ from typing import Any
 import structlog
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import MCPServer
+from mcp.shared.exceptions import MCPError
 from pydantic import ValidationError
 
+from incident_desk.core.errors import echoed
 from incident_desk.protocol.library_hooks import sdk_tool_arguments
 
 logger = structlog.get_logger(__name__)
@@ -104,3 +107,18 @@ class DeskWordsForArgumentErrors:
         except Exception:  # a validator that crashes keeps the SDK's generic answer
             logger.debug("argument re-validation failed", tool=name)
         return None
+
+
+class CappedUriEchoes:
+    """Server middleware: a ``resources/read`` error does not carry a client's 200,000-character URI back whole;
+    its message and its ``data.uri`` show the capped head (``core.errors.echoed``)."""
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        try:
+            return await call_next(ctx)
+        except MCPError as exc:
+            uri = ctx.params.get("uri") if ctx.method == "resources/read" and isinstance(ctx.params, dict) else None
+            if not isinstance(uri, str) or uri == echoed(uri, "uri"):
+                raise
+            data = {**exc.data, "uri": echoed(uri, "uri")} if isinstance(exc.data, dict) else exc.data
+            raise MCPError(exc.code, exc.message.replace(uri, echoed(uri, "uri")), data) from None

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import platformdirs
 from pydantic import Field, IPvAnyNetwork, SecretStr, ValidationError, field_validator, model_validator
@@ -21,14 +21,15 @@ from incident_desk.core.acts.limits import ActLimits
 from incident_desk.core.acts.links import ApprovalMode, strictest
 from incident_desk.core.acts.service_actions import ServiceAction, check_action_names
 from incident_desk.core.credentials import ENV_PREFIX
+from incident_desk.core.handoff.oncall import OncallConfig, check_location
 from incident_desk.core.journal.audit import DEFAULT_DESK, is_postgres_url, url_has_password
-from incident_desk.core.neighbours.metrics import MetricsConfig
+from incident_desk.core.neighbours.metrics import ALERT_MAX_POINTS, ALERT_MAX_SERIES, MetricsConfig
 from incident_desk.core.sources.changes import ChangeSourceConfig
 from incident_desk.core.sources.config import IncidentSourceConfig, LogSourceConfig, check_unique_names
 from incident_desk.core.sources.spool import DEFAULT_MAX_BYTES as DEFAULT_SPOOL_BYTES
 from incident_desk.settings.errors import SettingsError, describe_validation_error
 from incident_desk.settings.service_tables import SERVICE_SETTINGS, check_service_names, split_service_tables
-from incident_desk.settings.sources import chosen_config_file, config_file_source, is_unset, reading
+from incident_desk.settings.sources import EnvironmentSource, chosen_config_file, config_file_source, is_unset, reading
 
 APP_NAME = "incident-desk"
 
@@ -280,7 +281,14 @@ class Settings(BaseSettings):
         min_length=1,
         max_length=200,
         description="The desk's name in the journal: desks sharing one see only their own events; unset: derived "
-        "from data_dir and the incident sources.",
+        "from data_dir alone (adding an incident source keeps the desk).",
+    )
+    desk_renamed_from: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(
+        default_factory=list,
+        max_length=20,
+        description="Former names of this desk in the journal (an old desk_name, or the data_dir it was derived "
+        "from): at start its acknowledgements, notes, decisions and postmortems move to the desk's name. The one "
+        "way to rename a desk (see docs/team-desk.md).",
     )
     max_silence_minutes: int = Field(
         default=240, ge=1, le=7 * 24 * 60, description="Longest silence silence_incident may set, in minutes."
@@ -341,11 +349,36 @@ class Settings(BaseSettings):
         description="OAuth client id (public, PKCE) the approval page signs people in with at oauth_issuer; unset: "
         "the one-time link and the OS user.",
     )
+    oncall: OncallConfig = Field(
+        default_factory=OncallConfig,
+        description="Who is on call ([oncall]): calendar (an iCalendar feed, a file or an https URL; each event's "
+        "SUMMARY names the person), timeout_seconds (5), max_bytes (2 MiB), cache_seconds (300); see docs/tools.md.",
+    )
+    service_oncall_calendar: dict[str, str] = Field(
+        default_factory=dict,
+        description='Per-service on-call calendar, written [services.<name>] oncall_calendar = "<path or https URL>"; '
+        "it overrides [oncall] calendar for that service's incidents.",
+    )
+    watch_interval_seconds: float = Field(
+        default=30.0,
+        ge=0.2,
+        le=3600,
+        description="How often the desk re-reads its incident sources while a client is subscribed to "
+        "incident://index, to tell it of new, resolved and silenced incidents and of silences ending within 15 "
+        "minutes.",
+    )
     metrics_max_points: int = Field(
         default=500,
         ge=10,
         le=11_000,
         description="Most points per metric series in a result (the newest kept); a cut series says so.",
+    )
+    alert_expression_queries: bool = Field(
+        default=False,
+        description="Ask the service's own Prometheus for an alert's own expression (its generator URL's g0.expr) "
+        f"beside the named queries, as the series `alert`, at most {ALERT_MAX_SERIES} series of {ALERT_MAX_POINTS} "
+        "points; off because whoever "
+        "raises an alert writes that expression and the desk would run it with its credentials.",
     )
 
     @model_validator(mode="before")
@@ -368,7 +401,7 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        return init_settings, env_settings, config_file_source(settings_cls)
+        return init_settings, EnvironmentSource(settings_cls), config_file_source(settings_cls)
 
     @field_validator("data_dir", "audit_db", "provider_api_key", mode="before")
     @classmethod
@@ -408,6 +441,11 @@ class Settings(BaseSettings):
     @classmethod
     def _service_names_are_valid(cls, value: dict[str, Any]) -> dict[str, Any]:
         return check_service_names(value)
+
+    @field_validator("service_oncall_calendar")
+    @classmethod
+    def _calendars_are_files_or_urls(cls, value: dict[str, str]) -> dict[str, str]:
+        return {service: check_location(location) for service, location in value.items()}
 
     @field_validator("service_actions")
     @classmethod
@@ -469,13 +507,11 @@ class Settings(BaseSettings):
 
     @property
     def journal_desk(self) -> str:
-        """``desk_name``, else a name made of the data directory and the incident sources, so two desks on one
-        journal file see only their own events."""
+        """``desk_name``, else a name made of the data directory, so two desks on one journal file see only their
+        own events. Never the incident sources: adding one must not rename the desk (``core.journal.desks``)."""
         if self.desk_name:
             return self.desk_name
-        where = DEFAULT_DESK if self.data_dir is None else str(self.data_dir.resolve())
-        sources = sorted(source.name for source in self.incident_sources)
-        return where + (f" [{', '.join(sources)}]" if sources else "")
+        return DEFAULT_DESK if self.data_dir is None else str(self.data_dir.resolve())
 
     @property
     def audit_location(self) -> str:

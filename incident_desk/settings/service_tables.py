@@ -1,6 +1,7 @@
 """``[services.<name>]``: one table per service in the config file, one setting per idea in the model.
 
-A service's table holds its restart action beside ``logs``, ``metrics`` and ``approval``; the model keeps each in a
+A service's table holds its restart action beside ``logs``, ``metrics``, ``approval``, ``actions`` and
+``oncall_calendar``; the model keeps each in a
 field of its own (``services``, ``service_logs``, ``service_metrics``, ``service_approval``), so each is validated
 against its own shape and a service may have any of them without the others.
 """
@@ -17,6 +18,7 @@ SUB_TABLES = {
     "metrics": "service_metrics",
     "approval": "service_approval",
     "actions": "service_actions",
+    "oncall_calendar": "service_oncall_calendar",
 }
 SERVICE_SETTINGS = ("services", *SUB_TABLES.values())
 

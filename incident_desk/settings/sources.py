@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 
-from pydantic_settings import BaseSettings, TomlConfigSettingsSource
+from pydantic_settings import BaseSettings, EnvSettingsSource, TomlConfigSettingsSource
 
 from incident_desk.core.credentials import ENV_PREFIX, SECRET_SETTINGS
 from incident_desk.settings.errors import SettingsError
@@ -44,6 +44,18 @@ class ConfigFileSource(TomlConfigSettingsSource):
                 f"config file {toml_file} holds {', '.join(leaked)}: secrets belong in the OS keychain "
                 f"(`incident-desk key set` / `incident-desk token create`) or {ENV_PREFIX}* environment variables"
             )
+
+
+class EnvironmentSource(EnvSettingsSource):
+    """pydantic-settings' own ``INCIDENT_DESK_*`` source, where a variable left empty is no value at all.
+
+    A client's plugin or a bundle passes ``INCIDENT_DESK_DATA_DIR=""`` (or its unfilled placeholder) for a field
+    the user left empty; taken as a value it would override the config file and serve the sample desk.
+    """
+
+    def __init__(self, settings_cls: type[BaseSettings]) -> None:
+        super().__init__(settings_cls)
+        self.env_vars = {name: value for name, value in self.env_vars.items() if not is_unset(value)}
 
 
 def config_file_source(settings_cls: type[BaseSettings]) -> ConfigFileSource:

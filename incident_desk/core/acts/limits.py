@@ -111,15 +111,35 @@ def service_counters(rows: Iterable[Counted], limits: ActLimits, service: str, n
 
 
 def reached(
-    rows: Sequence[Counted], limits: ActLimits, *, act: str, person: str, service: str | None, now: datetime
+    rows: Sequence[Counted],
+    limits: ActLimits,
+    *,
+    act: str,
+    person: str,
+    service: str | None,
+    now: datetime,
+    spending: str | None = None,
 ) -> Counter | None:
     """The limit that refuses ``person``'s ``act`` (on ``service``) now; of several, the one that holds longest,
-    so its time is when the act may be asked for again. None: nothing stands in the way."""
+    so its time is when the act may be asked for again. None: nothing stands in the way.
+
+    ``spending``: the nonce of an approval about to be spent (checked again, as two questions asked at once may
+    both have been approved). Its own row is not counted against it; where the approval page already journalled
+    it, neither are approvals journalled after it, so of approvals given at once the first one given acts."""
+    if spending is not None:
+        rows = before_approval(rows, spending)
     counters = [person_counter(rows, limits, person, now)]
     if act in SERVICE_ACTS and service is not None:
         counters += service_counters(rows, limits, service, now)
     refusing = [c for c in counters if c is not None and c.blocks_until is not None and c.blocks_until > now]
     return max(refusing, key=lambda c: c.blocks_until or now, default=None)
+
+
+def before_approval(rows: Sequence[Counted], nonce: str) -> list[Counted]:
+    """``rows`` as an approval (by its ``nonce``) counts them: without its own row, and, when it has one, without
+    the approval rows after it."""
+    own = next((r for r in rows if r.nonce == nonce and r.outcome == COUNTED), None)
+    return [r for r in rows if r.nonce != nonce and (own is None or r.outcome != COUNTED or r.time <= own.time)]
 
 
 def all_counters(rows: Sequence[Counted], limits: ActLimits, now: datetime) -> list[Counter]:

@@ -87,21 +87,27 @@ class Event:
 class Counted:
     """One row of either journal bearing on an act limit (``core.acts.limits``): ``act`` is ``restart`` for the
     audit journal's rows, else the incident act; ``service`` a restart's (None for an incident act); ``who`` the
-    person the row names."""
+    person the row names; ``nonce`` an approval row's single-use nonce."""
 
     time: datetime
     act: str
     outcome: Outcome
     who: str
     service: str | None = None
+    nonce: str | None = None
 
 
 def counted_from_row(row: Sequence[object]) -> Counted:
-    """A selected row (time, act, outcome, who, service)."""
-    time, act, outcome, who, service = row
+    """A selected row (time, act, outcome, who, service, nonce)."""
+    time, act, outcome, who, service, nonce = row
     moment = time if isinstance(time, datetime) else datetime.fromisoformat(str(time))
     return Counted(
-        moment.astimezone(UTC), str(act), Outcome(str(outcome)), str(who), None if service is None else str(service)
+        moment.astimezone(UTC),
+        str(act),
+        Outcome(str(outcome)),
+        str(who),
+        None if service is None else str(service),
+        None if nonce is None else str(nonce),
     )
 
 

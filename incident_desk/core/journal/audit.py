@@ -20,9 +20,11 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
 from incident_desk.core import errors
+from incident_desk.core.journal import desks
 from incident_desk.core.journal.activity import Counted, Event, counted_from_row, event_from_row
 from incident_desk.core.journal.fields import FIELD_LIMITS, WORDS_FIELDS, cut, kept_words, storable
 from incident_desk.core.journal.locks import ProcessLocks, RestartLocks
+from incident_desk.core.journal.memory import desk_token
 from incident_desk.core.neighbours.untrusted import masked_line
 from incident_desk.core.outcomes import LIMIT_OUTCOMES, RESTART_OUTCOMES, Outcome
 
@@ -80,10 +82,11 @@ ORDER BY id DESC LIMIT :limit
 # from the activity log. SQLite compares the ISO times as text: ``since`` is read a little early, the limits filter.
 LIMIT_OUTCOMES_LIST = sorted(outcome.value for outcome in LIMIT_OUTCOMES)
 _SELECT_COUNTED = """
-SELECT time, 'restart', outcome, approver, service FROM decisions
+SELECT time, 'restart', outcome, approver, service, nonce FROM decisions
 WHERE desk = :desk AND time >= :since AND instr(',' || :outcomes || ',', ',' || outcome || ',') > 0
 UNION ALL
-SELECT time, act, outcome, actor, NULL FROM activity WHERE desk = :desk AND time >= :since AND outcome = 'approved'
+SELECT time, act, outcome, actor, NULL, nonce FROM activity
+WHERE desk = :desk AND time >= :since AND outcome = 'approved'
 """
 COUNTED_SLACK = timedelta(seconds=2)
 
@@ -98,7 +101,9 @@ SELECT id, substr(time, 1, 64), substr(service, 1, :service), substr(outcome, 1,
     substr(approver, 1, :approver), substr(protocol_era, 1, :protocol_era),
     CASE WHEN typeof(exit_status) = 'integer' THEN exit_status END,
     substr(detail, 1, :detail), substr(nonce, 1, :nonce)
-FROM decisions WHERE desk = :desk ORDER BY id DESC LIMIT :limit
+FROM decisions WHERE desk = :desk AND (:only_service IS NULL OR service = :only_service)
+    AND (:since IS NULL OR time >= :since)
+ORDER BY id DESC LIMIT :limit
 """
 _SELECTED_CHARS = {**{name: limit + 1 for name, limit in FIELD_LIMITS.items()}, "nonce": MAX_NONCE_CHARS}
 
@@ -189,9 +194,11 @@ class Journal(Protocol):
     locks: RestartLocks
 
     desk: str
+    # The former names whose rows this desk took over when it opened the journal (``core.journal.desks``).
+    adopted: list[str]
 
     def record(self, decision: Decision) -> int: ...
-    def recent(self, limit: int = 50) -> list[Decision]: ...
+    def recent(self, limit: int = 50, service: str | None = None, since: datetime | None = None) -> list[Decision]: ...
     def record_event(self, event: Event) -> int: ...
     def activity(self, incident_id: str | None, limit: int = 500, acts: tuple[str, ...] = ()) -> list[Event]: ...
     def counted_since(self, since: datetime) -> list[Counted]: ...
@@ -204,7 +211,11 @@ class Journal(Protocol):
 class AuditJournal:
     """An append-only SQLite journal of decisions at ``path``."""
 
-    def __init__(self, path: Path, desk: str = DEFAULT_DESK) -> None:
+    def __init__(
+        self, path: Path, desk: str = DEFAULT_DESK, *, derived: bool = False, renamed_from: Sequence[str] = ()
+    ) -> None:
+        """``derived``: the desk's name is made from its data directory (not set by ``desk_name``);
+        ``renamed_from``: names whose rows this desk takes over (``core.journal.desks``)."""
         self.path = Path(path)
         self.desk = desk
         self.location = str(self.path)
@@ -217,6 +228,7 @@ class AuditJournal:
             raise AuditError(f"audit journal {self.path} cannot be created: {exc}") from None
         with self._connect() as conn:
             self._initialise(conn)
+            self.adopted = self._adopt(conn, derived, renamed_from)
 
     def record(self, decision: Decision) -> int:
         """Append ``decision`` in its own transaction; the returned row id means it is on disk."""
@@ -321,12 +333,14 @@ class AuditJournal:
             conn.execute("BEGIN IMMEDIATE")
             conn.execute("ROLLBACK")
 
-    def recent(self, limit: int = 50) -> list[Decision]:
-        """The last ``limit`` decisions, newest first."""
+    def recent(self, limit: int = 50, service: str | None = None, since: datetime | None = None) -> list[Decision]:
+        """The last ``limit`` decisions, newest first: of ``service`` only, from ``since`` on, when given."""
         if limit < 1:
             raise ValueError(f"limit must be at least 1, got {limit}")
+        since_text = None if since is None else since.astimezone(UTC).isoformat()
+        params = {**_SELECTED_CHARS, "desk": self.desk, "limit": limit, "only_service": service, "since": since_text}
         with self._connect() as conn:
-            rows = conn.execute(_SELECT_RECENT, {**_SELECTED_CHARS, "desk": self.desk, "limit": limit}).fetchall()
+            rows = conn.execute(_SELECT_RECENT, params).fetchall()
         return [row_to_decision(row) for row in rows]
 
     def count(self) -> int:
@@ -389,6 +403,38 @@ class AuditJournal:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
+
+    def _adopt(self, conn: sqlite3.Connection, derived: bool, renamed_from: Sequence[str]) -> list[str]:
+        """Move the rows of this desk's former names to its name, in one transaction; the names moved."""
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            present = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+            tables = [table for table in desks.DESK_TABLES if table in present]
+            existing = [row[0] for row in conn.execute(desks.distinct_desks_sql(tables))]
+            former = desks.former_names(self.desk, derived, renamed_from, existing)
+            for name in former:
+                names = {"old": name, "new": self.desk}
+                if "memory_text" in present:  # the full-text rows of the entries about to go
+                    conn.execute(_FORGET_TEXT_OF_DUPLICATES, names)
+                for table, statement in desks.move_statements(postgres=False):
+                    if table in present:
+                        conn.execute(statement, names)
+            if former and "memory_text" in present:
+                conn.execute(_RETOKEN_TEXT, {"new": self.desk, "token": desk_token(self.desk)})
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+        return former
+
+
+# The memory's full-text rows carry the desk as a token (``memory.desk_token``): moved with their entries.
+_FORGET_TEXT_OF_DUPLICATES = (
+    "DELETE FROM memory_text WHERE rowid IN (SELECT id FROM memory WHERE desk = :old AND incident_id IN "
+    "(SELECT incident_id FROM memory WHERE desk = :new))"
+)
+_RETOKEN_TEXT = "UPDATE memory_text SET desk = :token WHERE rowid IN (SELECT id FROM memory WHERE desk = :new)"
 
 
 def _make_private_dirs(directory: Path) -> None:

@@ -8,7 +8,7 @@ database enforces across every replica. A small pool keeps connections; broken o
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from typing import Any
@@ -17,6 +17,7 @@ import psycopg
 from psycopg.conninfo import make_conninfo
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from incident_desk.core.journal import desks
 from incident_desk.core.journal.activity import Counted, Event, counted_from_row, event_from_row
 from incident_desk.core.journal.audit import (
     DEFAULT_DESK,
@@ -96,10 +97,10 @@ ORDER BY id DESC LIMIT %(limit)s
 """
 
 _SELECT_COUNTED = """
-SELECT time, 'restart', outcome, approver, service FROM decisions
+SELECT time, 'restart', outcome, approver, service, nonce FROM decisions
 WHERE desk = %(desk)s AND time >= %(since)s AND outcome = ANY(%(outcomes)s::text[])
 UNION ALL
-SELECT time, act, outcome, actor, NULL FROM activity
+SELECT time, act, outcome, actor, NULL, nonce FROM activity
 WHERE desk = %(desk)s AND time >= %(since)s AND outcome = 'approved'
 """
 
@@ -107,7 +108,9 @@ _SELECT_RECENT = """
 SELECT id, time, left(service, %(service)s), left(outcome, 64), left(ticket, %(ticket)s),
     left(approver, %(approver)s), left(protocol_era, %(protocol_era)s), exit_status,
     left(detail, %(detail)s), left(nonce, %(nonce)s)
-FROM decisions WHERE desk = %(desk)s ORDER BY id DESC LIMIT %(limit)s
+FROM decisions WHERE desk = %(desk)s AND (%(only_service)s::text IS NULL OR service = %(only_service)s)
+    AND (%(since)s::timestamptz IS NULL OR time >= %(since)s)
+ORDER BY id DESC LIMIT %(limit)s
 """
 _SELECTED_CHARS = {**{name: limit + 1 for name, limit in FIELD_LIMITS.items()}, "nonce": MAX_NONCE_CHARS}
 
@@ -122,9 +125,15 @@ class PostgresJournal:
         *,
         pool_timeout: float = POOL_TIMEOUT_SECONDS,
         desk: str = DEFAULT_DESK,
+        derived: bool = False,
+        renamed_from: Sequence[str] = (),
     ) -> None:
+        """``derived`` and ``renamed_from`` say which former names' rows this desk takes over, as in SQLite."""
         self.location = display_url(url)
         self.desk = desk
+        self._derived = derived
+        self._renamed_from = tuple(renamed_from)
+        self.adopted: list[str] = []
         conninfo = make_conninfo(url, password=password) if password else url
         try:
             with psycopg.connect(conninfo, autocommit=True, connect_timeout=CONNECT_TIMEOUT_SECONDS) as conn:
@@ -226,12 +235,13 @@ class PostgresJournal:
             raise DuplicateApproval(f"approval {nonce} is already recorded in {self.location}")
         return int(inserted[0])
 
-    def recent(self, limit: int = 50) -> list[Decision]:
-        """The last ``limit`` decisions, newest first."""
+    def recent(self, limit: int = 50, service: str | None = None, since: datetime | None = None) -> list[Decision]:
+        """The last ``limit`` decisions, newest first: of ``service`` only, from ``since`` on, when given."""
         if limit < 1:
             raise ValueError(f"limit must be at least 1, got {limit}")
+        params = {**_SELECTED_CHARS, "desk": self.desk, "limit": limit, "only_service": service, "since": since}
         with self._connection("read", READ_TIMEOUT_SECONDS) as conn:
-            rows = conn.execute(_SELECT_RECENT, {**_SELECTED_CHARS, "desk": self.desk, "limit": limit}).fetchall()
+            rows = conn.execute(_SELECT_RECENT, params).fetchall()
         return [row_to_decision((row[0], row[1].isoformat(), *row[2:])) for row in rows]
 
     def count(self) -> int:
@@ -355,25 +365,54 @@ class PostgresJournal:
                     conn.execute(statement)
                 conn.execute("INSERT INTO incident_desk_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
                 return
-            version_row = conn.execute("SELECT max(version) FROM incident_desk_schema").fetchone()
-            version = int(version_row[0]) if version_row and version_row[0] is not None else 0
-            if version > SCHEMA_VERSION:
-                raise AuditError(
-                    f"audit journal {self.location} (setting audit_db) has schema version {version}, newer than "
-                    f"this incident-desk understands ({SCHEMA_VERSION}); upgrade incident-desk on every replica"
-                )
-            if version < 1:
-                raise AuditError(
-                    f"audit journal {self.location} (setting audit_db) has no schema version; it was not made by "
-                    "incident-desk"
-                )
-            if version == 1:
-                # In place, in this transaction (under the schema lock): every row stays, owned by this desk.
-                conn.execute("ALTER TABLE decisions ADD COLUMN desk TEXT NOT NULL DEFAULT ''")
-                conn.execute("UPDATE decisions SET desk = %s", (self.desk,))
-                for statement in _ACTIVITY_SCHEMA:
-                    conn.execute(statement)
-                conn.execute("UPDATE incident_desk_schema SET version = %s", (SCHEMA_VERSION,))
+            self._check_and_upgrade(conn)
+            self.adopted = self._adopt(conn)
+
+    def _adopt(self, conn: psycopg.Connection[Any]) -> list[str]:
+        """Move the rows of this desk's former names to its name (``core.journal.desks``), inside the schema
+        lock's transaction, so replicas starting together move them once; the names moved. A role that may not
+        read or move them (``doctor`` as a read-only user) moves nothing: the desk itself does at its start."""
+        try:
+            with conn.transaction():
+                return self._move_former_rows(conn)
+        except psycopg.errors.InsufficientPrivilege:
+            return []
+
+    def _move_former_rows(self, conn: psycopg.Connection[Any]) -> list[str]:
+        found = conn.execute(
+            "SELECT " + ", ".join(f"to_regclass('{table}') IS NOT NULL" for table in desks.DESK_TABLES)
+        ).fetchone()
+        present = {table for table, exists in zip(desks.DESK_TABLES, found or (), strict=False) if exists}
+        tables = [table for table in desks.DESK_TABLES if table in present]
+        existing = [row[0] for row in conn.execute(desks.distinct_desks_sql(tables)).fetchall()]
+        former = desks.former_names(self.desk, self._derived, self._renamed_from, existing)
+        for name in former:
+            for table, statement in desks.move_statements(postgres=True):
+                if table in present:
+                    conn.execute(statement, {"old": name, "new": self.desk})
+        return former
+
+    def _check_and_upgrade(self, conn: psycopg.Connection[Any]) -> None:
+        """A journal made before: refuse a newer or foreign schema, upgrade an older one in place."""
+        version_row = conn.execute("SELECT max(version) FROM incident_desk_schema").fetchone()
+        version = int(version_row[0]) if version_row and version_row[0] is not None else 0
+        if version > SCHEMA_VERSION:
+            raise AuditError(
+                f"audit journal {self.location} (setting audit_db) has schema version {version}, newer than "
+                f"this incident-desk understands ({SCHEMA_VERSION}); upgrade incident-desk on every replica"
+            )
+        if version < 1:
+            raise AuditError(
+                f"audit journal {self.location} (setting audit_db) has no schema version; it was not made by "
+                "incident-desk"
+            )
+        if version == 1:
+            # In place, in this transaction (under the schema lock): every row stays, owned by this desk.
+            conn.execute("ALTER TABLE decisions ADD COLUMN desk TEXT NOT NULL DEFAULT ''")
+            conn.execute("UPDATE decisions SET desk = %s", (self.desk,))
+            for statement in _ACTIVITY_SCHEMA:
+                conn.execute(statement)
+            conn.execute("UPDATE incident_desk_schema SET version = %s", (SCHEMA_VERSION,))
 
 
 def _reason(exc: BaseException) -> str:

@@ -28,6 +28,11 @@ MAX_QUERY_CHARS = 4000
 MAX_LABEL_CHARS = 200
 MAX_SERIES_PER_QUERY = 20
 ALERT_QUERY_NAME = "alert"
+# An alert's own expression is written by whoever raised the alert, not by this desk's operator: when the operator
+# lets the desk ask it at all (``alert_expression_queries``), its answer is held to tighter caps.
+ALERT_MAX_SERIES = 5
+ALERT_MAX_POINTS = 120
+ALERT_MAX_RESPONSE_BYTES = 1024 * 1024
 # Prometheus refuses a range query of more than 11,000 points per series; the step is widened to stay below.
 PROMETHEUS_MAX_POINTS = 11_000
 _SPARK = "▁▂▃▄▅▆▇█"
@@ -133,8 +138,28 @@ def incident_window(
     return Window(start.astimezone(UTC), end.astimezone(UTC), float(step))
 
 
+@dataclass(frozen=True)
+class Caps:
+    """How much of one query's answer the desk takes: series, points per series, bytes of the response."""
+
+    series: int
+    points: int
+    response_bytes: int
+
+
+def caps_for(config: MetricsConfig, max_points: int, *, from_alert: bool) -> Caps:
+    """The desk's caps for a named query; tighter for the expression an alert brought."""
+    if from_alert:
+        return Caps(
+            ALERT_MAX_SERIES,
+            min(max_points, ALERT_MAX_POINTS),
+            min(config.max_response_bytes, ALERT_MAX_RESPONSE_BYTES),
+        )
+    return Caps(MAX_SERIES_PER_QUERY, max_points, config.max_response_bytes)
+
+
 def range_request(
-    config: MetricsConfig, service: str, secret: SecretReader, query: str, window: Window
+    config: MetricsConfig, service: str, secret: SecretReader, query: str, window: Window, max_bytes: int | None = None
 ) -> outside.Request:
     """The ``/api/v1/query_range`` exchange for one query (MetricsUnavailable when its secret is missing)."""
     from incident_desk.core.neighbours import outside
@@ -158,7 +183,7 @@ def range_request(
         config.prometheus.rstrip("/") + "/api/v1/query_range",
         what=describe(config, service),
         deadline_seconds=config.timeout_seconds,
-        max_bytes=config.max_response_bytes,
+        max_bytes=config.max_response_bytes if max_bytes is None else max_bytes,
         params={
             "query": query,
             "start": _stamp(window.start),
@@ -185,10 +210,12 @@ async def fetch_all(
     queries: Mapping[str, str],
     window: Window,
     max_points: int,
+    from_alert: str | None = None,
 ) -> tuple[list[Series], list[QueryProblem]]:
     """Every named query over the window, asked at once, each in an outside call's thread with its deadline and
     abandoned when the request is cancelled; MetricsUnavailable (the first query's) when Prometheus cannot answer,
-    a QueryProblem for each query it refuses. Series and problems come in the queries' order."""
+    a QueryProblem for each query it refuses. Series and problems come in the queries' order. ``from_alert`` names
+    the query an alert brought, held to the alert's caps."""
     import functools
 
     import anyio.to_thread
@@ -198,7 +225,8 @@ async def fetch_all(
     answers: dict[str, list[Series] | QueryProblem | MetricsUnavailable] = {}
 
     async def ask(name: str, query: str) -> None:
-        call = functools.partial(fetch_series, config, service, secret, name, query, window, max_points)
+        caps = caps_for(config, max_points, from_alert=name == from_alert)
+        call = functools.partial(fetch_series, config, service, secret, name, query, window, caps)
         try:
             answers[name] = await anyio.to_thread.run_sync(
                 call, limiter=outside.outside_threads(), abandon_on_cancel=True
@@ -223,7 +251,7 @@ async def fetch_all(
 
 
 def fetch_series(
-    config: MetricsConfig, service: str, secret: SecretReader, name: str, query: str, window: Window, max_points: int
+    config: MetricsConfig, service: str, secret: SecretReader, name: str, query: str, window: Window, caps: Caps
 ) -> list[Series] | QueryProblem:
     """One named query over the window (blocks for at most its deadline: call it off the event loop).
 
@@ -232,7 +260,7 @@ def fetch_series(
     """
     from incident_desk.core.neighbours import outside
 
-    request = range_request(config, service, secret, query, window)
+    request = range_request(config, service, secret, query, window, caps.response_bytes)
     try:
         response = outside.exchange(request)
     except outside.OutsideError as exc:
@@ -254,8 +282,8 @@ def fetch_series(
         raise MetricsUnavailable(f"{request.what} answered without a result list")
     return [
         series
-        for raw in data["result"][:MAX_SERIES_PER_QUERY]
-        if (series := _series(name, query, raw, max_points)) is not None
+        for raw in data["result"][: caps.series]
+        if (series := _series(name, query, raw, caps.points)) is not None
     ]
 
 
@@ -307,7 +335,8 @@ def number(value: float) -> str:
 
 
 def queries_for(config: MetricsConfig | None, alert_query: str | None) -> Mapping[str, str]:
-    """The named queries of a service, plus its alert's own expression as ``alert`` when the incident has one."""
+    """The named queries of a service, plus its alert's own expression as ``alert`` when one is given (the caller
+    gives it only when the operator lets the desk ask an alert's expression)."""
     queries = dict(config.queries) if config is not None else {}
     if alert_query and ALERT_QUERY_NAME not in queries:
         queries[ALERT_QUERY_NAME] = alert_query

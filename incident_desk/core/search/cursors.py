@@ -21,6 +21,7 @@ import stat
 from collections.abc import Sequence
 from pathlib import Path
 
+from incident_desk.core import errors
 from incident_desk.core.search.paging import Cursor, CursorError
 
 _PURPOSE = b"incident-desk log cursor v1"
@@ -87,7 +88,8 @@ class CursorSeal:
         cursor = Cursor.decode(position)
         if not tag or not any(hmac.compare_digest(tag, self._tag(key, incident_id, cursor)) for key in self._keys):
             raise CursorError(
-                f"cursor {text!r} was not handed out by this desk for {incident_id}: call again without a cursor to "
+                f"cursor {errors.echoed(text, 'cursor', quoted=True)} was not handed out by this desk for "
+                f"{errors.echoed(incident_id, 'incidentId')}: call again without a cursor to "
                 "start from the first line"
             )
         return cursor

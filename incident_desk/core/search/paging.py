@@ -54,7 +54,8 @@ class Cursor:
         body = text.strip()
         line, at, offset = body[1:].partition("@")
         if not (body[:1] == "L" and at and _digits(line, 12) and _digits(offset, 15)):
-            raise CursorError(f"malformed cursor {text!r}: expected the next_cursor of a previous page")
+            shown = errors.echoed(text, "cursor", quoted=True)
+            raise CursorError(f"malformed cursor {shown}: expected the next_cursor of a previous page")
         return cls(line=int(line), offset=int(offset))
 
 

@@ -35,6 +35,11 @@ class PatternError(errors.Invalid, ValueError):
     """A pattern that cannot be searched for; the message names the problem and what to write instead."""
 
 
+def _shown(pattern: str) -> str:
+    """The pattern as an error shows it: quoted, capped when long."""
+    return errors.echoed(pattern, "pattern", quoted=True)
+
+
 def _re2() -> Any:
     """RE2, imported by the first search rather than at start: serving the first answer does not need it."""
     import re2
@@ -61,8 +66,8 @@ class _Token:
 
 def _unsupported(pattern: str, construct: str, instead: str) -> PatternError:
     return PatternError(
-        f"Unsupported regular expression {pattern!r}: {construct} is not supported, because searches run in linear "
-        f"time and these constructs need backtracking. {instead}"
+        f"Unsupported regular expression {_shown(pattern)}: {construct} is not supported, because searches run in "
+        f"linear time and these constructs need backtracking. {instead}"
     )
 
 
@@ -124,7 +129,7 @@ def _tokens(pattern: str) -> Iterator[_Token]:
 def _escape(pattern: str, index: int) -> tuple[_Token | None, int]:
     """The escape at ``index`` (a backslash) as a token, or None for the \\Q that starts literal text."""
     if index + 1 >= len(pattern):
-        raise PatternError(f"Invalid regular expression {pattern!r}: trailing backslash")
+        raise PatternError(f"Invalid regular expression {_shown(pattern)}: trailing backslash")
     letter = pattern[index + 1]
     source = pattern[index : index + 2]
     end = index + 2
@@ -138,7 +143,7 @@ def _escape(pattern: str, index: int) -> tuple[_Token | None, int]:
         )
     if letter == "C":
         raise PatternError(
-            f"Unsupported regular expression {pattern!r}: \\C matches a single byte and can split a character; "
+            f"Unsupported regular expression {_shown(pattern)}: \\C matches a single byte and can split a character; "
             "use . to match any character."
         )
     if letter == "A":
@@ -158,7 +163,7 @@ def _escape(pattern: str, index: int) -> tuple[_Token | None, int]:
         digits = 4 if letter == "u" else 8
         hex_digits = pattern[index + 2 : index + 2 + digits]
         if len(hex_digits) != digits or not all(c in "0123456789abcdefABCDEF" for c in hex_digits):
-            raise PatternError(f"Invalid regular expression {pattern!r}: \\{letter} needs {digits} hex digits")
+            raise PatternError(f"Invalid regular expression {_shown(pattern)}: \\{letter} needs {digits} hex digits")
         translated = "\\x{" + hex_digits + "}"
         return _Token("atom", pattern[index : index + 2 + digits], translated, translated), index + 2 + digits
     elif letter in "pP":
@@ -185,7 +190,7 @@ def _class_end(pattern: str, index: int) -> int:
             return position + 1
         else:
             position += 1
-    raise PatternError(f"Invalid regular expression {pattern!r}: missing ] at the end of a character class")
+    raise PatternError(f"Invalid regular expression {_shown(pattern)}: missing ] at the end of a character class")
 
 
 def _repetition_end(pattern: str, index: int) -> int:
@@ -243,7 +248,7 @@ def _group_opening(pattern: str, index: int) -> tuple[_Token, int]:
             continue
         if flag not in _FLAGS_RE2_KNOWS:
             raise PatternError(
-                f"Unsupported regular expression {pattern!r}: the inline flag {flag!r} is not supported "
+                f"Unsupported regular expression {_shown(pattern)}: the inline flag {flag!r} is not supported "
                 "(only i, m, s and U are); use ignoreCase for case-insensitive matching."
             )
     on, off = on.replace("u", ""), off.replace("u", "")
@@ -429,7 +434,7 @@ def compile_pattern(text: str, *, ignore_case: bool = False, mask: str = "[REDAC
         _compile_block(block_source)
     except _re2().error as exc:
         reason = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
-        raise PatternError(f"Invalid regular expression {text!r}: {reason}") from None
+        raise PatternError(f"Invalid regular expression {_shown(text)}: {reason}") from None
     atoms = [token.line for token in tokens if token.kind == "atom"]
     word_edges = any(token.kind == "word_edge" for token in tokens)
     # A match that touches the mask either consumes one of its brackets or lies inside it (or sees it through
