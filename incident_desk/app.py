@@ -28,15 +28,13 @@ from incident_desk.core.acts import limits, runs
 from incident_desk.core.acts.preview import SilenceTarget, covered_by_labels
 from incident_desk.core.acts.service_actions import runbook_section
 from incident_desk.core.incidents import (
-    DataFolder,
     Incident,
     Listing,
     LogUnavailable,
     RunbookMissing,
     UnknownService,
-    bundled_sample_data,
 )
-from incident_desk.core.journal.activity import Event, Standing, standings
+from incident_desk.core.journal.activity import Event, Standing, standings, state_of
 from incident_desk.core.journal.audit import MAX_RECENT_DECISIONS, Decision, Journal
 from incident_desk.core.journal.locks import Holder, Holding
 from incident_desk.core.journal.memory import MemoryUnavailable, Postmortem, Remembered, Similar
@@ -44,7 +42,6 @@ from incident_desk.core.neighbours import metrics, outside
 from incident_desk.core.search.sealed import LogPageRead, LogSearchRead
 from incident_desk.core.sources import IncidentSources, silences
 from incident_desk.core.sources.alertmanager import AlertmanagerSource
-from incident_desk.journal_setup import open_journal, open_memory
 from incident_desk.memory_keeper import MemoryKeeper
 from incident_desk.protocol.client_logging import ClientLogLevels
 from incident_desk.settings.model import Settings, user_data_dir
@@ -205,7 +202,15 @@ class DeskApp:
         The data directory's fresh view is served right here; a look at the disk or a source goes off the loop."""
         current = self.sources.cached_listing()
         if current is None:
-            current = await self._off_loop(self.sources.waits_on_sources(), self.sources.listing, wait)
+            return await self._off_loop(self.sources.waits_on_sources(), self._listing_offered, wait)
+        if self.memory is not None:
+            self.memory.offer_listing(current.incidents)
+        return current
+
+    def _listing_offered(self, wait: float | None) -> Listing:
+        """A fresh look, offered to the memory in the same worker thread: comparing 20,000 alerts with what was
+        remembered of them is no work for the loop."""
+        current = self.sources.listing(wait)
         if self.memory is not None:
             self.memory.offer_listing(current.incidents)
         return current
@@ -216,6 +221,13 @@ class DeskApp:
         if self.memory is not None:
             self.memory.offer((found,))
         return found
+
+    @staticmethod
+    async def compute(func: Callable[[], T]) -> T:
+        """CPU-bound work over many incidents (a listing of 20,000 alerts sorted and filtered) in a worker thread:
+        it still holds the interpreter lock, but hands it back every few milliseconds, so the loop keeps answering
+        (a ping) meanwhile."""
+        return await anyio.to_thread.run_sync(func)
 
     async def known_services(self, wait: float | None = None) -> list[str]:
         return await self._off_loop(self.sources.waits_on_sources(), self.services, wait)
@@ -247,8 +259,30 @@ class DeskApp:
         return await anyio.to_thread.run_sync(self._keeper().remember_now, incident)
 
     async def similar_incidents(self, text: str, exclude: str | None, limit: int) -> list[Similar]:
-        """Past incidents of this desk closest to ``text``, best first (MemoryUnavailable)."""
+        """Remembered incidents of this desk closest to ``text``, best first (MemoryUnavailable)."""
         return await anyio.to_thread.run_sync(self._keeper().memory.similar, text, exclude, limit)
+
+    async def history_learnt(self, wait: float) -> int:
+        """Wait up to ``wait`` seconds for the memory's start-up pass over every source (started now if it was
+        not); how many incidents it has still to remember (0: the whole history is known)."""
+        keeper = self._keeper()
+        if await anyio.to_thread.run_sync(keeper.learnt, wait, abandon_on_cancel=True):
+            return 0
+        return max(keeper.pending, 1)
+
+    async def past_incidents(self, text: str, exclude: str | None, limit: int) -> list[Similar]:
+        """:meth:`similar_incidents` less every incident open now (listed open by its source and not resolved on
+        this desk): an incident still open is not past, however alike (MemoryUnavailable, AuditError)."""
+        current = await self.listing()
+        standing = await self.standings()
+        open_now = {
+            key
+            for key, incident in current.incidents.items()
+            if incident.is_open and state_of(standing.get(key), silenced=False) != "resolved"
+        }
+        open_now.discard(exclude or "")
+        found = await self.similar_incidents(text, exclude, limit + len(open_now))
+        return [item for item in found if item.incident.incident_id not in open_now][:limit]
 
     async def save_postmortem(self, postmortem: Postmortem) -> None:
         await anyio.to_thread.run_sync(self._keeper().memory.save_postmortem, postmortem)
@@ -563,24 +597,3 @@ def source_secret(settings: Settings) -> Callable[[str], str | None]:
         return credentials.resolve_secret(SecretStr(value) if value else None, settings.keyring_service, name).value
 
     return lookup
-
-
-def build_app(settings: Settings, sealing_keys: list[bytes] | None = None) -> DeskApp:
-    root = settings.data_dir if settings.data_dir is not None else bundled_sample_data()
-    data = DataFolder(
-        root, max_file_bytes=settings.max_data_file_bytes, freshness_seconds=settings.data_freshness_seconds
-    )
-    app = DeskApp(
-        settings=settings,
-        sources=IncidentSources(
-            data,
-            settings.incident_sources,
-            settings.service_logs,
-            secret=source_secret(settings),
-            spool_max_bytes=settings.log_spool_max_bytes,
-        ),
-        journal=open_journal(settings),
-        sealing_keys=sealing_keys or [],
-    )
-    app.memory = MemoryKeeper(open_memory(settings, app.journal), app.journal, app.read_log, app.redactor)
-    return app

@@ -4,13 +4,18 @@ Every incident the desk serves is handed to :meth:`MemoryKeeper.offer` on the ev
 with what was last remembered of it (a dictionary look-up) and queues it when it is new or changed; one worker
 thread of its own reads the log's head for the error signature, the journal for what was done, and writes the
 memory. A journal act on an incident queues it again, so its resolution and notes are remembered too.
+
+The desk's history is learnt once, in the background, when a served desk gets its first request after the handshake
+(a client's ``initialize`` never shares the machine with it): every incident of the data folder and the sources
+(at most ``LEARN_MAX``, the newest) is offered, so ``find_similar_incidents`` knows it on a fresh desk's first
+call, which starts that pass if need be and waits for it (bounded) before it answers.
 """
 
 from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime
 from typing import BinaryIO
 
@@ -29,6 +34,10 @@ LogReader = Callable[[str, Callable[[BinaryIO], bytes]], bytes]
 RESTARTS_LOOKED_AT = 500
 # Incidents remembered in one write (one transaction, one sync to disk).
 BATCH = 100
+# The most incidents the start-up pass offers: the newest first (an Alertmanager of 20,000 alerts is not read in
+# full before the first answer); the rest are remembered as the desk serves them.
+LEARN_MAX = 5_000
+Look = Callable[[], Mapping[str, Incident]]
 _RESTARTED = frozenset({Outcome.EXECUTED, Outcome.SIMULATED})
 
 
@@ -39,8 +48,18 @@ def _head(handle: BinaryIO) -> bytes:
 class MemoryKeeper:
     """The memory, and the one thread that writes what the desk served into it."""
 
-    def __init__(self, memory: Memory, journal: Journal, read_log: LogReader, redact: Callable[[str], str]) -> None:
+    def __init__(
+        self,
+        memory: Memory,
+        journal: Journal,
+        read_log: LogReader,
+        redact: Callable[[str], str],
+        look: Look | None = None,
+    ) -> None:
         self.memory = memory
+        self._look = look
+        self._learning: threading.Thread | None = None
+        self._learnt = threading.Event()
         self._redact = redact
         self._journal = journal
         self._read_log = read_log
@@ -65,6 +84,35 @@ class MemoryKeeper:
                 self._offered[incident.id] = incident
                 self._queue.put(incident)
         self._start()
+
+    def learn(self) -> None:
+        """Start the start-up pass (once): look at every source in a thread of its own and offer what it lists."""
+        with self._lock:
+            if self._learning is not None or self._look is None or self._stopping.is_set():
+                return
+            self._learning = threading.Thread(target=self._learn, name="incident-memory-learn", daemon=True)
+            self._learning.start()
+
+    def learnt(self, timeout: float) -> bool:
+        """Start the start-up pass if need be and wait up to ``timeout`` seconds for it: whether every incident it
+        offered is remembered (True at once for a keeper with nothing to look at)."""
+        if self._look is None:
+            return True
+        self.learn()
+        return self._learnt.wait(timeout)
+
+    def _learn(self) -> None:
+        assert self._look is not None
+        try:
+            found = self._look()
+        except Exception as exc:  # a source that cannot answer now is remembered when it is next served
+            logger.warning("incident history not looked at", problem=str(exc))
+            self._learnt.set()
+            return
+        newest = sorted(found.values(), key=lambda incident: (incident.opened, incident.id), reverse=True)
+        self.offer(newest[:LEARN_MAX])
+        self._queue.join()
+        self._learnt.set()
 
     def acted_on(self, incident_id: str) -> None:
         """The journal changed for ``incident_id``: remember it again (its notes, silences, resolution)."""

@@ -59,10 +59,12 @@ def _tools_off(app: DeskApp) -> dict[str, str]:
     )
 
 
-def build_server(app: DeskApp, *, defer_features: bool = False) -> MCPServer:
+def build_server(app: DeskApp, *, defer_features: bool = False, learn_history: bool = False) -> MCPServer:
     """The desk's server. With ``defer_features`` the listed features are imported and registered by the first
     request that may need them instead of before the first answer: a client spawning the desk over stdio gets
-    its ``initialize`` answer sooner (docs/performance.md), and sees the same lists in the same order."""
+    its ``initialize`` answer sooner (docs/performance.md), and sees the same lists in the same order. With
+    ``learn_history`` (a served desk) the first request after the handshake starts the memory's background pass
+    over every incident of the desk (``MemoryKeeper.learn``)."""
     # The sealed 2026 round-trip state must outlive the longest wait for a human, or a slow approval would
     # fail with the SDK's bare "expired requestState" instead of the desk's own timeout text.
     ttl = max(app.settings.approval_timeout_seconds, app.settings.sampling_timeout_seconds) + 120
@@ -100,6 +102,8 @@ def build_server(app: DeskApp, *, defer_features: bool = False) -> MCPServer:
         server.middleware.insert(0, LoadSearchStackAfterHandshake(server, app))
     else:
         register_listed_features(server, app)
+    if learn_history and app.memory is not None:
+        server.middleware.insert(0, LearnHistoryOnFirstUse(server, app))
     return server
 
 
@@ -250,6 +254,23 @@ class LoadSearchStackAfterHandshake:
             logger.warning("search stack not loaded ahead", error=str(exc))
             return
         logger.debug("search stack loaded", seconds=round(time.perf_counter() - began, 3))
+
+
+class LearnHistoryOnFirstUse:
+    """Server middleware: the first request other than ``initialize`` or ``ping`` starts the memory's background
+    pass over the desk's whole history, then leaves the chain. After the handshake, so a client's ``initialize``
+    never shares the machine with it."""
+
+    def __init__(self, server: MCPServer, app: DeskApp) -> None:
+        self._server = server
+        self._app = app
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if ctx.method not in _ANSWERED_WITHOUT_FEATURES and self in self._server.middleware:
+            self._server.middleware.remove(self)
+            if self._app.memory is not None:
+                self._app.memory.learn()
+        return await call_next(ctx)
 
 
 class RegisterFeaturesOnFirstUse:

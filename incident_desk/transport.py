@@ -62,7 +62,7 @@ def serve(settings: Settings) -> int:
 
 
 def _serve(settings: Settings) -> int:
-    from incident_desk.app import build_app
+    from incident_desk.assembly import build_app
     from incident_desk.core.journal.audit import AuditError
     from incident_desk.server import build_server
 
@@ -73,7 +73,7 @@ def _serve(settings: Settings) -> int:
         return 2
     # Over stdio the client waits for the initialize answer before anything else; over HTTP the desk is
     # ready before it listens.
-    server = build_server(app, defer_features=settings.transport != "http")
+    server = build_server(app, defer_features=settings.transport != "http", learn_history=True)
     # The objects made by start-up imports (mostly the SDK's pydantic models) live as long as the process; a full
     # collection walking them stops every session while it runs, and a busy search triggers such collections.
     # Frozen, they are never walked again. No collection first: it would slow the start to free a few hundred

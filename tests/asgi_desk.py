@@ -21,7 +21,7 @@ import httpx2
 from anyio.abc import TaskGroup
 from anyio.streams.memory import MemoryObjectReceiveStream
 
-from incident_desk.app import build_app
+from incident_desk.assembly import build_app
 from incident_desk.http.serve import MCP_PATH, build_asgi
 from incident_desk.server import build_server
 from incident_desk.settings.model import load_settings

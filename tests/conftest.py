@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from mcp.server.mcpserver import MCPServer
 
-from incident_desk.app import DeskApp, build_app
+from incident_desk.app import DeskApp
+from incident_desk.assembly import build_app
 from incident_desk.server import build_server
 from incident_desk.settings.model import load_settings
 from tests.fakes import FakeProvider, MemoryKeyring, running_fake_provider, using_keyring

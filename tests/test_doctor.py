@@ -112,7 +112,7 @@ def test_doctor_names_what_the_desk_registers(
     """The line is generated from the registrations: every tool, resource and prompt, counted."""
     import anyio
 
-    from incident_desk.app import build_app
+    from incident_desk.assembly import build_app
     from incident_desk.server import build_server
     from incident_desk.settings.model import load_settings
 

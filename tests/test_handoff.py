@@ -26,7 +26,7 @@ from incident_desk.core.journal.activity import stamp
 from incident_desk.server import build_server
 from tests.alertmanager import Alertmanager, alert, needs_alertmanager, running_alertmanager
 from tests.faulty_neighbour import faulty_neighbour
-from tests.helpers import ROOT, AppFactory, child_env, connect, text_of
+from tests.helpers import ROOT, AppFactory, answer_schemas, child_env, connect, text_of
 from tests.oncall_calendar import anchor_for, handover, write_calendar
 from tests.restart_helpers import APPROVER, approve
 from tests.test_output_schemas import FORMAT_CHECKER
@@ -102,7 +102,8 @@ async def test_the_handoff_names_who_is_on_call_and_what_the_shift_did(
         timeout=5,
     )
     foreign_silence = made.json()["silenceID"]
-    async with connect(build_server(app), era, elicitation_callback=approve("CHG-7")) as client:
+    server = build_server(app)
+    async with connect(server, era, elicitation_callback=approve("CHG-7")) as client:
         await client.call_tool("acknowledge_incident", {"incidentId": payments})
         await client.call_tool("add_incident_note", {"incidentId": payments, "text": NOTE})
         arguments = {"incidentId": payments, "minutes": 30, "reason": "deploy in flight"}
@@ -114,7 +115,7 @@ async def test_the_handoff_names_who_is_on_call_and_what_the_shift_did(
         result = await client.call_tool("get_shift_handoff", {})
         resource = text_of(await client.read_resource("handoff://current"))
         prompt = await client.get_prompt("handoff", {"hours": "12"})
-        schema = {tool.name: tool for tool in (await client.list_tools()).tools}["get_shift_handoff"].output_schema
+        schema = answer_schemas(server)["get_shift_handoff"]
     assert restarted.startswith("RESTARTED payments-api under CHG-7"), restarted
     match = re.match(rf"SILENCED {payments} until (\S+)Z under CHG-7 \(silence (\S+)\)", silenced)
     assert match, silenced

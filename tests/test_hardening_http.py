@@ -19,7 +19,7 @@ from typing import Any
 import httpx2
 import pytest
 
-from incident_desk.app import build_app
+from incident_desk.assembly import build_app
 from incident_desk.http.serve import build_asgi
 from incident_desk.server import build_server
 from incident_desk.settings.model import load_settings

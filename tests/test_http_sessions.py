@@ -18,7 +18,7 @@ import httpx2
 import pytest
 from starlette.types import Message, Receive, Scope, Send
 
-from incident_desk.app import build_app
+from incident_desk.assembly import build_app
 from incident_desk.http import sessions as http_sessions
 from incident_desk.http.peers import ClientAddress, forwarded_hops
 from incident_desk.http.serve import build_asgi

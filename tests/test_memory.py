@@ -308,7 +308,7 @@ async def test_replicas_of_a_team_desk_answer_the_same_and_keep_postmortems(
             similar = await client.call_tool("find_similar_incidents", {"query": "OOMKilled memory limit"})
             read = text_of(await client.read_resource("postmortem://INC-1"))
         found = [entry["incident_id"] for entry in similar.structured_content["incidents"]]
-        on_first = await first.similar_incidents("OOMKilled memory limit", None, 2)
+        on_first = await first.past_incidents("OOMKilled memory limit", None, 2)
         assert found[:2] == [item.incident.incident_id for item in on_first]
         assert "INC-1" in found and read == "# OOM\n"
         assert await other.similar_incidents("OOMKilled memory limit", None, 5) == []

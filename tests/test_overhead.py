@@ -156,7 +156,7 @@ def test_building_the_desk_served_over_stdio_imports_nothing_the_first_answer_do
         "import incident_desk.cli.main\n"
         "from incident_desk.cli.parser import build_parser\n"
         "from incident_desk.settings.model import load_settings\n"
-        "from incident_desk.app import build_app\n"
+        "from incident_desk.assembly import build_app\n"
         "from incident_desk.server import build_server\n"
         "build_parser('serve')\n"
         "build_server(build_app(load_settings({})), defer_features=True)\n"
@@ -172,7 +172,7 @@ def test_building_the_desk_served_over_stdio_imports_nothing_the_first_answer_do
 FIRST_READS_PROBE = """
 import anyio, anyio.to_thread, sys
 from mcp import Client
-from incident_desk.app import build_app
+from incident_desk.assembly import build_app
 from incident_desk.server import build_server
 from incident_desk.settings.model import load_settings
 

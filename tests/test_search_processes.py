@@ -4,6 +4,7 @@ a budget, a cancel flag and a timeline holding the helpers cost only speed; the 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import statistics
@@ -356,3 +357,75 @@ async def test_over_stdio_helpers_search_a_big_log_and_end_with_the_desk(
     assert [match["number"] for match in _result(shown)[0]] == [last_line]
     assert len(helpers) == 2
     assert wait_until_gone([desk, *helpers]), "the helpers ended with the desk"
+
+
+def _desk_with_needles(tmp_path: Path, mib: int) -> tuple[Path, list[int]]:
+    """INC-BIG with a log of about ``mib`` MiB: a needle line at its middle (in a helper's stretch) and its last
+    line; their line numbers."""
+    data_dir, _levels = big_timeline_desk(tmp_path, mib // 2)
+    log = data_dir / "incidents" / "INC-BIG" / "log.txt"
+    half = log.read_bytes()
+    needle = b"2026-11-29T11:00:00Z ledger ERROR needle-xyz %d\n"
+    log.write_bytes(half + needle % 1 + half + needle % 2)
+    lines = half.count(b"\n")
+    return data_dir, [lines + 1, 2 * lines + 2]
+
+
+@pytest.mark.anyio
+@pytest.mark.skipif(not hasattr(signal, "SIGSTOP"), reason="stops a helper with SIGSTOP")
+async def test_a_stopped_helper_is_dropped_and_its_stretch_read_in_the_same_call(
+    make_app: AppFactory, tmp_path: Path, era: str
+) -> None:
+    """A helper SIGSTOPped before the search asks it: the search misses nothing in that same call (at main it waited
+    out its budget for the helper and found nothing), and the next search is whole too (at main it waited out its
+    budget again, draining the stopped helper)."""
+    from incident_desk.server import build_server
+
+    data_dir, needles = _desk_with_needles(tmp_path, 100)
+    HELPERS.end_all()
+    app = make_app(data_dir=data_dir, search_processes=2, search_time_budget_seconds=3)
+    ask = {"incidentId": "INC-BIG", "pattern": "needle-xyz"}
+    async with connect(build_server(app), era) as client:
+        _wait_for_helpers()
+        stopped = HELPERS._helpers[0].process.pid or 0
+        os.kill(stopped, signal.SIGSTOP)
+        try:
+            first = await client.call_tool("search_incident_log", ask)
+            second = await client.call_tool("search_incident_log", ask)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(stopped, signal.SIGCONT)
+    for answer in (first, second):
+        matches, next_cursor = _result(answer)
+        assert [match["number"] for match in matches] == needles and next_cursor is None
+    assert stopped not in HELPERS.pids(), "the stopped helper was dropped"
+
+
+def test_a_helper_still_busy_when_the_next_search_starts_is_left_out_not_waited_for(
+    tmp_path: Path, stretches: list[Any]
+) -> None:
+    """A search whose budget ends while it waits for a stopped helper leaves that helper busy: the next search
+    is lent the other one at once (at main it waited 2 s for the stopped one first, its whole budget here), and
+    the stopped helper, resumed, is lent again once it has answered."""
+    needles = {index: b"10:02:00 ledger ERROR needle-xyz %d" % index for index in (100, 9_000, 17_000)}
+    log = _log(tmp_path, 20_000, needles)
+    expected = _found(_all(log, "needle-xyz", processes=0))
+    helper = HELPERS._helpers[0]
+    os.kill(helper.process.pid or 0, signal.SIGSTOP)
+    try:
+        pattern = compile_pattern("needle-xyz")
+        cut = search(log, pattern, limit=1000, sizes=SIZES, processes=2, time_budget=0.3)
+        assert cut.stopped == "time budget" and helper.asked, "the budget ended while the search waited for it"
+        stretches.clear()
+        began = time.monotonic()
+        whole = search(log, pattern, limit=1000, sizes=SIZES, processes=2, time_budget=1.5)
+        took = time.monotonic() - began
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(helper.process.pid or 0, signal.SIGCONT)
+    assert whole.stopped == "end of log", f"{whole.stopped} after {took:.1f}s"
+    assert [(line.number, line.text) for line in whole.matches] == expected
+    assert stretches, "the other helper was lent"
+    assert helper.process.pid in HELPERS.pids(), "a busy helper is kept"
+    _wait_for_helpers()  # resumed, it answers what it was asked and is lent again
+    assert helper in HELPERS._helpers and not helper.asked

@@ -21,7 +21,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import ElicitResult
 
-from incident_desk.app import build_app
+from incident_desk.assembly import build_app
 from incident_desk.server import build_server
 from incident_desk.settings.model import load_settings
 from tests.asgi_desk import InProcessDesk, in_process_desk, open_session_in_process

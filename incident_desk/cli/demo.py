@@ -27,7 +27,8 @@ from mcp_types import (
 )
 
 from incident_desk import safe_write
-from incident_desk.app import DeskApp, build_app
+from incident_desk.app import DeskApp
+from incident_desk.assembly import build_app
 from incident_desk.protocol.eras import era_features
 from incident_desk.server import build_server
 from incident_desk.settings.model import load_settings

@@ -62,7 +62,7 @@ class Surface:
 
 
 async def _surface_of_this_installation(settings: Settings) -> Surface:
-    from incident_desk.app import build_app
+    from incident_desk.assembly import build_app
     from incident_desk.server import build_server
 
     server = build_server(build_app(settings))
@@ -125,10 +125,10 @@ def _secrets_from_the_keychain(settings: Settings) -> list[str]:
 
 def run_doctor(settings: Settings, config_file: Path | None = None) -> int:
     from incident_desk import __version__
+    from incident_desk.assembly import open_journal
     from incident_desk.core import credentials
     from incident_desk.core.incidents import DataFolder, bundled_sample_data
     from incident_desk.core.journal.audit import AuditError
-    from incident_desk.journal_setup import open_journal
     from incident_desk.settings.errors import SettingsError
 
     failures = 0

@@ -10,7 +10,7 @@ from incident_desk.settings.model import Settings
 
 
 def run_handoff(settings: Settings, hours: int) -> int:
-    from incident_desk.app import build_app
+    from incident_desk.assembly import build_app
     from incident_desk.core.handoff.shift import render
     from incident_desk.shift_handoff import gather
 

@@ -18,7 +18,7 @@ TERMINAL_BUDGET_TOKENS = 4000
 
 async def _investigate(settings: Settings, incident_id: str, budget_tokens: int) -> str:
     from incident_desk import investigation
-    from incident_desk.app import build_app
+    from incident_desk.assembly import build_app
 
     app = build_app(settings)
     try:

@@ -31,10 +31,10 @@ def _configured(settings: Settings) -> str:
 
 
 def run_limits(settings: Settings, action: str | None, service: str | None, reason: str | None) -> int:
+    from incident_desk.assembly import open_journal
     from incident_desk.core.acts.limits import all_counters, format_counters, service_counters
     from incident_desk.core.journal.audit import AuditError, Decision
     from incident_desk.core.outcomes import Outcome
-    from incident_desk.journal_setup import open_journal
 
     if action == "reset" and not (reason or "").strip():
         err("--reason is required: say why the limits are reset (it goes into the journal)")

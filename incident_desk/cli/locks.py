@@ -56,9 +56,9 @@ def format_held(held: list[HeldLock]) -> str:
 
 
 def run_locks(settings: Settings, action: str, service: str | None, reason: str | None) -> int:
+    from incident_desk.assembly import open_journal
     from incident_desk.core.journal.audit import AuditError, Decision
     from incident_desk.core.outcomes import Outcome
-    from incident_desk.journal_setup import open_journal
 
     if settings.audit_url is None:
         err(SQLITE_LOCKS.format(location=settings.audit_path))

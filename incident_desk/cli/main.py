@@ -156,8 +156,8 @@ def _tools(settings: Settings) -> int:
 
 
 def _audit(settings: Settings, limit: int) -> int:
+    from incident_desk.assembly import open_journal
     from incident_desk.core.journal.audit import AuditError, format_decisions
-    from incident_desk.journal_setup import open_journal
 
     if settings.audit_url is None and not settings.audit_path.exists():
         out(f"no decisions recorded yet ({settings.audit_path} does not exist)")

@@ -318,7 +318,7 @@ def default_tools_list() -> dict[str, Any]:
     import anyio
     from mcp import Client
 
-    from incident_desk.app import build_app
+    from incident_desk.assembly import build_app
     from incident_desk.server import build_server
     from incident_desk.settings.model import load_settings
 

@@ -30,7 +30,7 @@ class TimelineUnavailable(Exception):
 
 
 async def _call(settings: Settings, incident_id: str) -> tuple[str, dict[str, Any]]:
-    from incident_desk.app import build_app
+    from incident_desk.assembly import build_app
     from incident_desk.core.incidents import DataError
     from incident_desk.timeline_view import gather, render_text
 

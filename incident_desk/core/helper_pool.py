@@ -17,6 +17,7 @@ pickled by name), in log order. This module knows neither kind of work.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import importlib
 import itertools
@@ -37,10 +38,14 @@ from incident_desk.core import errors
 STRETCH_BYTES = 32 * 1024 * 1024  # a helper's share at a time: some 50 ms of counting, so budgets stay close
 _FIND_LINE_BYTES = 64 * 1024  # read at a time while looking for a line's start
 # A stretch takes some 50 ms, up to 40 s of hostile lines (10 ms per 8 KiB); a helper later than this is taken as
-# stopped or starved and ended (the caller goes on without it). A call's time budget ends its wait far sooner.
+# stopped or starved and ended (the caller goes on without it). A caller may give a stretch less (the search: what
+# leaves it time to read the stretch itself), and its time budget may end its wait sooner still.
 STRETCH_SECONDS = 60.0
 _WAIT_SECONDS = 0.02  # how often a caller waiting for a count looks at its budget
-_DRAIN_SECONDS = 2.0  # how long a helper may take to finish what a scan that stopped early had asked of it
+# How long a scan waits, before it is lent helpers, for what an earlier scan that stopped early had asked of them:
+# a healthy helper's stretch is some 50 ms. One still busy after that is not lent this time (a stopped one would
+# cost the scan its budget), and is ended once its oldest stretch is ``STRETCH_SECONDS`` old.
+_DRAIN_SECONDS = 0.1
 GIVE_UP_AFTER = 3
 # Modules a helper loads (and warms up, through their ``warm_up()``) before it says it is ready: the timeline's
 # counting by default, since a helper's first stretch must not wait on numpy; other work adds its own. By name, so
@@ -133,8 +138,9 @@ _READY = ("ready",)
 
 
 class Helper:
-    """One helper process and the desk's end of its pipe; ``asked``: its counts under way, oldest first. It is
-    asked for nothing before it says it is ready (its interpreter started, numpy and RE2 loaded)."""
+    """One helper process and the desk's end of its pipe; ``asked_at``: when each of its stretches under way was
+    asked, oldest first. It is asked for nothing before it says it is ready (its interpreter started, numpy and RE2
+    loaded)."""
 
     def __init__(self) -> None:
         context = multiprocessing.get_context("spawn")  # never fork a process that runs threads
@@ -144,8 +150,27 @@ class Helper:
         )
         self.process.start()
         theirs.close()
-        self.asked = 0
+        self.asked_at: collections.deque[float] = collections.deque()  # when each stretch under way was asked
         self.is_ready = False
+
+    @property
+    def asked(self) -> int:
+        """Stretches asked of it and not yet answered."""
+        return len(self.asked_at)
+
+    def ask(self, message: tuple[Any, ...]) -> None:
+        self.connection.send(message)
+        self.asked_at.append(time.monotonic())
+
+    def answered(self) -> tuple[str, Any]:
+        """Its oldest answer (it has one waiting)."""
+        answer: tuple[str, Any] = self.connection.recv()
+        self.asked_at.popleft()
+        return answer
+
+    def overdue(self) -> bool:
+        """Whether its oldest stretch under way was asked more than ``STRETCH_SECONDS`` ago."""
+        return bool(self.asked_at) and time.monotonic() - self.asked_at[0] > STRETCH_SECONDS
 
     def ready(self) -> bool:
         """Whether it said it is ready; never waits."""
@@ -186,16 +211,21 @@ class _Helpers:
             return
         lent: list[Helper] = []
         try:
-            idle = [helper for helper in self._helpers if _idle(helper)]
-            if any(not helper.is_ready for helper in self._helpers if helper not in idle):
+            states: dict[str, list[Helper]] = {"idle": [], "busy": [], "gone": []}
+            for helper in self._helpers:
+                states[_state(helper)].append(helper)
+            idle, busy, gone = states["idle"], states["busy"], states["gone"]
+            if any(not helper.is_ready for helper in gone):
                 self.failed("a timeline helper ended before it was ready")
-            self._helpers = idle
+            self._helpers = idle + busy
             try:
                 while len(self._helpers) < count:
-                    self._helpers.append(Helper())
+                    started = Helper()
+                    self._helpers.append(started)
+                    idle.append(started)
             except OSError as exc:  # no processes left to the desk, say: its own process counts
                 _log.warning("timeline helpers not started", error=str(exc))
-            lent = self._helpers[:count]
+            lent = idle[:count]
             yield lent
         finally:
             for helper in lent:
@@ -238,19 +268,25 @@ class _Helpers:
             self.failures = 0
 
 
-def _idle(helper: Helper) -> bool:
-    """Whether ``helper`` is alive and idle, its answers left from an earlier scan read and dropped; one that is
-    not, within ``_DRAIN_SECONDS``, is ended."""
+def _state(helper: Helper) -> str:
+    """``idle`` (alive, the answers left from an earlier scan read and dropped), ``busy`` (alive, still working
+    on an earlier scan's stretch after ``_DRAIN_SECONDS``: kept, not lent) or ``gone`` (dead, or its oldest
+    stretch overdue: ended)."""
+    drain_until = time.monotonic() + _DRAIN_SECONDS
     try:
-        while helper.alive() and helper.asked and helper.connection.poll(_DRAIN_SECONDS):
-            helper.connection.recv()
-            helper.asked -= 1
+        while helper.alive() and helper.asked:
+            if not helper.connection.poll(max(drain_until - time.monotonic(), 0)):
+                break
+            helper.answered()
     except (EOFError, OSError):
-        pass
+        helper.end()
+        return "gone"
     if helper.alive() and not helper.asked:
-        return True
+        return "idle"
+    if helper.alive() and not helper.overdue():
+        return "busy"
     helper.end()
-    return False
+    return "gone"
 
 
 HELPERS = _Helpers()
@@ -270,11 +306,14 @@ def helped_stretches(
     should_stop: Callable[[], bool],
     stretch_bytes: int = STRETCH_BYTES,
     announce: bool = False,
+    stretch_seconds: Callable[[], float] | None = None,
 ) -> Generator[Any, None, None]:
     """The answers of ``helpers`` (lent and ready) to ``ask(stretch_begin, stretch_end)`` (the message asking for
     a stretch's work), for each stretch of ``begin .. end`` of the open log in log order; stops early as
     ``stretch_counts`` does. ``announce``: first yield None once the helpers have their first stretches, so the
-    caller can work meanwhile. Stop asking at any point."""
+    caller can work meanwhile. ``stretch_seconds``: how long the caller waits for the next answer from now
+    (default ``STRETCH_SECONDS``); a helper later than that is ended and the generator stops, so the caller reads
+    that stretch itself. Stop asking at any point."""
     asked: list[Helper] = []  # who works on each stretch, in log order
     try:
         for helper in helpers:
@@ -287,15 +326,14 @@ def helped_stretches(
                 if announce:
                     announce = False
                     yield None
-                yield _answer(asked.pop(0), should_stop)
+                yield _answer(asked.pop(0), should_stop, stretch_seconds)
             helper = min(helpers, key=lambda h: h.asked)
-            helper.connection.send(ask(*stretch))
-            helper.asked += 1
+            helper.ask(ask(*stretch))
             asked.append(helper)
         if announce:
             yield None
         while asked:
-            yield _answer(asked.pop(0), should_stop)
+            yield _answer(asked.pop(0), should_stop, stretch_seconds)
         HELPERS.succeeded()
     except _Stopped:
         return
@@ -309,17 +347,18 @@ class _Stopped(errors.Unavailable):
     """The caller's budget ran out while it waited."""
 
 
-def _answer(helper: Helper, should_stop: Callable[[], bool]) -> Any:
-    """``helper``'s oldest answer asked for, once it comes."""
-    given_up_at = time.monotonic() + STRETCH_SECONDS
+def _answer(helper: Helper, should_stop: Callable[[], bool], stretch_seconds: Callable[[], float] | None) -> Any:
+    """``helper``'s oldest answer asked for, once it comes; a helper that does not answer within
+    ``stretch_seconds()`` (default ``STRETCH_SECONDS``) is ended."""
+    due = STRETCH_SECONDS if stretch_seconds is None else min(stretch_seconds(), STRETCH_SECONDS)
+    given_up_at = time.monotonic() + due
     while not helper.connection.poll(_WAIT_SECONDS):
         if should_stop():
             raise _Stopped
         if time.monotonic() > given_up_at:
             helper.end()
-            raise _Failed(f"a timeline helper took over {STRETCH_SECONDS} s for one stretch")
-    kind, answer = helper.connection.recv()
-    helper.asked -= 1
+            raise _Failed(f"a timeline helper took over {due:.2g} s for one stretch")
+    kind, answer = helper.answered()
     if kind != "done":
         raise _Failed(f"a timeline helper failed: {answer}")
     return answer

@@ -62,7 +62,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
     async def get_shift_handoff(
         hours: Annotated[int, Field(ge=1, le=MAX_HOURS, description="Hours back and ahead")] = DEFAULT_HOURS,
     ) -> Annotated[CallToolResult, ShiftHandoff]:
-        """Shift handoff: on call now and next, open incidents, silences, acts, approvals, changes, resolutions."""
+        """On call now and next, open incidents, silences, acts, approvals, changes, resolutions."""
         handoff = await gather(app, hours)
         return results.ok(render(handoff), _structured(handoff))
 

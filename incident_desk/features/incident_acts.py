@@ -242,7 +242,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
 
     @TOOLS.tool(server)
     async def get_incident_activity(incidentId: IncidentId) -> Annotated[CallToolResult, IncidentActivity]:
-        """Who did what to an incident and its service, oldest first, and the silences muting it."""
+        """Who did what to an incident, oldest first, and the silences muting it."""
         try:
             text, structured = await _activity(incidentId)
         except (DataError, AuditError) as exc:

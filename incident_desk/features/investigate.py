@@ -43,13 +43,12 @@ TOOLS = ToolKinds(investigate_incident=read(open_world=True))
 def register(server: MCPServer, app: DeskApp) -> None:
     @TOOLS.tool(server)
     async def investigate_incident(
-        incidentId: Annotated[str, Field(description="Incident id, e.g. INC-1042")],
-        budgetTokens: Annotated[int, Field(ge=100, le=20000, description="Answer size, in tokens")] = (
+        incidentId: str,
+        budgetTokens: Annotated[int, Field(ge=100, le=20000, description="text size")] = (
             investigation.DEFAULT_BUDGET_TOKENS
         ),
     ) -> Annotated[CallToolResult, Evidence]:
-        """Ranked evidence with provenance: new or rising log templates, metric steps, changes before opening,
-        similar past incidents, runbook sections."""
+        """Ranked evidence with provenance: new log templates, metric steps, changes, similar incidents."""
         try:
             found = await investigation.investigate(app, incidentId)
         except DataError as exc:

@@ -13,7 +13,7 @@ from mcp_types import CallToolResult
 from pydantic import BaseModel, Field
 
 from incident_desk.app import DeskApp
-from incident_desk.core.incidents import DataError
+from incident_desk.core.incidents import CLOSED_STATUSES, DataError
 from incident_desk.core.journal.activity import Act, Event, stamp
 from incident_desk.core.journal.audit import AuditError
 from incident_desk.core.journal.memory import (
@@ -33,6 +33,8 @@ from incident_desk.protocol.tool_kinds import ToolKinds, note, read
 
 MAX_QUERY_CHARS = 2000
 DEFAULT_SIMILAR = 5
+# How long the first answer of a fresh desk waits for the memory's start-up pass over the desk's history.
+LEARN_WAIT_SECONDS = 10.0
 
 
 class SimilarIncident(BaseModel):
@@ -40,7 +42,7 @@ class SimilarIncident(BaseModel):
     title: str
     service: str
     source: str = Field(description="The incident source that served it (folder, alertmanager:...)")
-    status: str
+    status: str = Field(description="resolved or closed; else `last seen {status}`: it was open when last served")
     score: float = Field(description="How closely it matches (higher is closer; comparable within one answer)")
     opened: datetime
     resolution: str = Field(description="What fixed it (empty when nobody said)")
@@ -74,7 +76,8 @@ def _entry(found: Similar) -> SimilarIncident:
         title=masked_line(past.title),
         service=past.service,
         source=past.source,
-        status=past.status,
+        # Open when it was last served and not open now: the desk saw it end, or no longer sees it.
+        status=past.status if past.status.lower() in CLOSED_STATUSES else f"last seen {past.status}",
         score=found.score,
         opened=past.opened,
         resolution=masked_line(past.resolution, MAX_TEXT_CHARS),
@@ -124,7 +127,8 @@ def register(server: MCPServer, app: DeskApp) -> None:
             if incidentId is not None:
                 remembered = await app.remember_now(await app.incident(incidentId))
                 words = " ".join((remembered.title, remembered.service, remembered.labels, remembered.signature, words))
-            found = await app.similar_incidents(words, incidentId, limit)
+            still_to_learn = await app.history_learnt(LEARN_WAIT_SECONDS)
+            found = await app.past_incidents(words, incidentId, limit)
         except (DataError, MemoryUnavailable, AuditError) as exc:
             return results.failed(exc)
         entries = [_entry(item) for item in found]
@@ -133,6 +137,11 @@ def register(server: MCPServer, app: DeskApp) -> None:
             text = f"No past incident on this desk looks like {subject}."
         else:
             text = "\n".join([f"Past incidents like {subject}, best first:", *(_line(e) for e in entries)])
+        if still_to_learn:
+            text += (
+                f"\n(the desk is still remembering its history: {still_to_learn} incidents to go; ask again for a "
+                "fuller answer)"
+            )
         matched = masked_line(words, 300)
         return results.ok(text, SimilarIncidents(matched_on=matched, incidents=entries))
 

@@ -60,7 +60,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
             ),
         ] = None,
     ) -> Annotated[CallToolResult, IncidentMetrics]:
-        """The service's metrics around an incident: sparkline, min, max, last per series."""
+        """Metrics around an incident: sparkline, min, max, last per series."""
         try:
             incident = await app.incident(incidentId)
             found = await what_changed.gather_metrics(

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import bisect
+from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import MCPServer
@@ -10,9 +13,10 @@ from mcp_types import CallToolResult
 from pydantic import BaseModel, Field
 
 from incident_desk.app import DeskApp
-from incident_desk.core.incidents import DataError, Listing
+from incident_desk.core.incidents import DataError, Incident, Listing, Problem
 from incident_desk.core.journal.activity import IncidentState, Standing, stamp, state_of
 from incident_desk.core.journal.audit import MAX_RECENT_DECISIONS, AuditError, format_decisions
+from incident_desk.core.names import INCIDENT_ID, is_safe_name
 from incident_desk.core.neighbours.untrusted import masked_line
 from incident_desk.core.search import paging as logfile
 from incident_desk.core.search.pattern import MAX_PATTERN_LENGTH, PatternError
@@ -22,6 +26,10 @@ from incident_desk.protocol.tool_schemas import Answer
 
 MAX_PAGE_LINES = 5_000
 MAX_MATCHES = 1_000
+# list_incidents pages: a screenful by default, and never the whole of a 20,000-alert Alertmanager in one answer.
+LIST_PAGE = 50
+MAX_LIST_PAGE = 500
+MAX_SKIPPED_SHOWN = 50
 IncidentId = str
 CursorArg = Annotated[str | None, Field(description="next_cursor of the last call")]
 
@@ -53,7 +61,12 @@ WrittenOutSkipped = Annotated[SkippedEntry, results.written_out(SkippedEntry)]
 
 class IncidentList(BaseModel):
     incidents: list[WrittenOutIncident]
-    skipped: list[WrittenOutSkipped] = Field(description="Data-directory entries that could not be read")
+    skipped: list[WrittenOutSkipped] = Field(
+        description=f"Data-directory entries and sources that could not be read (first page only, at most "
+        f"{MAX_SKIPPED_SHOWN})"
+    )
+    total: int = Field(description="How many incidents match, over every page")
+    next_cursor: str | None = Field(description="Pass back as cursor for the next page; null on the last page")
 
 
 class LogLine(BaseModel):
@@ -113,6 +126,21 @@ def _continuation(next_cursor: str | None, what: str) -> str:
     return f"({what}: more follows; call again with cursor={next_cursor})"
 
 
+@dataclass(frozen=True)
+class ListingView:
+    """One view of the incidents for a status and a state, sorted by id with each one's state: made once per view
+    of the sources and the journal (in a worker thread: 20,000 alerts take a while), then served a page at a time."""
+
+    incidents: list[Incident]
+    ids: list[str]
+    states: dict[str, str]
+    standings: dict[str, Standing]
+    problems: tuple[Problem, ...]
+    status: str
+    wanted: str | None
+    unknown_states: str | None
+
+
 def _render_listing(
     current: Listing,
     status: str,
@@ -120,8 +148,8 @@ def _render_listing(
     wanted: str | None,
     *,
     unknown_states: str | None = None,
-) -> tuple[str, dict[str, Any]]:
-    """The text and structured content of ``list_incidents`` for one view of the incidents and the journal;
+) -> ListingView:
+    """The view ``list_incidents`` pages through for one view of the incidents and the journal;
     ``unknown_states`` says why the journal could not give the states (each is then ``unknown``)."""
     incidents = [current.incidents[key] for key in sorted(current.incidents)]
     incidents = [i for i in incidents if status == "all" or i.is_open]
@@ -131,6 +159,27 @@ def _render_listing(
     }
     if wanted is not None:
         incidents = [i for i in incidents if states[i.id] == wanted]
+    return ListingView(
+        incidents=incidents,
+        ids=[i.id for i in incidents],
+        states=states,
+        standings=standings,
+        problems=current.problems,
+        status=status,
+        wanted=wanted,
+        unknown_states=unknown_states,
+    )
+
+
+def _render_page(view: ListingView, cursor: str | None, limit: int) -> tuple[str, dict[str, Any]]:
+    """The text and structured content of one page of ``view``: the incidents after ``cursor`` (the last id of
+    the previous page; ids are sorted, so a page never repeats or skips one when incidents come or go between
+    calls), the skipped entries on the first page only."""
+    start = bisect.bisect_right(view.ids, cursor) if cursor else 0
+    shown = view.incidents[start : start + limit]
+    total = len(view.incidents)
+    next_cursor = shown[-1].id if shown and start + len(shown) < total else None
+    standings, states = view.standings, view.states
 
     def acknowledger(incident_id: str) -> str | None:
         standing = standings.get(incident_id)
@@ -145,6 +194,7 @@ def _render_listing(
             return f", acknowledged by {standing.acknowledged.actor} at {stamp(standing.acknowledged.time)}Z"
         return "" if state in ("open", "unknown") else f", {state}"
 
+    problems = view.problems if cursor is None else ()
     listing = IncidentList(
         incidents=[
             IncidentEntry(
@@ -158,21 +208,32 @@ def _render_listing(
                 state=states[i.id],
                 acknowledged_by=acknowledger(i.id),
             )
-            for i in incidents
+            for i in shown
         ],
-        skipped=[SkippedEntry(entry=p.entry, reason=p.reason) for p in current.problems],
+        skipped=[SkippedEntry(entry=p.entry, reason=p.reason) for p in problems[:MAX_SKIPPED_SHOWN]],
+        total=total,
+        next_cursor=next_cursor,
     )
     text = "\n".join(
         f"{i.id} [{i.severity}, {i.status}{marks(i.id)}] {i.service}: {i.title}"
         + ("" if i.source == "folder" else f" (source: {i.source})")
-        for i in incidents
+        for i in shown
     )
-    if not incidents:
-        text = f"No {status} incidents." if wanted is None else f"No {status} incidents are {wanted}."
+    status, wanted = view.status, view.wanted
+    if not shown:
+        text = f"No {status} incidents" if wanted is None else f"No {status} incidents are {wanted}"
+        text += f" after cursor {cursor}." if total else "."
     if listing.skipped:
         text += "\n" + "\n".join(f"skipped {p.entry}: {p.reason}" for p in listing.skipped)
-    if unknown_states:
-        text += f"\nstates unknown: {unknown_states}"
+        if len(problems) > MAX_SKIPPED_SHOWN:
+            text += f"\nskipped {len(problems) - MAX_SKIPPED_SHOWN} more entries, not shown"
+    span = f"incidents {start + 1}-{start + len(shown)} of {total}"
+    if next_cursor is not None:
+        text += f"\n({span}: more follows; call again with cursor={next_cursor})"
+    elif cursor is not None and shown:
+        text += f"\n({span}: end of the list)"
+    if view.unknown_states:
+        text += f"\nstates unknown: {view.unknown_states}"
     return text, listing.model_dump(mode="json", by_alias=True)
 
 
@@ -186,9 +247,10 @@ TOOLS = ToolKinds(
 
 
 def register(server: MCPServer, app: DeskApp) -> None:
-    # The last rendering of each status, with the view it was made from: a view is never changed once made (a
-    # look that finds a change makes a new one), so while the same view stands its answer is the same.
-    rendered_listings: dict[tuple[str, str | None], tuple[Listing, dict[str, Standing], str, dict[str, Any]]] = {}
+    # The last view of each status and state, with the listing and journal view it was made from: a listing is
+    # never changed once made (a look that finds a change makes a new one), so while the same one stands each
+    # page of it is cut from the same view.
+    views: dict[tuple[str, str | None], tuple[Listing, ListingView]] = {}
 
     @TOOLS.tool(server)
     async def list_incidents(
@@ -197,8 +259,14 @@ def register(server: MCPServer, app: DeskApp) -> None:
             IncidentState | None,
             Field(),
         ] = None,
+        cursor: Annotated[
+            str | None, Field(max_length=INCIDENT_ID.most, description="next_cursor of the last call")
+        ] = None,
+        limit: Annotated[int, Field(ge=1, le=MAX_LIST_PAGE)] = LIST_PAGE,
     ) -> Annotated[CallToolResult, IncidentList]:
-        """Incidents with service, severity, status and state."""
+        """Incidents with service, severity, status and state, a page at a time."""
+        if cursor is not None and not is_safe_name(cursor, INCIDENT_ID):
+            return results.error(f"malformed cursor {cursor!r}: expected the next_cursor of a previous page")
         current = await app.listing()
         try:
             standings = await app.standings()
@@ -206,14 +274,13 @@ def register(server: MCPServer, app: DeskApp) -> None:
             # The incidents are still worth listing while the journal is down; their states are said unknown.
             if state is not None:
                 return results.error(f"Cannot filter on state: the incidents' states cannot be read: {exc}")
-            text, structured = _render_listing(current, status, {}, None, unknown_states=str(exc))
-            return results.ok_rendered(text, structured)
-        rendered = rendered_listings.get((status, state))
-        if rendered is None or rendered[0] is not current or rendered[1] != standings:
-            rendered = (current, standings, *_render_listing(current, status, standings, state))
-            rendered_listings[(status, state)] = rendered
-        _, _, text, structured = rendered
-        return results.ok_rendered(text, structured)
+            unknown = await app.compute(partial(_render_listing, current, status, {}, None, unknown_states=str(exc)))
+            return results.ok_rendered(*_render_page(unknown, cursor, limit))
+        made = views.get((status, state))
+        if made is None or made[0] is not current or made[1].standings != standings:
+            made = (current, await app.compute(partial(_render_listing, current, status, standings, state)))
+            views[(status, state)] = made
+        return results.ok_rendered(*_render_page(made[1], cursor, limit))
 
     @TOOLS.tool(server)
     async def read_incident_log(

@@ -6,9 +6,9 @@ pydantic writes schemas for people reading them: a title on every field, ``defau
 - the input schema keeps every keyword that decides which arguments are valid, every description the model reads
   to choose them and every default; it drops the titles and the ``default: null`` no client can act on, and says
   "a string or null" as ``"type": ["string", "null"]`` rather than with an ``anyOf``;
-- the output schema keeps the answer's fields, their types (a nullable one as a list of types), formats and which
-  are always there, and drops the prose: what each field means is in docs/tools.md, generated from the same
-  models, so no description is repeated in every conversation. A list of records is said to be a list, a
+- the output schema keeps the answer's fields, their types (a nullable one as a list of types) and formats (and,
+  for records, which are always there), and drops the prose: what each field means is in docs/tools.md, generated
+  from the same models, so no description is repeated in every conversation. A list of records is said to be a list, a
   nested record to be an object; their fields are in docs/tools.md too;
 - a text answer (``Answer.TEXT``) declares no output schema at all: the text is the whole answer (its structured
   content is still sent, for the programs that read it);
@@ -59,8 +59,8 @@ def lean_input_schema(schema: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def lean_output_schema(schema: Mapping[str, Any], answer: Answer) -> dict[str, Any] | None:
-    """What ``answer`` says of the model's ``schema``: nothing, its top-level fields or its records too, each
-    with its type, format and whether it is required; no prose."""
+    """What ``answer`` says of the model's ``schema``: nothing, its top-level fields and their types, or its
+    records too, each field with its type, format and whether it is required; no prose."""
     if answer is Answer.TEXT:
         return None
     shaped = _without(schema, prose=_PROSE)
@@ -69,7 +69,7 @@ def lean_output_schema(schema: Mapping[str, Any], answer: Answer) -> dict[str, A
         for name, field in shaped.get("properties", {}).items()
     }
     lean: dict[str, Any] = {"type": "object", "properties": fields}
-    if shaped.get("required"):
+    if answer is Answer.RECORDS and shaped.get("required"):
         lean["required"] = shaped["required"]
     return lean
 

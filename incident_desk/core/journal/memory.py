@@ -35,6 +35,9 @@ SIGNATURE_HEAD_BYTES = 64 * 1024
 # The most words of a query matched, and the most answers one call returns.
 MAX_QUERY_WORDS = 48
 MAX_SIMILAR = 20
+# Candidates the full-text index hands over for every answer asked for, re-ranked by the query's words they share.
+CANDIDATES_PER_ANSWER = 4
+CANDIDATES_MIN = 40
 # A query matches at most this many of its rarest words; a word in more than this share of remembered incidents
 # (and in more than the floor) is left out unless no word is rarer.
 TELLING_WORDS = 12
@@ -191,8 +194,8 @@ def signature_of(head: bytes) -> str:
     return one_line(text, MAX_SIGNATURE_CHARS)
 
 
-def query_words(text: str) -> list[str]:
-    """The distinct words of ``text`` worth matching, in first-seen order (at most ``MAX_QUERY_WORDS``)."""
+def query_words(text: str, most: int = MAX_QUERY_WORDS) -> list[str]:
+    """The distinct words of ``text`` worth matching, in first-seen order (at most ``most``)."""
     data = normalise(text).encode("utf-8", "replace")
     seen: dict[str, None] = {}
     for spans in _patterns()[2].finditer(data):
@@ -200,9 +203,27 @@ def query_words(text: str) -> list[str]:
         word = data[start:stop].decode("ascii", "replace")
         if word not in _COMMON and len(word) > 2:
             seen.setdefault(word, None)
-        if len(seen) >= MAX_QUERY_WORDS:
+        if len(seen) >= most:
             break
     return list(seen)
+
+
+def most_words_first(found: Iterable[tuple[float, Remembered]], words: Sequence[str], limit: int) -> list[Similar]:
+    """The best ``limit`` of ``found`` (each with its full-text score, higher closer): those sharing more of the
+    query's ``words`` first, then by score, then by id. A full-text score alone favours a short entry sharing one
+    rare word (an unrelated alert with the same service and an ``again`` in its title) over incidents of the same
+    kind sharing half the query's error words. The answer's score is the words shared plus the full-text score
+    scaled below one, so it still reads higher is closer."""
+    scored = []
+    for score, past in found:
+        present = set(query_words(past.words(), most=1_000_000))
+        scored.append((sum(1 for word in words if word in present), score, past))
+    top = max((score for _shared, score, _past in scored), default=0.0)
+    scored.sort(key=lambda item: (-item[0], -item[1], item[2].incident_id))
+    return [
+        Similar(past, round(shared + (score / top * 0.999 if top > 0 else 0.0), 4))
+        for shared, score, past in scored[:limit]
+    ]
 
 
 def desk_token(desk: str) -> str:
@@ -380,10 +401,10 @@ class SqliteMemory:
             if not words:
                 return []
             match = f'desk : "{desk_token(self.desk)}" AND body : ({fts_query(words)})'
-            rows = conn.execute(_SIMILAR, (match, limit + 1 + TIE_MARGIN, self.desk)).fetchall()
-        found = [(float(row[-1]), remembered_from_row(row[:-1])) for row in rows if str(row[0]) != exclude]
-        found.sort(key=lambda item: (item[0], item[1].incident_id))
-        return [Similar(past, round(-rank, 4)) for rank, past in found[:limit]]
+            pool = max(CANDIDATES_MIN, limit * CANDIDATES_PER_ANSWER) + 1 + TIE_MARGIN
+            rows = conn.execute(_SIMILAR, (match, pool, self.desk)).fetchall()
+        found = [(-float(row[-1]), remembered_from_row(row[:-1])) for row in rows if str(row[0]) != exclude]
+        return most_words_first(found, words, limit)
 
     def save_postmortem(self, postmortem: Postmortem) -> None:
         with self._connect() as conn:

@@ -12,10 +12,13 @@ from typing import Any
 
 from incident_desk.core.journal.audit_pg import PostgresJournal
 from incident_desk.core.journal.memory import (
+    CANDIDATES_MIN,
+    CANDIDATES_PER_ANSWER,
     Postmortem,
     Remembered,
     Similar,
     bounded,
+    most_words_first,
     parse_time,
     query_words,
     remembered_from_row,
@@ -130,9 +133,10 @@ class PostgresMemory:
         words = query_words(text)
         if not words:
             return []
+        pool = max(CANDIDATES_MIN, limit * CANDIDATES_PER_ANSWER)
         with self._connect("read") as conn:
-            rows = conn.execute(_SIMILAR, (" | ".join(words), self.desk, exclude, limit)).fetchall()
-        return [Similar(remembered_from_row(row[:-1]), round(float(row[-1]), 4)) for row in rows]
+            rows = conn.execute(_SIMILAR, (" | ".join(words), self.desk, exclude, pool)).fetchall()
+        return most_words_first(((float(row[-1]), remembered_from_row(row[:-1])) for row in rows), words, limit)
 
     def save_postmortem(self, postmortem: Postmortem) -> None:
         with self._connect("written") as conn:

@@ -14,12 +14,14 @@ has its answer; the searches after it find them ready.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, BinaryIO, Protocol
 
 import structlog
 
+from incident_desk.core import helper_pool
 from incident_desk.core.helper_pool import HELPERS, PRELOADED, helped_stretches, line_start_at
 from incident_desk.core.scan_budget import ScanBudget, StopReason
 from incident_desk.core.search.literals import searches
@@ -35,6 +37,17 @@ PRELOADED.append(__name__)  # a helper loads this module before it says it is re
 STRETCH_BYTES = 32 * 1024 * 1024
 _log = structlog.get_logger(__name__)
 HELPED_FROM = 2 * STRETCH_BYTES  # smaller logs are searched by the desk alone: helpers would save little
+# A helper's stretch is some 50 ms of work (more on a loaded machine, never this much). The search waits for one
+# at most half of what is left of its time budget, and no less than this: a helper later than that is dropped and
+# the desk reads its stretch itself, in the same call (a stopped helper once cost a search its whole budget).
+STRETCH_DUE_MIN_SECONDS = 0.5
+
+
+def stretch_due(budget: ScanBudget) -> float:
+    """How long the search waits for a helper's stretch from now: half of its time budget left, at least
+    ``STRETCH_DUE_MIN_SECONDS``, at most the pool's ``STRETCH_SECONDS``."""
+    left = budget.deadline - time.monotonic()
+    return min(helper_pool.STRETCH_SECONDS, max(STRETCH_DUE_MIN_SECONDS, left / 2))
 
 
 @dataclass(frozen=True)
@@ -133,10 +146,11 @@ def clear_stretches(
     index_piece: int,
     should_stop: Callable[[], bool],
     stretch_bytes: int = STRETCH_BYTES,
+    stretch_seconds: Callable[[], float] | None = None,
 ) -> Generator[ClearStretch | None, None, None]:
     """What ``helpers`` (lent and ready) found in each stretch of ``begin .. end`` (``begin`` a line start), in log
-    order, after a None once they have their first stretches; stops early when one fails or hangs (the caller
-    reads on itself)."""
+    order, after a None once they have their first stretches; stops early when one fails or misses
+    ``stretch_seconds()`` (the caller reads on itself)."""
     for answer in helped_stretches(
         helpers,
         handle,
@@ -146,6 +160,7 @@ def clear_stretches(
         should_stop=should_stop,
         stretch_bytes=stretch_bytes,
         announce=True,
+        stretch_seconds=stretch_seconds,
     ):
         assert answer is None or isinstance(answer, ClearStretch)
         yield answer
@@ -210,6 +225,7 @@ def helped_scan(
             index_piece=scan.sizes.index_piece,
             should_stop=lambda: scan.should_stop(scan.offset),
             stretch_bytes=scan.sizes.stretch_bytes,
+            stretch_seconds=lambda: stretch_due(scan.budget),
         )
         began = scan.offset
         try:

@@ -24,7 +24,7 @@ from incident_desk.core.sources.config import (
     JournaldLogConfig,
 )
 from incident_desk.core.sources.folder import FolderSource
-from incident_desk.core.sources.logs import CommandLog, FilesLog, LogSourceError
+from incident_desk.core.sources.logs import CommandLog, CommandSlots, FilesLog, LogSourceError
 from incident_desk.core.sources.spool import DEFAULT_MAX_BYTES as DEFAULT_SPOOL_BYTES
 from incident_desk.core.sources.spool import Spool
 
@@ -80,6 +80,14 @@ class IncidentSource(Protocol):
         ...
 
 
+def _same_looks(before: list[Listing | str], now: list[Listing | str]) -> bool:
+    """Whether every source answered with the very listing it gave last time (a cache's answer), or is down for
+    the same reason."""
+    return len(before) == len(now) and all(
+        a is b if isinstance(a, Listing) else a == b for a, b in zip(before, now, strict=True)
+    )
+
+
 class SourceUnavailable(LogUnavailable):
     """An incident whose source is down: named, so a client knows it is the source and not the id."""
 
@@ -124,10 +132,12 @@ class IncidentSources:
         )
         self.spool = Spool(spool_max_bytes)  # its directory is made on first use
         self._answered: dict[str, bool] = {}  # each outside source: whether its last look succeeded
+        self._merged: tuple[list[Listing | str], Listing] | None = None  # the last looks, and their merge
+        slots = CommandSlots()  # every service's log commands share the desk's bound
         self.logs: dict[str, FilesLog | CommandLog] = {
             service: FilesLog(service, config, self.spool)
             if isinstance(config, FilesLogConfig)
-            else CommandLog(service, config, self.spool)
+            else CommandLog(service, config, self.spool, slots)
             for service, config in (logs or {}).items()
         }
 
@@ -138,30 +148,42 @@ class IncidentSources:
         another request has under way: a source still loading then is a problem that says so."""
         if self._only_the_data_directory:
             return self.data.listing()  # the default: exactly the folder layout's view, at its cost
+        looks: list[Listing | str] = []  # each source's answer, or why it is down
+        for source in self.sources:
+            try:
+                looks.append(source.look(wait))
+                self._answered[source.name] = True
+            except SourceDown as exc:
+                self._answered[source.name] = False
+                looks.append(str(exc))
+        if self._data_source is None:
+            looks.append(self.data.listing())
+        merged = self._merged
+        if merged is not None and _same_looks(merged[0], looks):
+            return merged[1]  # nothing changed: the same view, so what was made of it (a sorted page) holds
         incidents: dict[str, Incident] = {}
         problems: list[Problem] = []
         data_listing: Listing | None = None
-        for source in self.sources:
-            try:
-                listed = source.look(wait)
-            except SourceDown as exc:
-                self._answered[source.name] = False
-                problems.append(Problem(f"source {source.name}", str(exc)))
+        for source, listed in zip(self.sources, looks, strict=False):
+            if isinstance(listed, str):
+                problems.append(Problem(f"source {source.name}", listed))
                 continue
-            self._answered[source.name] = True
             if source is self._data_source:
                 data_listing = listed
-            found = listed.incidents
             problems.extend(listed.problems)
-            for key, incident in found.items():
+            for key, incident in listed.incidents.items():
                 if key in incidents:
                     problems.append(Problem(f"{source.name}/{key}", f"id already served by {incidents[key].source}"))
                 else:
                     incidents[key] = incident
         if data_listing is None:
-            data_listing = self.data.listing()
+            last = looks[-1]
+            assert isinstance(last, Listing)
+            data_listing = last
             problems.extend(data_listing.problems)
-        return Listing(incidents, data_listing.runbook_services, tuple(problems))
+        current = Listing(incidents, data_listing.runbook_services, tuple(problems))
+        self._merged = (looks, current)
+        return current
 
     def waits_on_sources(self, incident_id: str | None = None) -> bool:
         """Whether a look (at everything, or at this incident) may wait on an outside source, for its deadline."""

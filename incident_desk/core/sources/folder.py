@@ -20,6 +20,7 @@ class FolderSource:
     def __init__(self, name: str, folder: DataFolder) -> None:
         self.name = name
         self.folder = folder
+        self._renamed: tuple[Listing, Listing] | None = None  # the folder's last view, and it under this name
 
     def describe(self) -> str:
         return f"folder {self.name!r} at {self.folder.root}"
@@ -32,8 +33,13 @@ class FolderSource:
         listed = self.folder.listing()
         if self.name == "folder":
             return listed
+        last = self._renamed
+        if last is not None and last[0] is listed:
+            return last[1]  # the same view of the folder: the same listing, so the desk sees nothing changed
         renamed = {key: dataclasses.replace(value, source=self.name) for key, value in listed.incidents.items()}
-        return Listing(renamed, listed.runbook_services, listed.problems)
+        current = Listing(renamed, listed.runbook_services, listed.problems)
+        self._renamed = (listed, current)
+        return current
 
     def find(self, incident_id: str) -> Incident | None:
         found = self.folder.listing().incidents.get(incident_id)

@@ -20,6 +20,7 @@ import secrets
 import threading
 import zlib
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from glob import glob
@@ -279,15 +280,52 @@ def run_to_spool(
     return CommandOutcome(head.written, run.cut, run.timed_out, status)
 
 
-class CommandLog:
-    """A command's output for one incident's window, spooled once per cache period so paging stays stable."""
+# Log commands a desk runs at once, over all its services: a handful of incidents are read side by side, and a
+# burst of reads over many alerts still does not start a process for each.
+LOG_COMMANDS_AT_ONCE = 4
 
-    def __init__(self, service: str, config: CommandLogConfig | JournaldLogConfig, spool: Spool | None = None) -> None:
+
+class CommandSlots:
+    """The log commands a desk runs now, at most ``limit``: shared by all its command logs."""
+
+    def __init__(self, limit: int = LOG_COMMANDS_AT_ONCE) -> None:
+        self.limit = limit
+        self._free = threading.BoundedSemaphore(limit)
+
+    @contextmanager
+    def held(self, what: str, wait: float) -> Iterator[None]:
+        """A slot for the duration; LogSourceError when none frees up within ``wait`` seconds."""
+        if not self._free.acquire(timeout=wait):
+            raise LogSourceError(
+                f"{what} did not start within {wait:g}s: the desk runs at most {self.limit} log commands at once, "
+                f"and {self.limit} were running"
+            )
+        try:
+            yield
+        finally:
+            self._free.release()
+
+
+class CommandLog:
+    """A command's output for one incident's window, spooled once per cache period so paging stays stable.
+
+    A burst of reads of one incident runs its command once; reads of different incidents run theirs side by side,
+    as many at once as the desk's :class:`CommandSlots` allow."""
+
+    def __init__(
+        self,
+        service: str,
+        config: CommandLogConfig | JournaldLogConfig,
+        spool: Spool | None = None,
+        slots: CommandSlots | None = None,
+    ) -> None:
         self.service = service
         self.config = config.as_command() if isinstance(config, JournaldLogConfig) else config
         self._spool = spool or Spool()
+        self._slots = slots or CommandSlots()
         self._prefix = f"command-{service}-{secrets.token_hex(4)}"  # one log source, its own spool names
         self._lock = threading.Lock()
+        self._making: dict[str, tuple[threading.Lock, int]] = {}  # each spool being made: its lock, its waiters
 
     def open_for(self, incident_id: str, opened: datetime) -> BinaryIO:
         """The command's output for this incident's window."""
@@ -296,20 +334,38 @@ class CommandLog:
     def open(self, incident_id: str, opened: datetime) -> BinaryIO:
         config = self.config
         name = f"{self._prefix}-{hashlib.sha256(incident_id.encode()).hexdigest()[:16]}"
-        with self._lock:  # a burst of reads runs the command once
+        with self._one_at_a_time(name):  # a burst of reads of this incident runs the command once
             handle = self._spool.open(name, max_age=config.cache_seconds)
             if handle is not None:
                 return handle
             values = window_values(self.service, incident_id, opened, datetime.now(UTC), config.lookback_minutes)
             argv = [word.format_map(values) for word in config.argv]
-            return self._spool.write(  # the caller closes it
-                name,
-                lambda out: run_to_spool(
-                    argv,
-                    out,
-                    max_bytes=config.max_bytes,
-                    timeout=config.timeout_seconds,
-                    cwd=config.cwd,
-                    pass_env=config.pass_env,
-                ),
-            )
+            with self._slots.held(f"the log command of {self.service}", config.timeout_seconds):
+                return self._spool.write(  # the caller closes it
+                    name,
+                    lambda out: run_to_spool(
+                        argv,
+                        out,
+                        max_bytes=config.max_bytes,
+                        timeout=config.timeout_seconds,
+                        cwd=config.cwd,
+                        pass_env=config.pass_env,
+                    ),
+                )
+
+    @contextmanager
+    def _one_at_a_time(self, name: str) -> Iterator[None]:
+        """Hold the lock of one spool name; the lock is dropped when nobody holds or waits for it."""
+        with self._lock:
+            lock, users = self._making.get(name, (threading.Lock(), 0))
+            self._making[name] = (lock, users + 1)
+        try:
+            with lock:
+                yield
+        finally:
+            with self._lock:
+                lock, users = self._making[name]
+                if users == 1:
+                    del self._making[name]
+                else:
+                    self._making[name] = (lock, users - 1)

@@ -1,15 +1,20 @@
-"""Open the journal and the incident memory that the settings name, on SQLite or PostgreSQL.
+"""A desk built from its settings: its incident sources, and the journal and incident memory the settings name,
+on SQLite or PostgreSQL.
 
-The CLI's journal commands open them without a whole desk; ``app.build_app`` opens them for one.
+The CLI's journal commands open the journal without a whole desk; ``build_app`` opens everything for one.
 """
 
 from __future__ import annotations
 
 import structlog
 
+from incident_desk.app import DeskApp, source_secret
 from incident_desk.core import credentials
+from incident_desk.core.incidents import DataFolder, bundled_sample_data
 from incident_desk.core.journal.audit import AuditJournal, Journal
 from incident_desk.core.journal.memory import Memory, SqliteMemory
+from incident_desk.core.sources import IncidentSources
+from incident_desk.memory_keeper import MemoryKeeper
 from incident_desk.settings.errors import SettingsError
 from incident_desk.settings.model import Settings
 
@@ -64,3 +69,30 @@ def open_memory(settings: Settings, journal: Journal) -> Memory:
     if not isinstance(journal, PostgresJournal):
         raise TypeError(f"no incident memory beside a {type(journal).__name__}")
     return PostgresMemory(journal)
+
+
+def build_app(settings: Settings, sealing_keys: list[bytes] | None = None) -> DeskApp:
+    root = settings.data_dir if settings.data_dir is not None else bundled_sample_data()
+    data = DataFolder(
+        root, max_file_bytes=settings.max_data_file_bytes, freshness_seconds=settings.data_freshness_seconds
+    )
+    app = DeskApp(
+        settings=settings,
+        sources=IncidentSources(
+            data,
+            settings.incident_sources,
+            settings.service_logs,
+            secret=source_secret(settings),
+            spool_max_bytes=settings.log_spool_max_bytes,
+        ),
+        journal=open_journal(settings),
+        sealing_keys=sealing_keys or [],
+    )
+    app.memory = MemoryKeeper(
+        open_memory(settings, app.journal),
+        app.journal,
+        app.read_log,
+        app.redactor,
+        look=lambda: app.sources.listing().incidents,
+    )
+    return app
