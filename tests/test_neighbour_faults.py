@@ -60,6 +60,7 @@ TOOL_CALLS: dict[str, list[dict[str, Any]]] = {
     "find_similar_incidents": [{"incidentId": "INC-1"}, {"incidentId": ALERT_ID}],
     "save_postmortem": [{"incidentId": "INC-1", "markdown": "m"}, {"incidentId": ALERT_ID, "markdown": "m"}],
     "get_shift_handoff": [{}],
+    "investigate_incident": [{"incidentId": "INC-1"}, {"incidentId": ALERT_ID}],
 }
 RESOURCE_TEMPLATES = {
     "incident://{id}/activity": ["incident://INC-1/activity", f"incident://{ALERT_ID}/activity"],

@@ -63,15 +63,18 @@ def pattern_score(template: Template, baseline_lines: int, recent_lines: int) ->
     return round(score, 3), new
 
 
-def _sample(handle: BinaryIO, offset: int, anchor: date, redactor: Callable[[str], str]) -> tuple[str, str | None]:
-    """The template's first line, redacted then masked, and its time (ISO, UTC)."""
+def _sample(
+    handle: BinaryIO, offset: int, anchor: date, redactor: Callable[[str], str]
+) -> tuple[str, str | None, bool]:
+    """The template's first line, redacted then masked, its time (ISO, UTC), and whether it held a secret."""
     handle.seek(offset)
     line = handle.read(_SAMPLE_READ).split(b"\n", 1)[0]
     at = line_time(line, anchor)
-    shown = redactor(line.decode("utf-8", errors="replace")).encode()
-    masked = mask_lines(shown + b"\n")[:-1].replace(MASK_BYTE, b"<*>").decode("utf-8", errors="replace")
+    text = line.decode("utf-8", errors="replace")
+    shown = redactor(text)
+    masked = mask_lines(shown.encode() + b"\n")[:-1].replace(MASK_BYTE, b"<*>").decode("utf-8", errors="replace")
     when = datetime.fromtimestamp(at, UTC).isoformat().replace("+00:00", "Z") if at is not None else None
-    return masked[:MAX_SAMPLE_CHARS], when
+    return masked[:MAX_SAMPLE_CHARS], when, shown != text
 
 
 def pattern_findings(
@@ -93,8 +96,10 @@ def pattern_findings(
     ranked.sort(key=lambda item: item[:3], reverse=True)
     found: list[Finding] = []
     for score, _recent, _first, template, new in ranked[:MAX_PATTERNS]:
-        sample, when = _sample(handle, template.first_offset, anchor, redactor)
-        pattern = redactor(template.text)  # a secret without a digit in it is not masked
+        sample, when, held_secret = _sample(handle, template.first_offset, anchor, redactor)
+        # A secret without a digit in it is not masked, and one the template's tokens split apart (a key body
+        # cut at '+' and '/') no longer looks like one: a template of a line that held a secret is its sample.
+        pattern = sample if held_secret else redactor(template.text)
         first, last = template.first_line + 1, template.last_line + 1
         trend = "new" if new else f"{template.baseline} in baseline, {template.recent} after" if baseline_lines else ""
         kind = template.level if template.level != "other" else "line"
