@@ -61,17 +61,8 @@ class TemplateCache(TimelineCache):
             return None
 
     def store_resume(self, handle: BinaryIO, resume: Resume | None) -> None:
-        entry = self._entry(handle)
-        if entry is None or resume is None:
-            return
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            partial = entry.with_suffix(".tmp")
-            partial.write_text(_encode(resume))
-            partial.replace(entry)
-            self._trim()
-        except OSError as exc:
-            _log.debug("template summary not written", error=str(exc))
+        if resume is not None:
+            self._keep(handle, _encode(resume), "template summary")
 
     def scan_templates(self, handle: BinaryIO, boundary: Boundary, **options: Any) -> TemplateScan:
         """``scan_templates`` from this log's resume point, if it still holds; the new one is kept."""

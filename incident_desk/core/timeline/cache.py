@@ -86,17 +86,23 @@ class TimelineCache:
             return None
 
     def store(self, handle: BinaryIO, resume: timeline.Resume | None) -> None:
+        if resume is not None:
+            self._keep(handle, _encode(resume), "timeline summary")
+
+    def _keep(self, handle: BinaryIO, text: str, what: str) -> None:
+        """Write ``text`` as the log's entry, whole or not at all (a temporary file renamed over it); a cache
+        that cannot be written costs a later pass its head start, nothing more."""
         entry = self._entry(handle)
-        if entry is None or resume is None:
+        if entry is None:
             return
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             partial = entry.with_suffix(".tmp")
-            partial.write_text(_encode(resume))
+            partial.write_text(text)
             partial.replace(entry)
             self._trim()
         except OSError as exc:
-            _log.debug("timeline summary not written", error=str(exc))
+            _log.debug(f"{what} not written", error=str(exc))
 
     def _trim(self) -> None:
         entries = sorted(self.directory.glob("*.json"), key=lambda path: path.stat().st_mtime, reverse=True)
