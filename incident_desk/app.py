@@ -12,12 +12,13 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property, partial
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, TypeVar
 
 import anyio.to_thread
@@ -102,6 +103,10 @@ class DeskApp:
     # The out-of-band approvals pending on this desk (out_of_band.ApprovalStore), made on first use.
     approval_store: ApprovalStoreSlot | None = field(default=None, init=False, repr=False, compare=False)
     _readers_loaded: bool = field(default=False, init=False, repr=False)
+    # The standings last read from the journal, with the journal's revision they were read at.
+    _standings_kept: tuple[Hashable, Mapping[str, Standing]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     @property
     def desk_name(self) -> str:
@@ -305,12 +310,21 @@ class DeskApp:
         kept = runs.between(found, incident.opened, runs.resolved_at(events))
         return runs.ServiceRuns(incident.service, kept, cut=len(decisions) >= limit)
 
-    async def standings(self) -> dict[str, Standing]:
-        """Who acknowledged and who resolved each incident, on this desk."""
-        events = await anyio.to_thread.run_sync(
-            lambda: self.journal.activity(None, 100_000, ("acknowledge", "resolve"))
-        )
-        return standings(reversed(events))
+    async def standings(self) -> Mapping[str, Standing]:
+        """Who acknowledged and who resolved each incident, on this desk: read once per revision of the journal
+        (``Journal.revision``) and shared, unchangeable, by every request until the journal changes."""
+        return await anyio.to_thread.run_sync(self._current_standings)
+
+    def _current_standings(self) -> Mapping[str, Standing]:
+        # Taken before the read: a write landing between the two makes the next call read again.
+        revision = self.journal.revision()
+        kept = self._standings_kept
+        if revision is not None and kept is not None and kept[0] == revision:
+            return kept[1]
+        events = self.journal.activity(None, 100_000, ("acknowledge", "resolve"))
+        found = MappingProxyType(standings(reversed(events)))
+        self._standings_kept = None if revision is None else (revision, found)
+        return found
 
     async def silence(
         self, incident: Incident, ends: datetime, created_by: str, comment: str

@@ -8,6 +8,7 @@ made one visible line (``core.handoff.shift.visible``).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 
 import anyio
@@ -33,7 +34,7 @@ async def gather(app: DeskApp, hours: int = shift.DEFAULT_HOURS) -> shift.Handof
     since = at - timedelta(hours=hours)
     problems: list[str] = []
     listing = Listing({}, (), ())
-    standings: dict[str, Standing] = {}
+    standings: Mapping[str, Standing] = {}
     events: list[Event] = []
     decisions: list[Decision] = []
 
@@ -113,7 +114,7 @@ def _service_of(listing: Listing, incident_id: str) -> str:
 
 
 def _open(
-    incident: Incident, standings: dict[str, Standing], notes: dict[str, Event], mask: shift.Masker
+    incident: Incident, standings: Mapping[str, Standing], notes: dict[str, Event], mask: shift.Masker
 ) -> shift.OpenIncident:
     standing = standings.get(incident.id)
     first = standing.acknowledged if standing is not None else None

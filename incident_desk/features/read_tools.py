@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -134,7 +135,7 @@ class ListingView:
     incidents: list[Incident]
     ids: list[str]
     states: dict[str, str]
-    standings: dict[str, Standing]
+    standings: Mapping[str, Standing]
     problems: tuple[Problem, ...]
     status: str
     wanted: str | None
@@ -144,7 +145,7 @@ class ListingView:
 def _render_listing(
     current: Listing,
     status: str,
-    standings: dict[str, Standing],
+    standings: Mapping[str, Standing],
     wanted: str | None,
     *,
     unknown_states: str | None = None,

@@ -2,7 +2,8 @@
 
 Every decision is committed (one SQLite transaction, ``synchronous=FULL``) before the tool result that reports
 it is returned, so a crash right after a restart cannot lose the record of who approved it. Connections are
-short-lived and opened per call: the journal is safe to use from worker threads and from several processes.
+short-lived and opened per call: the journal is safe to use from worker threads and from several processes. One
+more stays open to tell whether anything changed since a revision (``revision``).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import os
 import sqlite3
 import sys
 import unicodedata
-from collections.abc import Iterator, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -25,6 +26,7 @@ from incident_desk.core.journal.activity import Counted, Event, counted_from_row
 from incident_desk.core.journal.fields import FIELD_LIMITS, WORDS_FIELDS, cut, kept_words, storable
 from incident_desk.core.journal.locks import ProcessLocks, RestartLocks
 from incident_desk.core.journal.memory import desk_token
+from incident_desk.core.journal.revision import SQLiteRevision
 from incident_desk.core.neighbours.untrusted import masked_line
 from incident_desk.core.outcomes import LIMIT_OUTCOMES, RESTART_OUTCOMES, Outcome
 
@@ -203,6 +205,7 @@ class Journal(Protocol):
     def activity(self, incident_id: str | None, limit: int = 500, acts: tuple[str, ...] = ()) -> list[Event]: ...
     def counted_since(self, since: datetime) -> list[Counted]: ...
     def count(self) -> int: ...
+    def revision(self) -> Hashable | None: ...
     def probe(self) -> None: ...
     def check_writable(self) -> None: ...
     def close(self) -> None: ...
@@ -229,6 +232,7 @@ class AuditJournal:
         with self._connect() as conn:
             self._initialise(conn)
             self.adopted = self._adopt(conn, derived, renamed_from)
+        self._revision = SQLiteRevision(self.path, BUSY_TIMEOUT_SECONDS)
 
     def record(self, decision: Decision) -> int:
         """Append ``decision`` in its own transaction; the returned row id means it is on disk."""
@@ -311,8 +315,14 @@ class AuditJournal:
             raise AuditError(f"audit journal {self.path} did not return a row id for the recorded decision")
         return row_id
 
+    def revision(self) -> Hashable | None:
+        """A value that differs whenever the journal may have changed since it was taken, whoever wrote to it; None
+        when it cannot be read now. What is derived from a read made after taking it holds while it stays equal."""
+        return self._revision()
+
     def close(self) -> None:
-        """Nothing to close: connections are opened per call."""
+        """Closes the connection that watches for changes; the others are opened per call."""
+        self._revision.close()
 
     def probe(self) -> None:
         """Write a row and read it back inside a transaction that is rolled back (``doctor``)."""

@@ -165,6 +165,10 @@ class PostgresJournal:
     def close(self) -> None:
         self._pool.close()
 
+    def revision(self) -> None:
+        """Never known without a query to the server, which costs what the read it would spare costs: every read
+        goes to the journal."""
+
     def record(self, decision: Decision) -> int:
         """Append ``decision``, committed when this returns; a nonce already recorded raises ``DuplicateApproval``."""
         if decision.nonce is not None and len(decision.nonce) > MAX_NONCE_CHARS:

@@ -1,0 +1,58 @@
+"""Whether an SQLite journal changed, for the price of one counter read.
+
+What the desk derives from the journal again and again (every listing's acknowledged and resolved states) can be
+kept while the journal stands still, instead of opening the file and reading every such row for each request. A
+connection kept open for this alone asks SQLite's ``data_version``, which changes whenever any other connection
+(of this process or another) commits; the file's identity, size and time are part of the revision too, so a
+journal replaced or rewritten behind SQLite's back counts as changed.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from pathlib import Path
+
+# (device, inode) of the file, its size and modification time in ns, and SQLite's data_version.
+Revision = tuple[tuple[int, int], int, int, int]
+
+
+class SQLiteRevision:
+    """The revision of the SQLite file at ``path`` (see the module docstring); safe to call from any thread."""
+
+    def __init__(self, path: Path, busy_timeout: float) -> None:
+        self._path = path
+        self._uri = f"{path.absolute().as_uri()}?mode=rw"  # never creates a journal that is gone
+        self._busy_timeout = busy_timeout
+        self._lock = threading.Lock()
+        self._watcher: sqlite3.Connection | None = None
+        self._watched: tuple[int, int] | None = None
+
+    def __call__(self) -> Revision | None:
+        """The journal's revision now; None when it cannot be read (the caller's own read then says why)."""
+        with self._lock:
+            try:
+                found = self._path.stat()
+                identity = (found.st_dev, found.st_ino)
+                if self._watcher is None or self._watched != identity:
+                    # A connection opened on another file than the one at the path now sees none of its commits.
+                    self._close()
+                    self._watcher = sqlite3.connect(
+                        self._uri, uri=True, timeout=self._busy_timeout, isolation_level=None, check_same_thread=False
+                    )
+                    self._watched = identity
+                (version,) = self._watcher.execute("PRAGMA data_version").fetchone()
+            except (OSError, sqlite3.Error):
+                self._close()
+                return None
+        return identity, found.st_size, found.st_mtime_ns, int(version)
+
+    def close(self) -> None:
+        with self._lock:
+            self._close()
+
+    def _close(self) -> None:
+        if self._watcher is not None:
+            self._watcher.close()
+        self._watcher = None
+        self._watched = None

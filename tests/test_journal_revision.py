@@ -1,0 +1,150 @@
+"""The journal's revision, and the incidents' standings kept by it.
+
+Every ``list_incidents`` needs who acknowledged and who resolved each incident; reading those rows from SQLite on
+each call cost the HTTP desk more CPU per call than the whole bare SDK server spends (docs/performance.md). They are
+read once per revision of the journal now: the revision must change with any write, whoever makes it (this desk,
+another journal on the same file, another process), and with a file replaced or broken behind SQLite's back.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from incident_desk.core.journal.activity import Act, Event
+from incident_desk.core.journal.audit import AuditJournal
+from incident_desk.core.outcomes import Outcome
+from incident_desk.server import build_server
+from tests.helpers import AppFactory, connect, text_of
+
+# Another process acknowledges an incident in the journal at argv[1], as desk argv[2].
+ACKNOWLEDGE_ELSEWHERE = (
+    "import sys\n"
+    "from pathlib import Path\n"
+    "from incident_desk.core.journal.activity import Act, Event\n"
+    "from incident_desk.core.journal.audit import AuditJournal\n"
+    "from incident_desk.core.outcomes import Outcome\n"
+    "journal = AuditJournal(Path(sys.argv[1]), desk=sys.argv[2])\n"
+    "journal.record_event(Event(desk=sys.argv[2], incident_id='INC-1042', act=Act.ACKNOWLEDGE,\n"
+    "                           outcome=Outcome.DONE, actor='elsewhere'))\n"
+)
+
+
+def _acknowledge_elsewhere(path: Path, desk: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", ACKNOWLEDGE_ELSEWHERE, str(path), desk], capture_output=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr.decode()
+
+
+def _acknowledgement(desk: str, actor: str = "bob") -> Event:
+    return Event(desk=desk, incident_id="INC-1042", act=Act.ACKNOWLEDGE, outcome=Outcome.DONE, actor=actor)
+
+
+def test_revision_stands_while_only_reads_happen(tmp_path: Path) -> None:
+    journal = AuditJournal(tmp_path / "audit.sqlite3")
+    first = journal.revision()
+    journal.activity(None)
+    journal.recent()
+    assert first is not None
+    assert journal.revision() == first
+
+
+def test_revision_changes_with_this_journals_write_and_another_journals(tmp_path: Path) -> None:
+    journal = AuditJournal(tmp_path / "audit.sqlite3")
+    other = AuditJournal(tmp_path / "audit.sqlite3")
+    first = journal.revision()
+    journal.record_event(_acknowledgement(journal.desk))
+    second = journal.revision()
+    other.record_event(_acknowledgement(other.desk, actor="carol"))
+    third = journal.revision()
+    assert len({first, second, third}) == 3
+
+
+@pytest.mark.subprocess
+def test_revision_changes_with_another_process_write(tmp_path: Path) -> None:
+    journal = AuditJournal(tmp_path / "audit.sqlite3")
+    before = journal.revision()
+    _acknowledge_elsewhere(journal.path, journal.desk)
+    assert journal.revision() != before
+
+
+def test_revision_follows_a_journal_replaced_at_its_path(tmp_path: Path) -> None:
+    path = tmp_path / "audit.sqlite3"
+    journal = AuditJournal(path)
+    before = journal.revision()
+    for suffix in ("", "-wal", "-shm"):
+        moved = path.with_name(path.name + suffix)
+        if moved.exists():
+            moved.rename(tmp_path / f"aside{suffix}")
+    replacement = AuditJournal(path)
+    # A connection kept open on the new file (its own watcher): its commits then stay in the -wal file, so only
+    # a watcher opened on the new file sees them, not the file's size or time.
+    replacement.revision()
+    replaced = journal.revision()
+    replacement.record_event(_acknowledgement(replacement.desk))
+    assert replaced != before
+    assert journal.revision() != replaced  # the new file's commits are seen, not the old file's
+
+
+def test_revision_is_unknown_for_a_journal_gone_and_never_recreates_it(tmp_path: Path) -> None:
+    path = tmp_path / "audit.sqlite3"
+    journal = AuditJournal(path)
+    assert journal.revision() is not None
+    for suffix in ("", "-wal", "-shm"):
+        path.with_name(path.name + suffix).unlink(missing_ok=True)
+    assert journal.revision() is None
+    assert not path.exists()
+
+
+@pytest.mark.anyio
+async def test_standings_are_read_once_per_revision_and_shared_unchangeable(make_app: AppFactory) -> None:
+    app = make_app()
+    first = await app.standings()
+    again = await app.standings()
+    other = AuditJournal(Path(app.journal.location), desk=app.desk_name)
+    other.record_event(_acknowledgement(app.desk_name))
+    after = await app.standings()
+    assert again is first
+    assert "INC-1042" not in first
+    assert after is not first
+    acknowledged = after["INC-1042"].acknowledged
+    assert acknowledged is not None and acknowledged.actor == "bob"
+    with pytest.raises(TypeError):
+        after["INC-1043"] = after["INC-1042"]  # type: ignore[index]
+
+
+@pytest.mark.anyio
+@pytest.mark.subprocess
+async def test_list_incidents_shows_an_acknowledgement_another_process_wrote(make_app: AppFactory, era: str) -> None:
+    app = make_app()
+    async with connect(build_server(app), era) as client:
+        before = await client.call_tool("list_incidents", {})
+        _acknowledge_elsewhere(Path(app.journal.location), app.desk_name)
+        after = await client.call_tool("list_incidents", {})
+    states = [
+        {entry["id"]: entry["state"] for entry in listed.structured_content["incidents"]} for listed in (before, after)
+    ]
+    assert states == [{"INC-1042": "open", "INC-1043": "open"}, {"INC-1042": "acknowledged", "INC-1043": "open"}]
+    assert "acknowledged by elsewhere" in text_of(after)
+
+
+@pytest.mark.anyio
+async def test_list_incidents_says_states_unknown_once_the_journal_breaks(make_app: AppFactory, era: str) -> None:
+    app = make_app()
+    path = Path(app.journal.location)
+    async with connect(build_server(app), era) as client:
+        before = await client.call_tool("list_incidents", {})
+        for suffix in ("-wal", "-shm"):
+            path.with_name(path.name + suffix).unlink(missing_ok=True)
+        path.write_bytes(b"not a journal at all\n" * 200)
+        after = await client.call_tool("list_incidents", {})
+        filtered = await client.call_tool("list_incidents", {"state": "open"})
+    assert {entry["state"] for entry in before.structured_content["incidents"]} == {"open"}
+    assert not after.is_error
+    assert {entry["state"] for entry in after.structured_content["incidents"]} == {"unknown"}
+    assert "states unknown: " in text_of(after) and str(path) in text_of(after)
+    assert filtered.is_error and "Cannot filter on state" in text_of(filtered)
