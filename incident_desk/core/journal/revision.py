@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import weakref
 from pathlib import Path
 
 # (device, inode) of the file, its size and modification time in ns, and SQLite's data_version.
@@ -40,6 +41,8 @@ class SQLiteRevision:
                     self._watcher = sqlite3.connect(
                         self._uri, uri=True, timeout=self._busy_timeout, isolation_level=None, check_same_thread=False
                     )
+                    # Closed with its journal, even one nobody closes (a connection left to the collector warns).
+                    weakref.finalize(self, self._watcher.close)
                     self._watched = identity
                 (version,) = self._watcher.execute("PRAGMA data_version").fetchone()
             except (OSError, sqlite3.Error):
