@@ -4,7 +4,8 @@ Both serve Streamable HTTP on loopback through uvicorn (the desk with its bearer
 10 and 50 concurrent clients call ``list_incidents`` on the desk and ``echo`` on the minimal server, with
 stateful sessions and stateless, for a fixed time per round. Rounds interleave the two servers (and swap which
 goes first) so machine noise hits both alike. Reported per configuration: calls/s and the server's CPU seconds
-per call (from /proc, so Linux only), medians over rounds, and desk/minimal ratios.
+per call (from /proc, so Linux only), medians over rounds, desk/minimal ratios, and the 1-minute load average
+(median over the configuration's rounds, read as each starts: the bench's own clients and servers count in it).
 Run: .venv/bin/python bench/bench_http.py [rounds] [seconds per round]
 """
 
@@ -152,6 +153,7 @@ def main(rounds: int, seconds: float) -> None:
     desk = [sys.executable, "-m", "incident_desk", "--transport", "http", "--port"]
     auth = {"Authorization": f"Bearer {TOKEN}"}
     results: dict[tuple[str, int, bool], list[tuple[float, float]]] = {}
+    loads: dict[tuple[int, bool], list[float]] = {}
     with ExitStack() as stack:
         targets: dict[tuple[str, bool], Target] = {}
         for stateful in (True, False):
@@ -166,13 +168,14 @@ def main(rounds: int, seconds: float) -> None:
             for clients in CLIENTS:
                 for stateful in (True, False):
                     order = ("minimal", "desk") if number % 2 == 0 else ("desk", "minimal")
+                    loads.setdefault((clients, stateful), []).append(os.getloadavg()[0])
                     for name in order:
                         measured = asyncio.run(_round(targets[(name, stateful)], clients, stateful, seconds))
                         results.setdefault((name, clients, stateful), []).append(measured)
     print(f"python {sys.version.split()[0]} on {os.cpu_count()} cores; {rounds} interleaved rounds of {seconds:g} s")
     print(
         f"{'clients':>7} {'mode':>9} {'minimal calls/s':>16} {'desk calls/s':>13} {'ratio':>6} "
-        f"{'minimal CPU ms/call':>20} {'desk CPU ms/call':>17} {'ratio':>6}"
+        f"{'minimal CPU ms/call':>20} {'desk CPU ms/call':>17} {'ratio':>6} {'load':>5}"
     )
     for clients in CLIENTS:
         for stateful in (True, False):
@@ -185,7 +188,8 @@ def main(rounds: int, seconds: float) -> None:
             kind = "stateful" if stateful else "stateless"
             print(
                 f"{clients:>7} {kind:>9} {base_rate:>16.0f} {our_rate:>13.0f} {our_rate / base_rate:>6.2f} "
-                f"{base_cpu:>20.2f} {our_cpu:>17.2f} {our_cpu / base_cpu:>6.2f}"
+                f"{base_cpu:>20.2f} {our_cpu:>17.2f} {our_cpu / base_cpu:>6.2f} "
+                f"{statistics.median(loads[(clients, stateful)]):>5.1f}"
             )
 
 
