@@ -12,13 +12,12 @@ from __future__ import annotations
 import os
 import sys
 import threading
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cached_property, partial
 from pathlib import Path
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, BinaryIO, Protocol, TypeVar
 
 import anyio.to_thread
@@ -35,7 +34,7 @@ from incident_desk.core.incidents import (
     RunbookMissing,
     UnknownService,
 )
-from incident_desk.core.journal.activity import Event, Standing, standings, state_of
+from incident_desk.core.journal.activity import Event, Standing, state_of
 from incident_desk.core.journal.audit import MAX_RECENT_DECISIONS, Decision, Journal
 from incident_desk.core.journal.locks import Holder, Holding
 from incident_desk.core.journal.memory import MemoryUnavailable, Postmortem, Remembered, Similar
@@ -103,10 +102,6 @@ class DeskApp:
     # The out-of-band approvals pending on this desk (out_of_band.ApprovalStore), made on first use.
     approval_store: ApprovalStoreSlot | None = field(default=None, init=False, repr=False, compare=False)
     _readers_loaded: bool = field(default=False, init=False, repr=False)
-    # The standings last read from the journal, with the journal's revision they were read at.
-    _standings_kept: tuple[Hashable, Mapping[str, Standing]] | None = field(
-        default=None, init=False, repr=False, compare=False
-    )
 
     @property
     def desk_name(self) -> str:
@@ -311,20 +306,8 @@ class DeskApp:
         return runs.ServiceRuns(incident.service, kept, cut=len(decisions) >= limit)
 
     async def standings(self) -> Mapping[str, Standing]:
-        """Who acknowledged and who resolved each incident, on this desk: read once per revision of the journal
-        (``Journal.revision``) and shared, unchangeable, by every request until the journal changes."""
-        return await anyio.to_thread.run_sync(self._current_standings)
-
-    def _current_standings(self) -> Mapping[str, Standing]:
-        # Taken before the read: a write landing between the two makes the next call read again.
-        revision = self.journal.revision()
-        kept = self._standings_kept
-        if revision is not None and kept is not None and kept[0] == revision:
-            return kept[1]
-        events = self.journal.activity(None, 100_000, ("acknowledge", "resolve"))
-        found = MappingProxyType(standings(reversed(events)))
-        self._standings_kept = None if revision is None else (revision, found)
-        return found
+        """Who acknowledged and who resolved each incident, on this desk: read once per change of the journal."""
+        return await anyio.to_thread.run_sync(self.journal.standings)
 
     async def silence(
         self, incident: Incident, ends: datetime, created_by: str, comment: str

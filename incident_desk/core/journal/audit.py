@@ -12,7 +12,7 @@ import os
 import sqlite3
 import sys
 import unicodedata
-from collections.abc import Hashable, Iterator, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -22,11 +22,11 @@ from urllib.parse import urlsplit, urlunsplit
 
 from incident_desk.core import errors
 from incident_desk.core.journal import desks
-from incident_desk.core.journal.activity import Counted, Event, counted_from_row, event_from_row
+from incident_desk.core.journal.activity import Counted, Event, Standing, counted_from_row, event_from_row
 from incident_desk.core.journal.fields import FIELD_LIMITS, WORDS_FIELDS, cut, kept_words, storable
 from incident_desk.core.journal.locks import ProcessLocks, RestartLocks
 from incident_desk.core.journal.memory import desk_token
-from incident_desk.core.journal.revision import SQLiteRevision
+from incident_desk.core.journal.revision import KeptStandings, SQLiteRevision
 from incident_desk.core.neighbours.untrusted import masked_line
 from incident_desk.core.outcomes import LIMIT_OUTCOMES, RESTART_OUTCOMES, Outcome
 
@@ -206,6 +206,7 @@ class Journal(Protocol):
     def counted_since(self, since: datetime) -> list[Counted]: ...
     def count(self) -> int: ...
     def revision(self) -> Hashable | None: ...
+    def standings(self) -> Mapping[str, Standing]: ...
     def probe(self) -> None: ...
     def check_writable(self) -> None: ...
     def close(self) -> None: ...
@@ -233,6 +234,7 @@ class AuditJournal:
             self._initialise(conn)
             self.adopted = self._adopt(conn, derived, renamed_from)
         self._revision = SQLiteRevision(self.path, BUSY_TIMEOUT_SECONDS)
+        self._standings = KeptStandings(self)
 
     def record(self, decision: Decision) -> int:
         """Append ``decision`` in its own transaction; the returned row id means it is on disk."""
@@ -319,6 +321,10 @@ class AuditJournal:
         """A value that differs whenever the journal may have changed since it was taken, whoever wrote to it; None
         when it cannot be read now. What is derived from a read made after taking it holds while it stays equal."""
         return self._revision()
+
+    def standings(self) -> Mapping[str, Standing]:
+        """Who acknowledged and who resolved each incident: read once per revision (``KeptStandings``)."""
+        return self._standings()
 
     def close(self) -> None:
         """Closes the connection that watches for changes; the others are opened per call."""

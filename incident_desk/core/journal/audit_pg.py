@@ -8,7 +8,7 @@ database enforces across every replica. A small pool keeps connections; broken o
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from datetime import datetime
 from typing import Any
@@ -18,7 +18,7 @@ from psycopg.conninfo import make_conninfo
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from incident_desk.core.journal import desks
-from incident_desk.core.journal.activity import Counted, Event, counted_from_row, event_from_row
+from incident_desk.core.journal.activity import Counted, Event, Standing, counted_from_row, event_from_row
 from incident_desk.core.journal.audit import (
     DEFAULT_DESK,
     FIELD_LIMITS,
@@ -40,6 +40,7 @@ from incident_desk.core.journal.locks import (
     RestartLocks,
     held_from_rows,
 )
+from incident_desk.core.journal.revision import KeptStandings
 
 # Advisory locks, hashtextextended, and pg_terminate_backend with a timeout (breaking a stuck lock).
 MIN_SERVER_VERSION = 140000
@@ -164,6 +165,10 @@ class PostgresJournal:
 
     def close(self) -> None:
         self._pool.close()
+
+    def standings(self) -> Mapping[str, Standing]:
+        """Who acknowledged and who resolved each incident, read on every call (no revision to keep them by)."""
+        return KeptStandings(self)()
 
     def revision(self) -> None:
         """Never known without a query to the server, which costs what the read it would spare costs: every read

@@ -12,7 +12,12 @@ from __future__ import annotations
 import sqlite3
 import threading
 import weakref
+from collections.abc import Hashable, Mapping
 from pathlib import Path
+from types import MappingProxyType
+from typing import Protocol
+
+from incident_desk.core.journal.activity import Event, Standing, standings
 
 # (device, inode) of the file, its size and modification time in ns, and SQLite's data_version.
 Revision = tuple[tuple[int, int], int, int, int]
@@ -59,3 +64,28 @@ class SQLiteRevision:
             self._watcher.close()
         self._watcher = None
         self._watched = None
+
+
+class _Journal(Protocol):
+    def revision(self) -> Hashable | None: ...
+    def activity(self, incident_id: str | None, limit: int = 500, acts: tuple[str, ...] = ()) -> list[Event]: ...
+
+
+class KeptStandings:
+    """Who acknowledged and who resolved each incident, read from ``journal`` once per revision of it and shared,
+    unchangeable, until it changes (every read when the journal cannot tell its revision). Call in a worker thread."""
+
+    def __init__(self, journal: _Journal) -> None:
+        self._journal = journal
+        self._kept: tuple[Hashable, Mapping[str, Standing]] | None = None
+
+    def __call__(self) -> Mapping[str, Standing]:
+        # Taken before the read: a write landing between the two makes the next call read again.
+        revision = self._journal.revision()
+        kept = self._kept
+        if revision is not None and kept is not None and kept[0] == revision:
+            return kept[1]
+        events = self._journal.activity(None, 100_000, ("acknowledge", "resolve"))
+        found = MappingProxyType(standings(reversed(events)))
+        self._kept = None if revision is None else (revision, found)
+        return found
