@@ -178,23 +178,23 @@ def test_a_cancelled_scan_answers_where_its_count_got_to(tmp_path: Path, monkeyp
     data = b"needle-xyz first\n" + _filler(20_000) + b"needle-xyz last\n"
     log.write_bytes(data)
     cancelled = threading.Event()
-    real = log_search._Search.run
-    runs_seen: list[int] = []
+    real = log_search._Search.pass_run
+    passed: list[int] = []
 
-    def run(self: log_search._Search, run: Run) -> None:
-        runs_seen.append(run.offset)
-        if len(runs_seen) == 20:
+    def pass_run(self: log_search._Search, offset: int, length: int, newlines: int | None) -> None:
+        passed.append(offset)
+        if len(passed) == 20:
             cancelled.set()
-        real(self, run)
+        real(self, offset, length, newlines)
 
-    monkeypatch.setattr(log_search._Search, "run", run)
+    monkeypatch.setattr(log_search._Search, "pass_run", pass_run)
     result = search(log, compile_pattern("needle-xyz"), limit=10, sizes=SMALL, cancelled=cancelled)
     assert result.stopped == "cancelled" and [line.number for line in result.matches] == [1]
     cursor = result.next_cursor
-    assert cursor is not None and 0 < cursor.offset < runs_seen[-1]
+    assert cursor is not None and 0 < cursor.offset < passed[-1]
     assert cursor.line == data[: cursor.offset].count(b"\n") + 1
     assert len(counted) <= 2, "a cancelled scan counted the runs it passed"
-    monkeypatch.setattr(log_search._Search, "run", real)
+    monkeypatch.setattr(log_search._Search, "pass_run", real)
     rest = search(log, compile_pattern("needle-xyz"), cursor=cursor, limit=10, sizes=SMALL)
     assert [line.number for line in rest.matches] == [20_002]
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
-from incident_desk.core.helper_pool import HELPERS, default_processes
+from incident_desk.core.helper_pool import HELPERS, default_processes, line_start_at
 from incident_desk.core.scan_budget import SCAN_BUDGET_BYTES, ScanBudget, StopReason
 from incident_desk.core.search.literals import LiteralSet, searches
 from incident_desk.core.search.paging import (
@@ -54,6 +54,7 @@ from incident_desk.core.search.runs import (
     newlines_and_long_lines,
     undecodable_lines,
 )
+from incident_desk.core.search.skim import skim
 
 if TYPE_CHECKING:
     from incident_desk.core.redaction.face import Redaction
@@ -327,17 +328,31 @@ class _Search:
         if newlines is None and pending.numbers.line is not None:
             # A line of it was numbered, so what came before is counted: count it too, from the bytes scanned.
             newlines = self._counted(pending.run)
-        if newlines is None:
-            if not self.uncounted:
-                self.before_uncounted = (pending.run.offset, self._line)
-            self.uncounted.append((pending.run.offset, pending.run.length))
-            self.uncounted_bytes += pending.run.length
-            if self.uncounted_bytes * _SETTLE_SECONDS_PER_BYTE >= self.budget.deadline - time.monotonic():
-                self.settle()
-        else:
-            self._line += newlines
+        self._add(pending.run.offset, pending.run.length, newlines)
         self.release(pending.run)
         return False
+
+    def _add(self, offset: int, length: int, newlines: int | None) -> None:
+        """Number on past a run: by its count, or (None) by leaving it for ``settle``, counted at once when the
+        time left would not cover counting all that is left."""
+        if newlines is not None:
+            self._line += newlines
+            return
+        if not self.uncounted:
+            self.before_uncounted = (offset, self._line)
+        self.uncounted.append((offset, length))
+        self.uncounted_bytes += length
+        if self.uncounted_bytes * _SETTLE_SECONDS_PER_BYTE >= self.budget.deadline - time.monotonic():
+            self.settle()
+
+    def pass_run(self, offset: int, length: int, newlines: int | None) -> None:
+        """Move past a run at ``self.offset`` that holds no candidate (``core.search.skim``)."""
+        self._add(offset, length, newlines)
+        self.offset = offset + length
+
+    def within_bytes(self, end: int) -> bool:
+        """Whether scanning up to ``end`` stays within the byte budget."""
+        return end - self.start.offset <= self.budget.max_bytes
 
     def huge_line(self, line: HugeLine) -> None:
         if self.finish_pending() or self.should_stop(line.offset):
@@ -538,8 +553,39 @@ def search(
     )
 
 
+# The most a full scan reads past a run with a candidate before the skim takes over again (see _read_and_scan).
+_MAX_SCANNED_SPAN = 64 * 1024 * 1024
+
+
 def _read_and_scan(scan: _Search, handle: BinaryIO, start: int, end: int | None) -> None:
-    """Read the log from ``start`` to ``end`` (line starts; None: its end) and scan it, until the scan stops."""
+    """Read the log from ``start`` to ``end`` (line starts; None: its end) and scan it, until the scan stops.
+
+    For a pattern with literals, the runs without a candidate are skimmed (``core.search.skim``) and only the
+    runs that may hold one are scanned in full, with as many runs after them as the last skims passed none
+    (doubling, so that a log with candidates everywhere is read nearly once). ``start`` is where the scan is."""
+    if scan.literals is not None:
+        fd, span = handle.fileno(), 0
+        buffer = bytearray(scan.sizes.read_bytes)
+        undecodable = not scan.pattern.replacement_blind
+        while True:
+            skimmed_from = scan.offset
+            until = skim(scan, fd, buffer, end, undecodable=undecodable)
+            if scan.stopped is not None:
+                return
+            if until is None:
+                break
+            span = min(2 * span or scan.sizes.read_bytes, _MAX_SCANNED_SPAN) if scan.offset == skimmed_from else 0
+            if span:
+                further = line_start_at(fd, until + span)
+                until = end if further is None or (end is not None and further >= end) else further
+            _read_runs(scan, handle, scan.offset, until)
+            if scan.stopped is not None or until is None or scan.offset != until:
+                return
+    _read_runs(scan, handle, scan.offset, end)
+
+
+def _read_runs(scan: _Search, handle: BinaryIO, start: int, end: int | None) -> None:
+    """Read the log from ``start`` to ``end`` (line starts; None: its end) run by run and scan each in full."""
     # Every handle the desk reads is a binary file object that can read straight into a buffer.
     sizes = scan.sizes
     workers = free_workers() if sizes.workers is None else sizes.workers
