@@ -125,10 +125,10 @@ class DeskApp:
 
     def load_search_stack(self) -> None:
         """Load what a first search or log read would: the redaction rules, RE2, the search engine, a pattern
-        compiled and a small log searched, then numpy (only a search that numbers lines after runs it left
-        uncounted needs it, so a first call never waits for it). Blocking: the stdio desk runs it in a thread
-        once the client has its handshake answer (``server.LoadSearchStackAfterHandshake``), so the first call
-        costs what the others do."""
+        compiled and a small log searched, then numpy unless a search is under way (only a search that numbers
+        lines after runs it left uncounted needs it, so a first call never waits for it). Blocking: the stdio
+        desk runs it in a thread once the client has its handshake answer
+        (``server.LoadSearchStackAfterHandshake``), so the first call costs what the others do."""
         import tempfile
 
         from incident_desk.core.redaction.face import MASK
@@ -142,7 +142,8 @@ class DeskApp:
                 pattern = compile_pattern(text, ignore_case=ignore_case, mask=MASK)
                 engine.search(log, pattern, limit=50, redaction=self.redaction, processes=0)
         self.redactor("warm: Authorization: Bearer abc.def.ghi")
-        importlib.import_module("numpy")
+        if not engine.running():  # else the search that needs it loads it: this import would only slow it
+            importlib.import_module("numpy")
 
     @property
     def redaction(self) -> Redaction | None:

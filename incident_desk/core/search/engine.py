@@ -494,6 +494,15 @@ class _Search:
         self.window = int(min(self.sizes.read_bytes, max(self.sizes.min_window, rate * _WINDOW_SECONDS)))
 
 
+_running = 0  # searches under way in this process: what loads in the background keeps out of their way
+_running_lock = threading.Lock()
+
+
+def running() -> bool:
+    """Whether a search is under way in this process."""
+    return _running > 0
+
+
 def search(
     source: LogSource,
     pattern: SearchPattern,
@@ -519,6 +528,28 @@ def search(
     prefilter a big log's stretches for a pattern with literals (default
     ``helper_pool.default_processes()``; 0: this process reads alone).
     """
+    global _running
+    with _running_lock:
+        _running += 1
+    try:
+        return _search(source, pattern, cursor, limit, byte_budget, time_budget, redaction, cancelled, sizes, processes)
+    finally:
+        with _running_lock:
+            _running -= 1
+
+
+def _search(
+    source: LogSource,
+    pattern: SearchPattern,
+    cursor: Cursor,
+    limit: int,
+    byte_budget: int,
+    time_budget: float | None,
+    redaction: Redaction | None,
+    cancelled: threading.Event | None,
+    sizes: SearchSizes,
+    processes: int | None,
+) -> SearchResult:
     budget = ScanBudget.starting_now(time_budget=time_budget, byte_budget=byte_budget, cancelled=cancelled)
     if redaction is None or pattern.mask_blind:
         finder = pattern.block
