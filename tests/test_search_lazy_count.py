@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import random
 import re
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -251,3 +252,19 @@ def test_a_search_under_way_is_known_so_background_loading_keeps_out_of_its_way(
     with pytest.raises(logfile.CursorError):
         search(log, compile_pattern("absent-needle-q"), cursor=Cursor(1, 3), limit=5, sizes=SMALL)
     assert not log_search.running(), "a search that failed is no longer under way"
+
+
+def test_before_numpy_is_loaded_runs_are_counted_without_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A search never imports numpy (its import would hold the interpreter from the event loop): until the search
+    stack's loader has loaded it, runs are counted by ``bytes.count``, to the same numbers."""
+    counted = _counting(monkeypatch)
+    monkeypatch.delitem(sys.modules, "numpy")
+    log = tmp_path / "log.txt"
+    data = b"x" * (MAX_LINE_BYTES + 10) + b"\n" + _filler(20_000) + b"needle-xyz\r\n" + _filler(10)
+    log.write_bytes(data)
+    first = search(log, compile_pattern("needle-xyz"), limit=5, sizes=SMALL)
+    assert [line.number for line in first.matches] == [20_002]
+    assert counted == [] and "numpy" not in sys.modules
+    stopped = search(log, compile_pattern("needle-xyz"), limit=5, sizes=SMALL, byte_budget=len(data) // 2)
+    assert stopped.next_cursor is not None
+    assert stopped.next_cursor.line == data[: stopped.next_cursor.offset].count(b"\n") + 1

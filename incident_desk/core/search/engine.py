@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -163,6 +164,7 @@ class _Search:
         self.uncounted_bytes = 0
         self.before_uncounted = (start.offset, start.line)  # where the first uncounted run starts, and its number
         self.recount: tuple[bytearray, Any] | None = None  # settle's buffer and numpy scratch, made when needed
+        self.skim_buffer: bytearray | None = None  # what ``core.search.skim`` reads into, made when needed
         self.pending: RunState | None = None  # the last run scanned, until finish_pending
         self.offset = start.offset  # how far the scan has got: always the start of a line
         self.stopped: StopReason | None = None
@@ -218,16 +220,24 @@ class _Search:
             self.uncounted_bytes = 0
 
     def _recount(self) -> tuple[bytearray, Any]:
-        """``settle``'s read buffer and the numpy scratch runs are counted with, made the first time."""
+        """``settle``'s read buffer and the numpy scratch runs are counted with (once numpy is loaded), made the
+        first time."""
         if self.recount is None:
+            self.recount = bytearray(self.sizes.read_bytes), None
+        if self.recount[1] is None and "numpy" in sys.modules:
             import numpy as np
 
-            self.recount = bytearray(self.sizes.read_bytes), np.empty(self.sizes.index_piece, dtype=np.bool_)
+            self.recount = self.recount[0], np.empty(self.sizes.index_piece, dtype=np.bool_)
         return self.recount
 
     def _counted(self, run: Run, *, remember: bool = True) -> int:
-        """The newlines of ``run``, counted now (numpy, at memory speed) and remembered (``core.run_indexes``)."""
-        newlines, long = newlines_and_long_lines(run, self._recount()[1])
+        """The newlines of ``run``, counted now and remembered (``core.run_indexes``): by numpy at memory speed
+        once it is loaded (``DeskApp.load_search_stack`` loads it when no search is under way); until then by
+        ``bytes.count``, since importing numpy here would hold the interpreter from the event loop."""
+        if "numpy" not in sys.modules:
+            newlines, long = run.buffer.count(b"\n", 0, run.length), long_lines(run.buffer, run.length)
+        else:
+            newlines, long = newlines_and_long_lines(run, self._recount()[1])
         if remember:
             digest = RUN_INDEXES.digest(run.buffer, run.length)
             RUN_INDEXES.put((*self.log, run.offset, run.length), digest, RunIndex(newlines, tuple(long), None))
@@ -596,7 +606,9 @@ def _read_and_scan(scan: _Search, handle: BinaryIO, start: int, end: int | None)
     (doubling, so that a log with candidates everywhere is read nearly once). ``start`` is where the scan is."""
     if scan.literals is not None:
         fd, span = handle.fileno(), 0
-        buffer = bytearray(scan.sizes.read_bytes)
+        if scan.skim_buffer is None:
+            scan.skim_buffer = bytearray(scan.sizes.read_bytes)
+        buffer = scan.skim_buffer
         undecodable = not scan.pattern.replacement_blind
         while True:
             skimmed_from = scan.offset
