@@ -13,6 +13,7 @@ finds nothing counts nothing.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import sys
 import threading
@@ -505,12 +506,13 @@ class _Search:
 
 
 _running = 0  # searches under way in this process: what loads in the background keeps out of their way
+_last_ended = -math.inf  # when the last one ended (time.monotonic)
 _running_lock = threading.Lock()
 
 
-def running() -> bool:
-    """Whether a search is under way in this process."""
-    return _running > 0
+def quiet_for() -> float:
+    """Seconds since the last search in this process ended (infinite if none ran); 0 while one is under way."""
+    return 0.0 if _running > 0 else time.monotonic() - _last_ended
 
 
 def search(
@@ -538,7 +540,7 @@ def search(
     prefilter a big log's stretches for a pattern with literals (default
     ``helper_pool.default_processes()``; 0: this process reads alone).
     """
-    global _running
+    global _running, _last_ended
     with _running_lock:
         _running += 1
     try:
@@ -546,6 +548,7 @@ def search(
     finally:
         with _running_lock:
             _running -= 1
+            _last_ended = time.monotonic()
 
 
 def _search(
