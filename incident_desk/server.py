@@ -210,14 +210,29 @@ class ResultInHandTemplate(ResourceTemplate):
         return created
 
 
-class LoadSearchStackAfterHandshake:
-    """Server middleware: once the first request (the handshake, in either era) is answered, load the search stack
-    (``DeskApp.load_search_stack``) in a thread while the client is still starting, then leave the chain. A
-    client that sends nothing yet (a 2026 client needs no handshake) gets it ``IDLE_SECONDS`` after the desk
-    started serving (``after_start``, which the stdio transport runs).
+def log_data_listed(app: DeskApp) -> None:
+    """List the data directory and log what it holds. Over stdio this runs after the handshake answer
+    (``server.LoadSearchStackAfterHandshake``): parsing every incident masks its fields, which loads the redaction
+    rules, and a client's ``initialize`` must not wait for that.
 
-    It starts a moment after that answer is handed back, so the answer is written first: ``initialize`` costs
-    what it did (bench/bench_stdio.py), and the client's first search no longer pays for the imports.
+    Opens nothing that can block (see core.datafiles), so a FIFO in the data directory cannot stall it. The data
+    directory only: it never waits on an outside source.
+    """
+    listing = app.sources.data.listing()
+    logger.info("data listed", incidents=len(listing.incidents), skipped_entries=len(listing.problems))
+
+
+class LoadSearchStackAfterHandshake:
+    """Server middleware: once the client's start-up is answered (the handshake and the first request after it,
+    its ``tools/list``, which registers the features), list the data directory and load the search stack
+    (``DeskApp.load_search_stack``) in a thread while the client is still starting, then leave the chain.
+
+    A client that lists nothing after its handshake gets it ``IDLE_SECONDS`` after the handshake answer; one that
+    sends nothing at all (a 2026 client needs no handshake) ``IDLE_SECONDS`` after the desk started serving
+    (``after_start``, which the stdio transport runs). Each start comes a moment after an answer is handed back,
+    so the answer is written first: the thread holds the interpreter lock for most of its work, and neither
+    ``initialize`` nor the first ``tools/list`` shares it with the thread (bench/bench_stdio.py), while the
+    client's first search no longer pays for the imports.
     """
 
     AFTER_SECONDS = 0.01
@@ -226,20 +241,26 @@ class LoadSearchStackAfterHandshake:
     def __init__(self, server: MCPServer, app: DeskApp) -> None:
         self._server = server
         self._app = app
+        self._asked = False
         self._started = False
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if self not in self._server.middleware:
             return await call_next(ctx)
-        self._server.middleware.remove(self)
+        handshake = ctx.method in _ANSWERED_WITHOUT_FEATURES
+        if not handshake:
+            self._server.middleware.remove(self)
+        self._asked = True
         try:
             return await call_next(ctx)
         finally:
-            asyncio.get_running_loop().call_later(self.AFTER_SECONDS, self._start)
+            later = self.IDLE_SECONDS if handshake else self.AFTER_SECONDS
+            asyncio.get_running_loop().call_later(later, self._start)
 
     async def after_start(self) -> None:
         await anyio.sleep(self.IDLE_SECONDS)
-        self._start()
+        if not self._asked:
+            self._start()
 
     def _start(self) -> None:
         if not self._started:
@@ -249,6 +270,7 @@ class LoadSearchStackAfterHandshake:
     def _load(self) -> None:
         began = time.perf_counter()
         try:
+            log_data_listed(self._app)
             self._app.load_search_stack()
         except Exception as exc:  # the first search loads what is missing, and says what fails
             logger.warning("search stack not loaded ahead", error=str(exc))
@@ -258,19 +280,24 @@ class LoadSearchStackAfterHandshake:
 
 class LearnHistoryOnFirstUse:
     """Server middleware: the first request other than ``initialize`` or ``ping`` starts the memory's background
-    pass over the desk's whole history, then leaves the chain. After the handshake, so a client's ``initialize``
-    never shares the machine with it."""
+    pass over the desk's whole history once it is answered, then leaves the chain. After the handshake and after
+    that answer, so neither a client's ``initialize`` nor its first ``tools/list`` shares the machine with it."""
 
     def __init__(self, server: MCPServer, app: DeskApp) -> None:
         self._server = server
         self._app = app
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        if ctx.method not in _ANSWERED_WITHOUT_FEATURES and self in self._server.middleware:
-            self._server.middleware.remove(self)
+        if ctx.method in _ANSWERED_WITHOUT_FEATURES or self not in self._server.middleware:
+            return await call_next(ctx)
+        self._server.middleware.remove(self)
+        try:
+            return await call_next(ctx)
+        finally:
             if self._app.memory is not None:
-                self._app.memory.learn()
-        return await call_next(ctx)
+                asyncio.get_running_loop().call_later(
+                    LoadSearchStackAfterHandshake.AFTER_SECONDS, self._app.memory.learn
+                )
 
 
 class RegisterFeaturesOnFirstUse:
