@@ -20,15 +20,15 @@ from pydantic import BaseModel, Field
 
 from incident_desk.app import DeskApp
 from incident_desk.approvals import out_of_band
-from incident_desk.core.acts import approval
+from incident_desk.core.acts import approval, runs
 from incident_desk.core.acts.approval import Approved, Entry
 from incident_desk.core.acts.links import ApprovalMode, strictest
 from incident_desk.core.acts.preview import MAX_REASON_CHARS, Preview, shown_reason
 from incident_desk.core.acts.preview import question as with_preview
-from incident_desk.core.journal.audit import AuditError, DuplicateApproval
+from incident_desk.core.journal.audit import FIELD_LIMITS, AuditError, Decision, DuplicateApproval, cut
 from incident_desk.core.outcomes import CHANGED, OUTCOME_OF, REPLAYED, ActWords, Outcome
 from incident_desk.identity import principal
-from incident_desk.protocol import client_features
+from incident_desk.protocol import client_features, client_logging
 from incident_desk.protocol import tool_results as results
 from incident_desk.protocol.client_features import NoAnswerKind
 
@@ -128,6 +128,37 @@ class Recorder:
             log.error("audit journal write failed", **self._fields, outcome=str(outcome), error=str(exc))
             return str(exc)
         return None
+
+
+def service_recorder(ctx: Context, app: DeskApp, service: str, *, era: str, action: str | None = None) -> Recorder:
+    """The recorder of an act on a service (a restart, or a runbook ``action``): rows in the audit journal, which
+    holds a service's restarts and actions alike so its limits and readers see both; each decision is also told
+    to the client. The service name comes from the client: journalled and logged cut, like every stored field."""
+    stored = cut(service, FIELD_LIMITS["service"])
+
+    async def write(entry: Entry) -> None:
+        detail = entry.detail if action is None else runs.detail(action, entry.detail)
+        decision = Decision(
+            service=stored,
+            outcome=entry.outcome,
+            ticket=entry.ticket,
+            approver=entry.who,
+            protocol_era=era,
+            exit_status=entry.exit_status,
+            detail=detail,
+            nonce=entry.nonce,
+        )
+        await app.record_decision(decision)
+
+    async def tell(message: str, fields: dict[str, Any]) -> None:
+        await client_logging.tell_client(ctx, app.log_levels, "info", message, **fields)
+
+    kind = "restart" if action is None else "action"
+    fields: dict[str, object] = {"service": stored, "era": era}
+    if action is not None:
+        fields["action"] = action
+    said = (f"{kind} decision", f"{kind} approval step")
+    return Recorder(write, principal.approver(ctx), said=said, fields=fields, tell=tell)
 
 
 Asked = Approved | CallToolResult | InputRequiredResult

@@ -90,6 +90,13 @@ def _add_config_flag(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _command(commands: Subparsers, name: str, *, help: str, description: str) -> argparse.ArgumentParser:
+    """A subcommand that reads the desk's settings, with the settings flags every such command takes."""
+    parser = commands.add_parser(name, help=help, description=description)
+    _add_settings_flags(parser)
+    return parser
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The command line's parser; with ``only``, just that subcommand's (a served desk builds no other)."""
     parser = argparse.ArgumentParser(
@@ -114,21 +121,21 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     if only in (None, "audit"):
         _add_audit_parser(commands)
     if only in (None, "tools"):
-        tools = commands.add_parser(
+        tools = _command(
+            commands,
             "tools",
             help="print which tools this configuration serves",
             description="Print every tool, on or off, for these settings (read_only, enabled_tools, disabled_tools).",
         )
-        _add_settings_flags(tools)
         _add_setting_flag(tools, "read_only")
     if only in (None, "actions"):
-        actions = commands.add_parser(
+        actions = _command(
+            commands,
             "actions",
             help="print the runbook actions this configuration offers",
             description="Print each service's runbook actions ([services.<name>.actions.<action>]): description, "
             "approval, argv, preview_argv and parameters.",
         )
-        _add_settings_flags(actions)
         actions.add_argument("service", nargs="?", help="only this service's actions")
     if only in (None, "locks"):
         _add_locks_parser(commands)
@@ -141,13 +148,13 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     if only in (None, "config"):
         _add_config_parser(commands)
     if only in (None, "doctor"):
-        doctor = commands.add_parser(
+        _command(
+            commands,
             "doctor",
             help="check this installation end to end",
             description="Check the data directory, log sources, journal and keychain, then start the desk as a "
             "client would and talk to it over stdio.",
         )
-        _add_settings_flags(doctor)
     if only in (None, "demo"):
         demo = commands.add_parser(
             "demo",
@@ -158,43 +165,43 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         demo.add_argument("--era", choices=["legacy", "2026-07-28"], default="legacy", help="protocol era to speak")
         demo.add_argument("--out", type=Path, help="also write each transcript to this folder")
     if only in (None, "timeline"):
-        timeline = commands.add_parser(
+        timeline = _command(
+            commands,
             "timeline",
             help="print an incident's timeline, or write it as a page for a browser",
             description="Print the text timeline show_incident_timeline gives a model; with --html, also write the "
             "chart that app-rendering clients show as one self-contained page (the data inside, no network).",
         )
-        _add_settings_flags(timeline)
         timeline.add_argument("incident_id", metavar="ID", help="the incident, e.g. INC-1042")
         timeline.add_argument("--html", type=Path, metavar="FILE", help="write the chart as a self-contained page")
     if only in (None, "investigate"):
-        investigate = commands.add_parser(
+        investigate = _command(
+            commands,
             "investigate",
             help="print an incident's ranked evidence",
             description="Print what investigate_incident finds: new and rising log templates, metric steps, changes "
             "before the opening, similar past incidents and runbook sections, each with where to check it.",
         )
-        _add_settings_flags(investigate)
         investigate.add_argument("incident_id", metavar="ID", help="the incident, e.g. INC-1042")
     if only in (None, "handoff"):
-        handoff = commands.add_parser(
+        handoff = _command(
+            commands,
             "handoff",
             help="print the shift handoff",
             description="Print what get_shift_handoff gives a model: who is on call and next, open incidents, "
             "silences, acts, pending approvals, changes and resolutions of the shift.",
         )
-        _add_settings_flags(handoff)
         handoff.add_argument("--hours", type=_shift_hours, default=12, help="shift length in hours (default 12)")
     return parser
 
 
 def _add_audit_parser(commands: Subparsers) -> None:
-    audit = commands.add_parser(
+    audit = _command(
+        commands,
         "audit",
         help="print the most recent restart decisions",
         description="Print the audit journal's most recent decisions, newest first.",
     )
-    _add_settings_flags(audit)
     audit.add_argument("--limit", type=_audit_limit, default=50, help="how many decisions, 1-500 (default 50)")
 
 
@@ -228,13 +235,13 @@ def _add_locks_parser(commands: Subparsers) -> None:
 
 
 def _add_limits_parser(commands: Subparsers) -> None:
-    limits = commands.add_parser(
+    limits = _command(
+        commands,
         "limits",
         help="show the act limits' counters, or reset a service's",
         description="Show each act limit's counter ([act_limits]: acts per person, restarts per service, cooldowns) "
         "as the journal holds it, and when each clears.",
     )
-    _add_settings_flags(limits)
     actions = limits.add_subparsers(dest="limits_action", metavar="{reset}", help="reset a service's limits")
     reset = actions.add_parser(
         "reset",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import anyio
 import structlog
@@ -14,9 +14,9 @@ from incident_desk.app import DeskApp
 from incident_desk.approvals import flow
 from incident_desk.core.acts import approval, executor
 from incident_desk.core.acts.actions import CommandAction, SimulateAction
-from incident_desk.core.acts.approval import Approved, Entry
+from incident_desk.core.acts.approval import Approved
 from incident_desk.core.acts.preview import Preview, restart_preview
-from incident_desk.core.journal.audit import FIELD_LIMITS, AuditError, Decision, cut
+from incident_desk.core.journal.audit import FIELD_LIMITS, AuditError, cut
 from incident_desk.core.journal.locks import Holding, LockLost, ServiceBusy, this_replica
 from incident_desk.core.outcomes import (
     RESTART,
@@ -28,8 +28,7 @@ from incident_desk.core.outcomes import (
     UNKNOWN_SERVICE,
     Outcome,
 )
-from incident_desk.identity import principal
-from incident_desk.protocol import client_features, client_logging
+from incident_desk.protocol import client_features
 from incident_desk.protocol import tool_results as results
 from incident_desk.protocol.tool_kinds import ToolKinds, restart
 
@@ -46,31 +45,6 @@ class RestartReport(BaseModel):
     exit_status: int | None
     output: str | None = Field(description="Tail of the restart command's output")
     reason: str | None = Field(description="Why the desk did not restart, when it did not")
-
-
-def _recorder(ctx: Context, app: DeskApp, service: str, approver: str, era: str) -> flow.Recorder:
-    """The flow's recorder for a restart: rows in the audit journal, each decision also told to the client."""
-    # A service name comes from the client: it is journalled and logged cut, like every stored field.
-    stored = cut(service, FIELD_LIMITS["service"])
-
-    async def write(entry: Entry) -> None:
-        decision = Decision(
-            service=stored,
-            outcome=entry.outcome,
-            ticket=entry.ticket,
-            approver=entry.who,
-            protocol_era=era,
-            exit_status=entry.exit_status,
-            detail=entry.detail,
-            nonce=entry.nonce,
-        )
-        await app.record_decision(decision)
-
-    async def tell(message: str, fields: dict[str, Any]) -> None:
-        await client_logging.tell_client(ctx, app.log_levels, "info", message, **fields)
-
-    said = ("restart decision", "restart approval step")
-    return flow.Recorder(write, approver, said=said, fields={"service": stored, "era": era}, tell=tell)
 
 
 def _report(service: str, outcome: Outcome, **fields: object) -> RestartReport:
@@ -113,7 +87,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
         ctx: Context, service: str, reason: str | None
     ) -> Annotated[CallToolResult, RestartReport] | InputRequiredResult:
         client = client_features.view(ctx)
-        record = _recorder(ctx, app, service, principal.approver(ctx), client.era)
+        record = flow.service_recorder(ctx, app, service, era=client.era)
 
         known = await app.known_services()
         if service not in known:

@@ -3,7 +3,7 @@ approves the exact command (and what its preview printed), journalled, locked an
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import anyio
 import structlog
@@ -13,13 +13,13 @@ from pydantic import BaseModel, Field
 
 from incident_desk.app import DeskApp
 from incident_desk.approvals import flow
-from incident_desk.core.acts import executor, runs, service_actions
+from incident_desk.core.acts import executor, service_actions
 from incident_desk.core.acts.actions import CommandAction
-from incident_desk.core.acts.approval import Approved, Entry
+from incident_desk.core.acts.approval import Approved
 from incident_desk.core.acts.links import strictest
 from incident_desk.core.acts.preview import Preview
 from incident_desk.core.acts.service_actions import ServiceAction
-from incident_desk.core.journal.audit import FIELD_LIMITS, AuditError, Decision, cut
+from incident_desk.core.journal.audit import FIELD_LIMITS, AuditError, cut
 from incident_desk.core.journal.locks import Holding, LockLost, ServiceBusy, this_replica
 from incident_desk.core.outcomes import (
     BAD_PARAMETER,
@@ -34,8 +34,7 @@ from incident_desk.core.outcomes import (
     UNKNOWN_SERVICE,
     Outcome,
 )
-from incident_desk.identity import principal
-from incident_desk.protocol import client_features, client_logging
+from incident_desk.protocol import client_features
 from incident_desk.protocol import tool_results as results
 from incident_desk.protocol.tool_kinds import ToolKinds, read, restart
 
@@ -84,32 +83,6 @@ class ActionReport(BaseModel):
 
 
 TOOLS = ToolKinds(list_service_actions=read(), run_service_action=restart())
-
-
-def _recorder(ctx: Context, app: DeskApp, service: str, action: str, approver: str, era: str) -> flow.Recorder:
-    """A restart's recorder whose rows name the action: the audit journal holds a service's restarts and actions
-    alike, so its limits and its readers see both."""
-    stored = cut(service, FIELD_LIMITS["service"])
-
-    async def write(entry: Entry) -> None:
-        decision = Decision(
-            service=stored,
-            outcome=entry.outcome,
-            ticket=entry.ticket,
-            approver=entry.who,
-            protocol_era=era,
-            exit_status=entry.exit_status,
-            detail=runs.detail(action, entry.detail),
-            nonce=entry.nonce,
-        )
-        await app.record_decision(decision)
-
-    async def tell(message: str, fields: dict[str, Any]) -> None:
-        await client_logging.tell_client(ctx, app.log_levels, "info", message, **fields)
-
-    said = ("action decision", "action approval step")
-    fields = {"service": stored, "action": action, "era": era}
-    return flow.Recorder(write, approver, said=said, fields=fields, tell=tell)
 
 
 def _command(service: str, action: ServiceAction, argv: list[str]) -> CommandAction:
@@ -175,7 +148,7 @@ def register(server: MCPServer, app: DeskApp) -> None:
             return results.error(BAD_PARAMETER.render(why=why))
         argv = service_actions.fill(action.argv, service, given)
         client = client_features.view(ctx)
-        record = _recorder(ctx, app, service, name, principal.approver(ctx), client.era)
+        record = flow.service_recorder(ctx, app, service, era=client.era, action=name)
 
         def report(outcome: Outcome, **fields: object) -> ActionReport:
             return ActionReport.model_validate(
