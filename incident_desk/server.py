@@ -37,6 +37,8 @@ logger = structlog.get_logger(__name__)
 SERVER_NAME = "incident-desk"
 # Requests a desk with deferred features answers without them.
 _ANSWERED_WITHOUT_FEATURES = frozenset({"initialize", "server/discover", "ping"})
+# What a client asks right after its handshake, before its first call: background work waits for these answers.
+_LISTINGS = frozenset({"tools/list", "prompts/list", "resources/list", "resources/templates/list"})
 
 
 def instructions(app: DeskApp | None = None) -> str:
@@ -210,22 +212,10 @@ class ResultInHandTemplate(ResourceTemplate):
         return created
 
 
-def log_data_listed(app: DeskApp) -> None:
-    """List the data directory and log what it holds. Over stdio this runs after the handshake answer
-    (``server.LoadSearchStackAfterHandshake``): parsing every incident masks its fields, which loads the redaction
-    rules, and a client's ``initialize`` must not wait for that.
-
-    Opens nothing that can block (see core.datafiles), so a FIFO in the data directory cannot stall it. The data
-    directory only: it never waits on an outside source.
-    """
-    listing = app.sources.data.listing()
-    logger.info("data listed", incidents=len(listing.incidents), skipped_entries=len(listing.problems))
-
-
 class LoadSearchStackAfterHandshake:
     """Server middleware: once the client's start-up is answered (the handshake and the first request after it,
-    its ``tools/list``, which registers the features), list the data directory and load the search stack
-    (``DeskApp.load_search_stack``) in a thread while the client is still starting, then leave the chain.
+    its ``tools/list``, which registers the features; a first call instead starts it at once), load the search
+    stack (``DeskApp.load_search_stack``) in a thread while the client is still starting, then leave the chain.
 
     A client that lists nothing after its handshake gets it ``IDLE_SECONDS`` after the handshake answer; one that
     sends nothing at all (a 2026 client needs no handshake) ``IDLE_SECONDS`` after the desk started serving
@@ -248,9 +238,12 @@ class LoadSearchStackAfterHandshake:
         if self not in self._server.middleware:
             return await call_next(ctx)
         handshake = ctx.method in _ANSWERED_WITHOUT_FEATURES
+        self._asked = True
         if not handshake:
             self._server.middleware.remove(self)
-        self._asked = True
+            if ctx.method not in _LISTINGS:  # a first call needs what the thread loads: no reason to wait
+                self._start()
+                return await call_next(ctx)
         try:
             return await call_next(ctx)
         finally:
@@ -270,7 +263,6 @@ class LoadSearchStackAfterHandshake:
     def _load(self) -> None:
         began = time.perf_counter()
         try:
-            log_data_listed(self._app)
             self._app.load_search_stack()
         except Exception as exc:  # the first search loads what is missing, and says what fails
             logger.warning("search stack not loaded ahead", error=str(exc))
@@ -280,8 +272,9 @@ class LoadSearchStackAfterHandshake:
 
 class LearnHistoryOnFirstUse:
     """Server middleware: the first request other than ``initialize`` or ``ping`` starts the memory's background
-    pass over the desk's whole history once it is answered, then leaves the chain. After the handshake and after
-    that answer, so neither a client's ``initialize`` nor its first ``tools/list`` shares the machine with it."""
+    pass over the desk's whole history (once answered when it is a listing), then leaves the chain. After the
+    handshake and after a first listing's answer, so neither a client's ``initialize`` nor its first ``tools/list``
+    shares the machine with it."""
 
     def __init__(self, server: MCPServer, app: DeskApp) -> None:
         self._server = server
@@ -291,6 +284,9 @@ class LearnHistoryOnFirstUse:
         if ctx.method in _ANSWERED_WITHOUT_FEATURES or self not in self._server.middleware:
             return await call_next(ctx)
         self._server.middleware.remove(self)
+        if ctx.method not in _LISTINGS and self._app.memory is not None:  # a call first: nothing to keep clear
+            self._app.memory.learn()
+            return await call_next(ctx)
         try:
             return await call_next(ctx)
         finally:

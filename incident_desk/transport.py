@@ -64,7 +64,7 @@ def serve(settings: Settings) -> int:
 def _serve(settings: Settings) -> int:
     from incident_desk.assembly import build_app
     from incident_desk.core.journal.audit import AuditError
-    from incident_desk.server import build_server, log_data_listed
+    from incident_desk.server import build_server
 
     try:
         app = build_app(settings, sealing_keys=_sealing_keys(settings))
@@ -81,18 +81,22 @@ def _serve(settings: Settings) -> int:
     # turned the collector off for the start (see cli.main); from here on it runs as usual.
     gc.freeze()
     gc.enable()
+    # Opens nothing that can block (see core.datafiles), so a FIFO in the data directory cannot stall the start.
+    # The data directory only: the start (and so a client's initialize) never waits on an outside source.
+    listing = app.sources.data.listing()
     logger.info(
         "incident-desk starting",
         version=__version__,
         transport=settings.transport,
         data=str(app.data_root),
+        incidents=len(listing.incidents),
+        skipped_entries=len(listing.problems),
         audit=settings.audit_location,
     )
     try:
         if settings.transport == "http":
             from incident_desk.http.serve import serve_http
 
-            log_data_listed(app)  # the HTTP desk is ready before it listens
             return serve_http(server, app)
         if sys.stdin.isatty():
             # Started by hand on a terminal, the desk looks hung: it is waiting for a client to speak MCP.
