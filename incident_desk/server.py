@@ -212,6 +212,12 @@ class ResultInHandTemplate(ResourceTemplate):
         return created
 
 
+def _is_notification(method: str) -> bool:
+    """Notifications pass through the middleware too: ``notifications/initialized`` ends the handshake, it is no
+    request of the client's own."""
+    return method.startswith("notifications/")
+
+
 class LoadSearchStackAfterHandshake:
     """Server middleware: once the client's start-up is answered (the handshake and the first request after it,
     its ``tools/list``, which registers the features; a first call instead starts it at once), load the search
@@ -235,7 +241,7 @@ class LoadSearchStackAfterHandshake:
         self._started = False
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        if self not in self._server.middleware:
+        if self not in self._server.middleware or _is_notification(ctx.method):
             return await call_next(ctx)
         handshake = ctx.method in _ANSWERED_WITHOUT_FEATURES
         self._asked = True
@@ -281,7 +287,11 @@ class LearnHistoryOnFirstUse:
         self._app = app
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        if ctx.method in _ANSWERED_WITHOUT_FEATURES or self not in self._server.middleware:
+        if (
+            ctx.method in _ANSWERED_WITHOUT_FEATURES
+            or _is_notification(ctx.method)
+            or self not in self._server.middleware
+        ):
             return await call_next(ctx)
         self._server.middleware.remove(self)
         if ctx.method not in _LISTINGS and self._app.memory is not None:  # a call first: nothing to keep clear
