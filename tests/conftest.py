@@ -12,6 +12,7 @@ from mcp.server.mcpserver import MCPServer
 
 from incident_desk.app import DeskApp
 from incident_desk.assembly import build_app
+from incident_desk.core.helper_pool import HELPERS
 from incident_desk.server import build_server
 from incident_desk.settings.model import load_settings
 from tests.fakes import FakeProvider, MemoryKeyring, running_fake_provider, using_keyring
@@ -91,3 +92,10 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     (--no-loadscope-reorder keeps it)."""
     timed_modules = {item.nodeid.partition("::")[0] for item in items if item.get_closest_marker("timing")}
     items.sort(key=lambda item: _start_rank(item, timed_modules))
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The helper processes a big in-process search or timeline started end with the session (each worker's,
+    in a parallel run), rather than idle for minutes or at the interpreter's exit: nothing of this step is left
+    beside the next one (tests/timing_alone.py waits for such leftovers before serial timing tests)."""
+    HELPERS.end_all()

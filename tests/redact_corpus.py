@@ -11,8 +11,13 @@ import base64
 import json
 import random
 import string
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import cache
+
+import re2
+
+from incident_desk.core.linear import LinearPattern
 
 ALNUM = string.ascii_letters + string.digits
 LOWER_ALNUM = string.ascii_lowercase + string.digits
@@ -741,6 +746,22 @@ def pieces(secret: str) -> list[str]:
 def leaks(fmt: Format, shown: str) -> list[str]:
     """The pieces of ``fmt``'s secrets that ``shown`` contains."""
     return [piece for secret in fmt.secrets for piece in pieces(secret) if piece in shown]
+
+
+def leaked(formats: Sequence[Format], shown: str) -> dict[str, list[str]]:
+    """``leaks`` of each of ``formats`` that shows any piece in ``shown``, by name.
+
+    One RE2 pass over ``shown`` for every piece at once says whether there is any; only then is each piece looked
+    for alone (piece by piece, a read path's few megabytes took seconds for each of the corpus's formats)."""
+    if _any_piece(tuple(formats)).search(shown.encode("utf-8", "surrogatepass")) is None:
+        return {}
+    return {fmt.name: found for fmt in formats if (found := leaks(fmt, shown))}
+
+
+@cache
+def _any_piece(formats: tuple[Format, ...]) -> LinearPattern:
+    every = {piece for fmt in formats for secret in fmt.secrets for piece in pieces(secret)}
+    return LinearPattern(b"|".join(re2.escape(piece.encode()) for piece in sorted(every)))
 
 
 # Ordinary log lines that must come out exactly as they went in.

@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from tests.frozen_build import cached_onedir_build
 from tests.helpers import ROOT, child_env, text_of
 from tests.signals import stop_stdio_desk
 
@@ -45,10 +46,18 @@ def build_script() -> ModuleType:
 
 
 @pytest.fixture(scope="module")
-def frozen_exe(build_script: ModuleType, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    root = tmp_path_factory.mktemp("frozen")
+def frozen_exe(
+    build_script: ModuleType, request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Path]:
+    """The build of the current sources: made once and reused by every session until an input changes
+    (tests/frozen_build.py), or made for this module where there is no pytest cache or no flock (Windows)."""
+    cache = getattr(request.config, "cache", None)
     try:
-        exe = build_script.build("onedir", root / "dist", root / "work")
+        if cache is not None and sys.platform != "win32":
+            exe = cached_onedir_build(build_script, cache.mkdir("frozen-build"))
+        else:
+            root = tmp_path_factory.mktemp("frozen")
+            exe = build_script.build("onedir", root / "dist", root / "work")
     except build_script.SmokeFailure as exc:
         pytest.fail(f"the frozen build failed: {exc}")
     yield Path(exe)

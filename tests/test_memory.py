@@ -24,13 +24,25 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from incident_desk.app import DeskApp
-from incident_desk.core.journal.memory import SIGNATURE_HEAD_BYTES, Memory, SqliteMemory, normalise, signature_of
+from incident_desk.core.journal.memory import (
+    _COMMON,
+    MAX_QUERY_WORDS,
+    SIGNATURE_HEAD_BYTES,
+    Memory,
+    SqliteMemory,
+    normalise,
+    query_words,
+    signature_of,
+    word_set,
+)
+from incident_desk.core.linear import LinearPattern
 from incident_desk.core.outcomes import Outcome
 from incident_desk.server import build_server
 from tests.alertmanager import alert, needs_alertmanager, running_alertmanager
 from tests.helpers import AppFactory, child_env, connect, synthetic_incidents, text_of
 from tests.memory_corpus import KINDS, corpus, log_head
 from tests.postgres_cluster import PASSWORD, Cluster, unavailable_reason
+from tests.redact_corpus import ORDINARY_LINES, formats
 from tests.restart_helpers import APPROVER
 from tests.test_sources_alertmanager import STARTED, folder_desk, sources
 
@@ -63,6 +75,22 @@ def test_signatures_strip_what_changes_between_runs() -> None:
     two = normalise("2026-02-03T04:05:06Z pool-7 timed out after 45ms req=1a2b3c4d5e6f id 0xcafef00d 10.9.8.7")
     assert one == two
     assert signature_of(b"all good\nERROR disk full on /var\ninfo fine\n") == "error disk full on /var"
+
+
+def test_the_words_of_a_text_are_what_the_word_pattern_finds() -> None:
+    """query_words splits in C; what it keeps must be the pattern's matches, in order, on any text: log lines,
+    secrets, digits before and inside words, one-letter runs, non-ASCII letters and bytes."""
+    word = LinearPattern(rb"[a-z][a-z0-9]*[a-z0-9]")
+    texts = [*ORDINARY_LINES, *(line for fmt in formats() for line in fmt.lines)]
+    texts += ["9abc a1 b 7x9y 12ab34cd İstanbul straße x_y-z.q ÿabc\u00e9def", "a" * 5000 + " 3" + "b9" * 40]
+    texts += ["".join(random.Random(seed).choice("ab9 _-.éİ\x00") for _ in range(300)) for seed in range(50)]
+    for text in texts:
+        data = normalise(text).encode("utf-8", "replace")
+        found = [data[s[0][0] : s[0][1]].decode("ascii") for s in word.finditer(data)]
+        expected = list(dict.fromkeys(w for w in found if w not in _COMMON and len(w) > 2))
+        assert query_words(text, most=1_000_000) == expected, text
+        assert query_words(text) == expected[:MAX_QUERY_WORDS], text
+        assert word_set(text) == set(expected), text
 
 
 def test_held_out_incidents_find_their_kind_in_the_top_three_on_sqlite(tmp_path: Path) -> None:

@@ -23,7 +23,7 @@ from mcp_types import TextContent
 from incident_desk.core.redaction.face import MASK, redact
 from incident_desk.core.search import paging as logfile
 from tests.helpers import AppFactory, connect, text_of
-from tests.redact_corpus import NEXT_LINE, ORDINARY_LINES, Format, formats, leaks, shaped_lines
+from tests.redact_corpus import NEXT_LINE, ORDINARY_LINES, Format, formats, leaked, leaks, pieces, shaped_lines
 from tests.restart_helpers import approve, desk, rows
 from tests.summarize_helpers import ScriptedModel
 
@@ -166,9 +166,22 @@ def corpus_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+def test_the_leak_check_finds_any_piece_of_any_secret() -> None:
+    """What every read path is checked with: a piece of a secret anywhere in a text is found, by format (each
+    format's first and last pieces alone, every tenth format's among all the corpus's)."""
+    text = "\n".join(ORDINARY_LINES)
+    assert leaked(FORMATS, text) == {}
+    for number, fmt in enumerate(FORMATS):
+        for piece in {pieces(fmt.secrets[0])[0], pieces(fmt.secrets[-1])[-1]}:
+            planted = text[: len(text) // 2] + piece + text[len(text) // 2 :]
+            assert leaked([fmt], planted) == {fmt.name: leaks(fmt, planted)} != {fmt.name: []}, (fmt.name, piece)
+            if number % 10 == 0:
+                assert leaked(FORMATS, planted).get(fmt.name) == leaks(fmt, planted), (fmt.name, piece)
+
+
 def _check(shown: str, where: str, formats_to_check: list[Format] = FORMATS) -> None:
-    leaked = {fmt.name: found for fmt in formats_to_check if (found := leaks(fmt, shown))}
-    assert not leaked, f"{where} shows secrets: {leaked}"
+    found = leaked(formats_to_check, shown)
+    assert not found, f"{where} shows secrets: {found}"
 
 
 async def _window_paths(client: Any, incident_id: str, model: ScriptedModel) -> dict[str, str]:

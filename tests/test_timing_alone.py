@@ -8,6 +8,7 @@ and no test may overlap a timing test's body.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import ROOT
+from tests.timing_alone import SETTLE_SECONDS, left_running
 
 _SUITE = """
 import json, os, time
@@ -66,3 +68,58 @@ def test_no_test_runs_beside_a_timing_tests_body(tmp_path: Path) -> None:
     assert any(overlapping(one, other) for one in plain for other in plain), "the two workers never ran side by side"
     beside = [(span[0], other[0]) for span in timing for other in spans if overlapping(span, other)]
     assert beside == [], "tests ran beside a timing test's body"
+
+
+LEFTOVER = """
+import os, sys, time
+while not os.path.exists(sys.argv[1]):
+    time.sleep(0.02)
+time.sleep(1.5)
+"""
+
+
+def test_a_process_an_earlier_step_left_in_this_environment_is_found() -> None:
+    leftover = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        found = left_running()
+    finally:
+        leftover.kill()
+        leftover.wait()
+    assert any(line.startswith(f"{leftover.pid} ") for line in found), found
+    assert not any(line.startswith(f"{os.getpid()} ") for line in found), "this process is no leftover"
+    assert not any(line.startswith(f"{leftover.pid} ") for line in left_running())
+    assert left_running(interpreter=f"nothing-runs-this-{os.getpid()}") == []
+
+
+@pytest.mark.subprocess
+def test_a_serial_timing_run_waits_for_what_an_earlier_step_left_running(tmp_path: Path) -> None:
+    (tmp_path / "pytest.ini").write_text("[pytest]\nmarkers =\n    timing: alone\n")
+    collected = tmp_path / "collected"
+    (tmp_path / "test_timed.py").write_text(f"open({str(collected)!r}, 'w').close()\n" + _module("timed", timing={0}))
+    # Ends 1.5 s after the run has collected its tests; named apart from this run's own workers and desks, which
+    # share this environment's interpreter.
+    marker = f"leftover-{os.getpid()}-{tmp_path.name}"
+    leftover = subprocess.Popen([sys.executable, "-c", LEFTOVER, str(collected), marker])
+    try:
+        run = subprocess.run(
+            [sys.executable, "-m", "pytest", "-p", "tests.timing_alone", "-n", "0", "-q"],
+            cwd=tmp_path,
+            env={
+                "PATH": "/usr/bin:/bin",
+                "PYTHONPATH": str(ROOT),
+                "SPANS": str(tmp_path / "spans.jsonl"),
+                "TIMING_SETTLE_COMMAND": marker,
+            },
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    finally:
+        leftover.kill()
+        leftover.wait()
+    assert run.returncode == 0, run.stdout + run.stderr
+    (line,) = [line for line in run.stdout.splitlines() if line.startswith("timing tests start after ")]
+    waited = float(line.split()[4])
+    assert 0.5 < waited < SETTLE_SECONDS, line
+    assert "nothing of an earlier step still running" in line
+    assert f"on {os.cpu_count()} cores" in line

@@ -9,7 +9,11 @@ like any test's. A turnstile taken on the way in keeps a waiting ``timing`` test
 and the body starts once what earlier tests wrote is on the disk.
 
 One folder of lock files per run, made by the controller and named to its workers; a run without workers has
-nothing beside it and takes no lock.
+nothing of its own beside it and takes no lock. Such a run (the lanes' serial timing step) still starts each
+timing body once what earlier tests wrote is on the disk, and, before its first test, waits (at most
+``SETTLE_SECONDS``) for what an earlier step of the lane left running in this checkout's environment (xdist
+workers winding down, helper processes, desks, mypy), and says in its log what it waited for and the machine's
+load: a timing failure then shows whether the run or the machine had company.
 """
 
 from __future__ import annotations
@@ -17,7 +21,9 @@ from __future__ import annotations
 import fcntl
 import os
 import shutil
+import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -26,6 +32,7 @@ from typing import Any
 import pytest
 
 _FOLDER_KEY = "incident_desk_timing_locks"
+SETTLE_SECONDS = 30.0
 _SHARE = pytest.StashKey["_MachineShare"]()
 _FOLDER = pytest.StashKey[Path]()
 
@@ -78,10 +85,69 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def _parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()[1])
+
+
+def left_running(interpreter: str | None = None) -> list[str]:
+    """Processes of this checkout's environment (their command line names ``interpreter``, by default this
+    environment's ``bin/``; ``$TIMING_SETTLE_COMMAND`` names another) other than this one and its ancestors, as
+    ``pid command``: what an earlier step of the lane left running. Empty where there is no /proc."""
+    proc = Path("/proc")
+    if not (proc / "self").is_dir():
+        return []
+    ours = set()
+    pid = os.getpid()
+    try:
+        while pid > 1:
+            ours.add(pid)
+            pid = _parent(pid)
+    except OSError:
+        pass
+    if interpreter is None:
+        interpreter = os.environ.get("TIMING_SETTLE_COMMAND") or f"{sys.prefix}{os.sep}bin{os.sep}"
+    found = []
+    for entry in proc.iterdir():
+        if not entry.name.isdigit() or int(entry.name) in ours:
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
+        except OSError:
+            continue
+        if interpreter in command:
+            found.append(f"{entry.name} {command[:120]}")
+    return found
+
+
+def _settle(config: pytest.Config) -> None:
+    """Wait for what an earlier step left running, then write the machine's load and any process still there."""
+    began = time.monotonic()
+    while (still := left_running()) and time.monotonic() - began < SETTLE_SECONDS:
+        time.sleep(0.2)
+    waited = time.monotonic() - began
+    load = " ".join(f"{value:.2f}" for value in os.getloadavg())
+    line = f"timing tests start after {waited:.1f} s, load average {load} on {os.cpu_count()} cores"
+    line += "; still running: " + "; ".join(still) if still else "; nothing of an earlier step still running"
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.write_line(line)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """In a run without workers that holds timing tests, let the machine settle before the first test."""
+    config = session.config
+    if hasattr(config, "workerinput") or config.getoption("numprocesses", None):
+        return
+    if any(_timing(item) for item in session.items):
+        _settle(config)
+
+
 @contextmanager
 def _held(item: pytest.Item, *, alone: bool) -> Iterator[None]:
     share = item.config.stash.get(_SHARE, None)
     if share is None:
+        if alone:
+            os.sync()  # as below: the writeback of earlier tests' files does not stall the body
         yield
         return
     with share.holding(alone=alone):

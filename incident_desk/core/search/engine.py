@@ -3,15 +3,19 @@
 RE2 scans raw bytes a window at a time, without the interpreter lock, after a SIMD prefilter finds the lines that
 hold one of the pattern's literals; only candidate lines are decoded, redacted and checked again as shown. Runs
 of whole lines are read in fixed stretches into a small pool of buffers (``core.log_parallel``), each stretch
-read, searched for where its first raw match may be and its newlines counted by one thread while the bytes are in
-cache (counts are remembered for bytes searched before, ``core.run_indexes``), so memory stays flat and the scan
-skips a run without a candidate and numbers lines only where a match needs one.
+read, searched for where its first raw match may be and for its long lines by one thread while the bytes are in
+cache, so memory stays flat and the scan skips a run without a candidate. Newlines are counted only where a number
+is needed, as ripgrep does: a run with a numbered line is counted from its bytes, the runs before it read again
+(``_Search.settle``), and counts are remembered for bytes searched again (``core.run_indexes``). A search that
+finds nothing counts nothing.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -20,7 +24,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
-from incident_desk.core.helper_pool import HELPERS, default_processes
+from incident_desk.core.helper_pool import HELPERS, default_processes, line_start_at
 from incident_desk.core.scan_budget import SCAN_BUDGET_BYTES, ScanBudget, StopReason
 from incident_desk.core.search.literals import LiteralSet, searches
 from incident_desk.core.search.paging import (
@@ -48,9 +52,11 @@ from incident_desk.core.search.runs import (
     RawReader,
     Run,
     RunState,
+    long_lines,
     newlines_and_long_lines,
     undecodable_lines,
 )
+from incident_desk.core.search.skim import skim
 
 if TYPE_CHECKING:
     from incident_desk.core.redaction.face import Redaction
@@ -58,6 +64,10 @@ if TYPE_CHECKING:
 
 _WINDOW_SECONDS = 0.02  # a window's scan time: how often budgets and cancellation are looked at
 _PAUSE_SECONDS = 0.002  # after a window of candidates, the interpreter lock is left to other threads this long
+# What counting a run left uncounted costs, read again and counted (conservative): when the time left would not
+# cover counting what is left uncounted, it is counted at once, so a scan stopped by its time budget can still say
+# where it stopped (its cursor's line number) within about that budget.
+_SETTLE_SECONDS_PER_BYTE = 1e-9
 
 
 @dataclass(frozen=True)
@@ -149,13 +159,18 @@ class _Search:
         self.log = (status.st_dev, status.st_ino)  # whose run indexes are remembered
         self.start, self.budget, self.sizes = start, budget, sizes
         self.matches: list[Line] = []
-        self.line = start.line  # the number of the line at self.offset, once the pending count is added
+        # The number of the line at self.offset, once the pending run's count and the uncounted runs' are added.
+        self._line = start.line
+        self.uncounted: list[tuple[int, int]] = []  # runs (offset, length) whose newlines are not counted yet
+        self.uncounted_bytes = 0
+        self.before_uncounted = (start.offset, start.line)  # where the first uncounted run starts, and its number
+        self.recount: tuple[bytearray, Any] | None = None  # settle's buffer and numpy scratch, made when needed
+        self.skim_buffer: bytearray | None = None  # what ``core.search.skim`` reads into, made when needed
         self.pending: RunState | None = None  # the last run scanned, until finish_pending
         self.offset = start.offset  # how far the scan has got: always the start of a line
         self.stopped: StopReason | None = None
         self.window = sizes.first_window
         self.indexer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="log-index")
-        self.scratch: Any = None
         import stringzilla  # only searches need it (and numpy): imported on the first, not at start-up
 
         # A SIMD substring search: RE2 finds "needle-xyz" by looking for its first byte, n, which is everywhere in a
@@ -166,10 +181,68 @@ class _Search:
         self.prefilter = None if self.literals is None else LiteralSet(self.literals, stringzilla.find, folded)
         self.release: Callable[[Run], None] = _keep  # a finished run's buffer, back to the reader
 
-    def make_scratch(self) -> Any:
-        import numpy as np
+    @property
+    def line(self) -> int:
+        """The number of the line at ``self.offset`` (with the pending run's count added): the runs left uncounted
+        are counted first (``settle``)."""
+        self.settle()
+        return self._line
 
-        return np.empty(self.sizes.index_piece, dtype=np.bool_)
+    @line.setter
+    def line(self, number: int) -> None:
+        # Set from a number just worked out (``LineNumbers.at`` or ``line`` itself), which settled what came before.
+        self._line = number
+        self.uncounted.clear()
+        self.uncounted_bytes = 0
+
+    def settle(self) -> None:
+        """Count the newlines of the runs left uncounted, reading them again, and remember their indexes.
+
+        A run without a candidate is not counted when scanned (ripgrep numbers lines lazily too): a search that
+        finds nothing, or only near the start, never pays for counting a whole log. Counted runs are remembered
+        (``core.run_indexes``), so a log searched again is numbered from the counts."""
+        if not self.uncounted:
+            return
+        buffer = self._recount()[0]
+        with memoryview(buffer) as view:
+            for offset, length in self.uncounted:
+                got = os.preadv(self.fileno, [view[:length]], offset) if length else 0
+                # A run that shrank since it was scanned is counted as it is now, not remembered.
+                self._line += self._counted(Run(offset, buffer, got, terminated=True), remember=got == length)
+        self.uncounted.clear()
+        self.uncounted_bytes = 0
+
+    def back_to_counted(self) -> None:
+        """Stop where the count got to, before the first run left uncounted, rather than count the rest: for a
+        cancelled scan, whose caller has gone. Every match found lies before it (numbering one counts all before)."""
+        if self.uncounted:
+            (self.offset, self._line), self.pending = self.before_uncounted, None
+            self.uncounted.clear()
+            self.uncounted_bytes = 0
+
+    def _recount(self) -> tuple[bytearray, Any]:
+        """``settle``'s read buffer and the numpy scratch runs are counted with (once numpy is loaded), made the
+        first time."""
+        if self.recount is None:
+            self.recount = bytearray(self.sizes.read_bytes), None
+        if self.recount[1] is None and "numpy" in sys.modules:
+            import numpy as np
+
+            self.recount = self.recount[0], np.empty(self.sizes.index_piece, dtype=np.bool_)
+        return self.recount
+
+    def _counted(self, run: Run, *, remember: bool = True) -> int:
+        """The newlines of ``run``, counted now and remembered (``core.run_indexes``): by numpy at memory speed
+        once it is loaded (``DeskApp.load_search_stack`` loads it when no search is under way); until then by
+        ``bytes.count``, since importing numpy here would hold the interpreter from the event loop."""
+        if "numpy" not in sys.modules:
+            newlines, long = run.buffer.count(b"\n", 0, run.length), long_lines(run.buffer, run.length)
+        else:
+            newlines, long = newlines_and_long_lines(run, self._recount()[1])
+        if remember:
+            digest = RUN_INDEXES.digest(run.buffer, run.length)
+            RUN_INDEXES.put((*self.log, run.offset, run.length), digest, RunIndex(newlines, tuple(long), None))
+        return newlines
 
     def clear_until(self, buffer: bytearray, length: int) -> int:
         """A line start in a run before which no line holds a raw match (``length``: none in the run does).
@@ -249,11 +322,12 @@ class _Search:
         return shown.split("\n")[before.count(b"\n")]
 
     def finish_pending(self) -> bool:
-        """Finish the previous run: its special lines left after its last candidate, and its newline count.
+        """Finish the previous run: its special lines left after its last candidate, and its newline count (known,
+        counted now because a line of it was numbered, or left uncounted for ``settle``).
 
-        Deferred so that counting its newlines overlaps with reading and scanning the next run; done before that
-        run numbers or shows a line, stops, or ends (after which the previous run's buffer is read into). True
-        when one of its lines reached the match limit.
+        Deferred so that finding its special lines overlaps with reading and scanning the next run; done before
+        that run numbers or shows a line, stops, or ends (after which the previous run's buffer is read into).
+        True when one of its lines reached the match limit.
         """
         pending, self.pending = self.pending, None
         if pending is None:
@@ -261,9 +335,35 @@ class _Search:
         for start, end in pending.specials_before(pending.run.length + 1):
             if self._candidate(pending, start, end):
                 return True
-        self.line += pending.newlines()
+        newlines = pending.newlines()
+        if newlines is None and pending.numbers.line is not None:
+            # A line of it was numbered, so what came before is counted: count it too, from the bytes scanned.
+            newlines = self._counted(pending.run)
+        self._add(pending.run.offset, pending.run.length, newlines)
         self.release(pending.run)
         return False
+
+    def _add(self, offset: int, length: int, newlines: int | None) -> None:
+        """Number on past a run: by its count, or (None) by leaving it for ``settle``, counted at once when the
+        time left would not cover counting all that is left."""
+        if newlines is not None:
+            self._line += newlines
+            return
+        if not self.uncounted:
+            self.before_uncounted = (offset, self._line)
+        self.uncounted.append((offset, length))
+        self.uncounted_bytes += length
+        if self.uncounted_bytes * _SETTLE_SECONDS_PER_BYTE >= self.budget.deadline - time.monotonic():
+            self.settle()
+
+    def pass_run(self, offset: int, length: int, newlines: int | None) -> None:
+        """Move past a run at ``self.offset`` that holds no candidate (``core.search.skim``)."""
+        self._add(offset, length, newlines)
+        self.offset = offset + length
+
+    def within_bytes(self, end: int) -> bool:
+        """Whether scanning up to ``end`` stays within the byte budget."""
+        return end - self.start.offset <= self.budget.max_bytes
 
     def huge_line(self, line: HugeLine) -> None:
         if self.finish_pending() or self.should_stop(line.offset):
@@ -275,16 +375,14 @@ class _Search:
     def run(self, run: Run) -> None:
         """Scan one run of lines window by window; only candidate lines are decoded, redacted and re-checked.
 
-        The run's newlines are counted, and its long (and undecodable) lines found, on the indexer thread while
-        this thread scans it and reads and scans the next; the scan waits for that index only to number a
-        candidate or where it stops, and at the next run's end (see ``finish_pending``).
+        The run's long (and undecodable) lines are found, and its remembered newline count looked up, on the
+        indexer thread while this thread scans it and reads and scans the next; the scan waits for that index only
+        to number a candidate or where it stops, and at the next run's end (see ``finish_pending``).
         """
         if isinstance(run, PreparedRun):
             index, clear_until = run.index, run.clear_until
-        else:
-            if self.scratch is None:  # for runs read line by line, indexed on the indexer thread
-                self.scratch = self.make_scratch()
-            index, clear_until = self.indexer.submit(self._index, run, self.scratch), 0
+        else:  # a run read line by line, indexed on the indexer thread
+            index, clear_until = self.indexer.submit(self._index, run), 0
         state = RunState(run, index, LineNumbers(run.buffer, lambda: self.line))
         buffer, length = run.buffer, run.length
 
@@ -305,7 +403,11 @@ class _Search:
                     for start, stop in state.specials_before(position):
                         if self._candidate(state, start, stop):
                             return
-                    self.offset, self.line = run.offset + position, state.numbers.at(position)
+                    if state.numbers.line is None:  # nothing numbered here: the runs before may stay uncounted
+                        self.offset = run.offset + position
+                        self._line += buffer.count(b"\n", 0, position)
+                    else:
+                        self.offset, self.line = run.offset + position, state.numbers.at(position)
                     return
                 if end <= clear_until:  # no line of this window holds a raw match
                     position = end
@@ -352,21 +454,24 @@ class _Search:
         self.offset = run.offset + length
         self.pending = state
 
-    def _index(self, run: Run, scratch: Any) -> tuple[int, list[tuple[int, int]]]:
-        """The run's newline count and its special lines: too long to scan raw, or (when it matters) not UTF-8.
+    def _index(self, run: Run) -> tuple[int | None, list[tuple[int, int]]]:
+        """The run's newline count (None: not counted, see ``settle``) and its special lines: too long to scan
+        raw, or (when it matters) not UTF-8.
 
-        Remembered across searches for the same bytes at the same place of the same log (``core.run_indexes``).
+        Remembered across searches for the same bytes at the same place of the same log (``core.run_indexes``);
+        a run not seen before has its long lines found without counting its newlines.
         """
         key = (*self.log, run.offset, run.length)
         digest = RUN_INDEXES.digest(run.buffer, run.length)
         known = RUN_INDEXES.get(key, digest)
         blind = self.pattern.replacement_blind
-        if known is None or (not blind and known.undecodable is None):
-            if known is None:
-                newlines, long_lines = newlines_and_long_lines(run, scratch)
-                known = RunIndex(newlines, tuple(long_lines), None)
+        if known is None:
+            specials = long_lines(run.buffer, run.length)
             if not blind:
-                known = dataclasses.replace(known, undecodable=tuple(undecodable_lines(run)))
+                specials = sorted(set(specials) | set(undecodable_lines(run)))
+            return None, specials
+        if not blind and known.undecodable is None:
+            known = dataclasses.replace(known, undecodable=tuple(undecodable_lines(run)))
             RUN_INDEXES.put(key, digest, known)
         if blind or not known.undecodable:
             return known.newlines, list(known.long_lines)
@@ -400,6 +505,16 @@ class _Search:
         self.window = int(min(self.sizes.read_bytes, max(self.sizes.min_window, rate * _WINDOW_SECONDS)))
 
 
+_running = 0  # searches under way in this process: what loads in the background keeps out of their way
+_last_ended = -math.inf  # when the last one ended (time.monotonic)
+_running_lock = threading.Lock()
+
+
+def quiet_for() -> float:
+    """Seconds since the last search in this process ended (infinite if none ran); 0 while one is under way."""
+    return 0.0 if _running > 0 else time.monotonic() - _last_ended
+
+
 def search(
     source: LogSource,
     pattern: SearchPattern,
@@ -425,6 +540,29 @@ def search(
     prefilter a big log's stretches for a pattern with literals (default
     ``helper_pool.default_processes()``; 0: this process reads alone).
     """
+    global _running, _last_ended
+    with _running_lock:
+        _running += 1
+    try:
+        return _search(source, pattern, cursor, limit, byte_budget, time_budget, redaction, cancelled, sizes, processes)
+    finally:
+        with _running_lock:
+            _running -= 1
+            _last_ended = time.monotonic()
+
+
+def _search(
+    source: LogSource,
+    pattern: SearchPattern,
+    cursor: Cursor,
+    limit: int,
+    byte_budget: int,
+    time_budget: float | None,
+    redaction: Redaction | None,
+    cancelled: threading.Event | None,
+    sizes: SearchSizes,
+    processes: int | None,
+) -> SearchResult:
     budget = ScanBudget.starting_now(time_budget=time_budget, byte_budget=byte_budget, cancelled=cancelled)
     if redaction is None or pattern.mask_blind:
         finder = pattern.block
@@ -444,11 +582,12 @@ def search(
                 _read_and_scan(scan, handle, scan.offset, None)
         finally:
             scan.indexer.shutdown(wait=True)
+        if scan.stopped == "cancelled":
+            scan.back_to_counted()
+        # Its line number may need the runs left uncounted, read again through the handle.
+        next_cursor = None if scan.stopped is None or scan.offset >= total else Cursor(scan.line, scan.offset)
     if wants_helpers:
         HELPERS.start(processes)  # this search is done with the cores: they load while its answer goes out
-    next_cursor: Cursor | None = Cursor(scan.line, scan.offset)
-    if scan.stopped is None or scan.offset >= total:
-        next_cursor = None
     return SearchResult(
         matches=scan.matches,
         next_cursor=next_cursor,
@@ -458,14 +597,45 @@ def search(
     )
 
 
+# The most a full scan reads past a run with a candidate before the skim takes over again (see _read_and_scan).
+_MAX_SCANNED_SPAN = 64 * 1024 * 1024
+
+
 def _read_and_scan(scan: _Search, handle: BinaryIO, start: int, end: int | None) -> None:
-    """Read the log from ``start`` to ``end`` (line starts; None: its end) and scan it, until the scan stops."""
+    """Read the log from ``start`` to ``end`` (line starts; None: its end) and scan it, until the scan stops.
+
+    For a pattern with literals, the runs without a candidate are skimmed (``core.search.skim``) and only the
+    runs that may hold one are scanned in full, with as many runs after them as the last skims passed none
+    (doubling, so that a log with candidates everywhere is read nearly once). ``start`` is where the scan is."""
+    if scan.literals is not None:
+        fd, span = handle.fileno(), 0
+        if scan.skim_buffer is None:
+            scan.skim_buffer = bytearray(scan.sizes.read_bytes)
+        buffer = scan.skim_buffer
+        undecodable = not scan.pattern.replacement_blind
+        while True:
+            skimmed_from = scan.offset
+            until = skim(scan, fd, buffer, end, undecodable=undecodable)
+            if scan.stopped is not None:
+                return
+            if until is None:
+                break
+            span = min(2 * span or scan.sizes.read_bytes, _MAX_SCANNED_SPAN) if scan.offset == skimmed_from else 0
+            if span:
+                further = line_start_at(fd, until + span)
+                until = end if further is None or (end is not None and further >= end) else further
+            _read_runs(scan, handle, scan.offset, until)
+            if scan.stopped is not None or until is None or scan.offset != until:
+                return
+    _read_runs(scan, handle, scan.offset, end)
+
+
+def _read_runs(scan: _Search, handle: BinaryIO, start: int, end: int | None) -> None:
+    """Read the log from ``start`` to ``end`` (line starts; None: its end) run by run and scan each in full."""
     # Every handle the desk reads is a binary file object that can read straight into a buffer.
     sizes = scan.sizes
     workers = free_workers() if sizes.workers is None else sizes.workers
-    reader = ParallelRuns(
-        cast(RawReader, handle), start, sizes.read_bytes, scan._index, scan.clear_until, scan.make_scratch, workers, end
-    )
+    reader = ParallelRuns(cast(RawReader, handle), start, sizes.read_bytes, scan._index, scan.clear_until, workers, end)
     scan.release = reader.release
     try:
         for run in reader.runs():

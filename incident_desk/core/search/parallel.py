@@ -17,13 +17,11 @@ read line by line by ``log_runs.runs``, so the runs handed on always join up exa
 from __future__ import annotations
 
 import os
-import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from incident_desk.core.search.runs import HugeLine, RawReader, Run, runs
 
@@ -60,7 +58,8 @@ def _runnable_elsewhere() -> float | None:
         return None
 
 
-Index = tuple[int, list[tuple[int, int]]]  # a run's newline count and its special lines (start, end)
+# A run's newline count (None: not counted yet, see ``log_search._Search.settle``) and its special lines (start, end).
+Index = tuple[int | None, list[tuple[int, int]]]
 
 
 @dataclass(frozen=True)
@@ -80,7 +79,7 @@ class ParallelRuns:
     """The runs of a log from ``start`` (a line start) to ``end`` (a line start; None: the end of the file), read
     ahead in stretches by two workers.
 
-    ``index(run, scratch)`` and ``clear_until(buffer, length)`` run on the workers; ``scratch`` is one per worker.
+    ``index(run)`` and ``clear_until(buffer, length)`` run on the workers.
     The search hands each run back with ``release`` once it is done with it; ``close`` waits for the workers.
     With ``workers`` 0 the calling thread reads each stretch itself, one ahead, and indexes it at once.
     """
@@ -90,9 +89,8 @@ class ParallelRuns:
         handle: RawReader,
         start: int,
         read_bytes: int,
-        index: Callable[[Run, Any], Index],
+        index: Callable[[Run], Index],
         clear_until: Callable[[bytearray, int], int],
-        make_scratch: Callable[[], Any],
         workers: int = WORKERS,
         end: int | None = None,
     ) -> None:
@@ -100,10 +98,9 @@ class ParallelRuns:
         self.end = end
         # A run may go past its stretch by the slack: the line that crosses into the next stretch.
         self.stride = read_bytes - read_bytes // 8
-        self.index, self.clear_until, self.make_scratch = index, clear_until, make_scratch
+        self.index, self.clear_until = index, clear_until
         self.free: list[bytearray] = []
         self.unmade = _POOL  # buffers are made as the reading gets ahead: a search that stops early makes few
-        self.local = threading.local()
         self.workers = None if not workers else ThreadPoolExecutor(workers, thread_name_prefix="log-read")
         self.ahead: deque[tuple[bytearray, Future[PreparedRun | str]]] = deque()
         self.next_stretch = 0
@@ -168,10 +165,7 @@ class ParallelRuns:
         if not isinstance(result, PreparedRun):
             return
         try:
-            scratch = getattr(self.local, "scratch", None)
-            if scratch is None:
-                scratch = self.local.scratch = self.make_scratch()
-            index.set_result(self.index(result, scratch))
+            index.set_result(self.index(result))
         except BaseException as exc:
             index.set_exception(exc)
 

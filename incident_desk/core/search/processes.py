@@ -170,7 +170,6 @@ class HelpedScan(Protocol):
     """What ``helped_scan`` asks of a search (``log_search._Search``)."""
 
     offset: int
-    line: int
     stopped: StopReason | None
     start: Cursor
     budget: ScanBudget
@@ -179,6 +178,8 @@ class HelpedScan(Protocol):
     sizes: Any
 
     def should_stop(self, offset: int, *, out_of_bytes: bool = False) -> bool: ...
+
+    def pass_run(self, offset: int, length: int, newlines: int | None) -> None: ...
 
 
 _TAIL_BYTES = 64 * 1024
@@ -254,8 +255,8 @@ def _follow(
             return  # the log changed under the helpers: the desk reads it itself
         if stretch.clear_until - scan.start.offset > scan.budget.max_bytes or scan.should_stop(scan.offset):
             return  # the byte budget ends within: the desk's own scan stops where it always does
-        scan.line += stretch.newlines
-        scan.offset = stretch.clear_until
+        # Numbered on by the helper's count, without counting the runs the desk left uncounted before it.
+        scan.pass_run(scan.offset, stretch.clear_until - scan.offset, stretch.newlines)
         if stretch.clear_until < stretch.end:
             read(stretch.clear_until, stretch.end)
             if scan.stopped is not None or scan.offset != stretch.end:

@@ -142,6 +142,27 @@ def newlines_and_long_lines(run: Run, scratch: Any) -> tuple[int, list[tuple[int
     return newlines, long_lines
 
 
+def long_lines(buffer: bytearray, length: int) -> list[tuple[int, int]]:
+    """Where the lines of ``buffer[:length]`` longer than MAX_LINE_BYTES are (start, end), without counting newlines.
+
+    Each step looks back from MAX_LINE_BYTES past a line start for the last newline (a few bytes away in a log),
+    which clears every line starting before it: some 128 steps a MiB, several times cheaper than a newline count,
+    so a run without a candidate costs no count (``log_search._Search.settle`` counts only what a number needs).
+    """
+    found: list[tuple[int, int]] = []
+    position = 0
+    while length - position > MAX_LINE_BYTES:  # the line at ``position`` may be too long
+        newline = buffer.rfind(b"\n", position, position + MAX_LINE_BYTES + 1)
+        if newline >= 0:
+            position = newline + 1
+            continue
+        end = buffer.find(b"\n", position + MAX_LINE_BYTES + 1, length)
+        end = length if end < 0 else end
+        found.append((position, end))
+        position = end + 1
+    return found
+
+
 def undecodable_lines(run: Run) -> list[tuple[int, int]]:
     """The lines of ``run`` that are not valid UTF-8 (start, end): shown with U+FFFD where raw bytes are not."""
     found: list[tuple[int, int]] = []
@@ -183,14 +204,16 @@ class LineNumbers:
 
 
 class RunState:
-    """A run being scanned: its index (newline count and special lines) from the indexer thread, its numbering."""
+    """A run being scanned: its index (newline count if known, and special lines) from the indexer thread, and
+    its numbering."""
 
-    def __init__(self, run: Run, index: Future[tuple[int, list[tuple[int, int]]]], numbers: LineNumbers) -> None:
+    def __init__(self, run: Run, index: Future[tuple[int | None, list[tuple[int, int]]]], numbers: LineNumbers) -> None:
         self.run, self.index, self.numbers = run, index, numbers
         self.special: list[tuple[int, int]] | None = None  # None: the index has not been waited for
         self.next_special = 0
 
-    def newlines(self) -> int:
+    def newlines(self) -> int | None:
+        """The run's newline count, or None when it was left uncounted (``log_search._Search.settle``)."""
         return self.index.result()[0]
 
     def specials_before(self, position: int) -> Iterator[tuple[int, int]]:
