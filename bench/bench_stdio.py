@@ -105,7 +105,9 @@ async def _per_request(servers: list[Server], calls: int) -> None:
 
 
 def _spread(ratios: list[float]) -> str:
-    """The median of several ratios and their range."""
+    """The median of several ratios and their range; a dash when there are none (fewer requests than a block)."""
+    if not ratios:
+        return "-"
     return f"{statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f})"
 
 
@@ -127,6 +129,7 @@ async def main(rounds: int, calls: int) -> None:
     minimal_args = [str(ROOT / "bench" / "minimal_server.py")]
     desk_args = ["-m", "incident_desk"]
 
+    load_at_start = os.getloadavg()[0]
     starts: dict[str, list[tuple[float, float]]] = {"minimal": [], "desk": []}
     for round_number in range(rounds):
         # Which server starts first alternates, so a machine slowing down or warming up favours neither.
@@ -137,11 +140,14 @@ async def main(rounds: int, calls: int) -> None:
     baseline = Server("minimal SDK", _params(minimal_args, env), is_desk=False)
     desk = Server("incident-desk", _params(desk_args, _environment()), is_desk=True)
     control = Server("control", _params(minimal_args, _environment()), is_desk=False)
-    await _per_request([baseline, desk, control], calls)
+    load_after_starts = os.getloadavg()[0]
+    if calls:  # 0 measures the cold start alone
+        await _per_request([baseline, desk, control], calls)
 
     print(
-        f"python {sys.version.split()[0]} on {os.cpu_count()} cores; cold start: {rounds} interleaved rounds; "
-        f"per request: {calls} requests to each server, alternating, blocks of {BLOCK}"
+        f"python {sys.version.split()[0]} on {os.cpu_count()} cores; cold start: {rounds} interleaved rounds "
+        f"(load {load_at_start:.2f} before, {load_after_starts:.2f} after); per request: {calls} requests to each "
+        f"server, alternating, blocks of {BLOCK} (load {os.getloadavg()[0]:.2f} after)"
     )
     print(f"{'metric':48} {'minimal SDK':>11} {'desk':>8} {'ratio':>7}  {'per-round/block':>18}  {'control':>7}")
     for index, label in enumerate(("cold start to initialized (s)", "cold start to tools listed (s)")):
@@ -152,7 +158,7 @@ async def main(rounds: int, calls: int) -> None:
             f"{label:48} {statistics.median(base):11.3f} {statistics.median(ours):8.3f} "
             f"{statistics.median(ours) / statistics.median(base):7.2f}  {spread:>18}  {'-':>7}"
         )
-    for metric in METRICS:
+    for metric in METRICS if calls else ():
         base_ms = statistics.median(baseline.latencies[metric]) * 1000
         ours_ms = statistics.median(desk.latencies[metric]) * 1000
         control_ratio = statistics.median(control.latencies[metric]) / statistics.median(baseline.latencies[metric])

@@ -37,6 +37,8 @@ logger = structlog.get_logger(__name__)
 SERVER_NAME = "incident-desk"
 # Requests a desk with deferred features answers without them.
 _ANSWERED_WITHOUT_FEATURES = frozenset({"initialize", "server/discover", "ping"})
+# What a client asks right after its handshake, before its first call: background work waits for these answers.
+_LISTINGS = frozenset({"tools/list", "prompts/list", "resources/list", "resources/templates/list"})
 
 
 def instructions(app: DeskApp | None = None) -> str:
@@ -210,14 +212,23 @@ class ResultInHandTemplate(ResourceTemplate):
         return created
 
 
-class LoadSearchStackAfterHandshake:
-    """Server middleware: once the first request (the handshake, in either era) is answered, load the search stack
-    (``DeskApp.load_search_stack``) in a thread while the client is still starting, then leave the chain. A
-    client that sends nothing yet (a 2026 client needs no handshake) gets it ``IDLE_SECONDS`` after the desk
-    started serving (``after_start``, which the stdio transport runs).
+def _is_notification(method: str) -> bool:
+    """Notifications pass through the middleware too: ``notifications/initialized`` ends the handshake, it is no
+    request of the client's own."""
+    return method.startswith("notifications/")
 
-    It starts a moment after that answer is handed back, so the answer is written first: ``initialize`` costs
-    what it did (bench/bench_stdio.py), and the client's first search no longer pays for the imports.
+
+class LoadSearchStackAfterHandshake:
+    """Server middleware: once the client's start-up is answered (the handshake and the first request after it,
+    its ``tools/list``, which registers the features; a first call instead starts it at once), load the search
+    stack (``DeskApp.load_search_stack``) in a thread while the client is still starting, then leave the chain.
+
+    A client that lists nothing after its handshake gets it ``IDLE_SECONDS`` after the handshake answer; one that
+    sends nothing at all (a 2026 client needs no handshake) ``IDLE_SECONDS`` after the desk started serving
+    (``after_start``, which the stdio transport runs). Each start comes a moment after an answer is handed back,
+    so the answer is written first: the thread holds the interpreter lock for most of its work, and neither
+    ``initialize`` nor the first ``tools/list`` shares it with the thread (bench/bench_stdio.py), while the
+    client's first search no longer pays for the imports.
     """
 
     AFTER_SECONDS = 0.01
@@ -226,20 +237,29 @@ class LoadSearchStackAfterHandshake:
     def __init__(self, server: MCPServer, app: DeskApp) -> None:
         self._server = server
         self._app = app
+        self._asked = False
         self._started = False
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        if self not in self._server.middleware:
+        if self not in self._server.middleware or _is_notification(ctx.method):
             return await call_next(ctx)
-        self._server.middleware.remove(self)
+        handshake = ctx.method in _ANSWERED_WITHOUT_FEATURES
+        self._asked = True
+        if not handshake:
+            self._server.middleware.remove(self)
+            if ctx.method not in _LISTINGS:  # a first call needs what the thread loads: no reason to wait
+                self._start()
+                return await call_next(ctx)
         try:
             return await call_next(ctx)
         finally:
-            asyncio.get_running_loop().call_later(self.AFTER_SECONDS, self._start)
+            later = self.IDLE_SECONDS if handshake else self.AFTER_SECONDS
+            asyncio.get_running_loop().call_later(later, self._start)
 
     async def after_start(self) -> None:
         await anyio.sleep(self.IDLE_SECONDS)
-        self._start()
+        if not self._asked:
+            self._start()
 
     def _start(self) -> None:
         if not self._started:
@@ -258,19 +278,32 @@ class LoadSearchStackAfterHandshake:
 
 class LearnHistoryOnFirstUse:
     """Server middleware: the first request other than ``initialize`` or ``ping`` starts the memory's background
-    pass over the desk's whole history, then leaves the chain. After the handshake, so a client's ``initialize``
-    never shares the machine with it."""
+    pass over the desk's whole history (once answered when it is a listing), then leaves the chain. After the
+    handshake and after a first listing's answer, so neither a client's ``initialize`` nor its first ``tools/list``
+    shares the machine with it."""
 
     def __init__(self, server: MCPServer, app: DeskApp) -> None:
         self._server = server
         self._app = app
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
-        if ctx.method not in _ANSWERED_WITHOUT_FEATURES and self in self._server.middleware:
-            self._server.middleware.remove(self)
+        if (
+            ctx.method in _ANSWERED_WITHOUT_FEATURES
+            or _is_notification(ctx.method)
+            or self not in self._server.middleware
+        ):
+            return await call_next(ctx)
+        self._server.middleware.remove(self)
+        if ctx.method not in _LISTINGS and self._app.memory is not None:  # a call first: nothing to keep clear
+            self._app.memory.learn()
+            return await call_next(ctx)
+        try:
+            return await call_next(ctx)
+        finally:
             if self._app.memory is not None:
-                self._app.memory.learn()
-        return await call_next(ctx)
+                asyncio.get_running_loop().call_later(
+                    LoadSearchStackAfterHandshake.AFTER_SECONDS, self._app.memory.learn
+                )
 
 
 class RegisterFeaturesOnFirstUse:

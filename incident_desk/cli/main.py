@@ -14,8 +14,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from incident_desk import __version__
-from incident_desk.cli.output import err, out
-from incident_desk.cli.parser import SERVE_FLAGS, SETTINGS_FLAGS, SUBCOMMANDS, build_parser
+from incident_desk.observability.lean_structlog import import_structlog
+
+import_structlog()  # before the modules below import it with rich
+
+from incident_desk.cli.output import err, out  # noqa: E402
+from incident_desk.cli.parser import SERVE_FLAGS, SETTINGS_FLAGS, SUBCOMMANDS, build_parser  # noqa: E402
 
 if TYPE_CHECKING:
     import argparse

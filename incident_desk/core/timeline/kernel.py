@@ -34,10 +34,12 @@ _RUN_LIMIT = 64  # bytes followed in one run of blanks or one source word before
 _HASH = 69  # ((first four bytes * _HASH) mod 2**32) >> 29 tells the seven four-byte prefixes apart
 MINUTE_CODES = 10_000  # HH:MM as HH * 100 + MM, two digits each as the pattern reads them
 SLICE_BYTES = 3 * 1024 * 1024  # bytes whose lines are found at once: a whole chunk (2 MiB) and the line it ends in
-# Lines decided at once: a 2 MiB chunk of a service log (some 32K lines) in one pass. Each numpy call costs about
-# a microsecond whatever its length, so longer passes cost less a line; the arrays are the thread's scratch
-# arrays (``timeline_scratch``), reused, so their size costs no page faults.
-LINES_PER_PASS = 32 * 1024
+# Lines decided at once: a quarter of a 2 MiB chunk of a service log (some 8K of its 32K lines) in one pass. Each
+# numpy call costs about a microsecond whatever its length, so longer passes cost less a line in calls; but the
+# pass's two dozen arrays of 8-byte words (``timeline_scratch``, reused, so their size costs no page faults) then
+# outgrow a core's cache (2 MiB here) and every step waits on memory: 8K lines measured 15-25% less CPU a GiB
+# than 32K, and less than 4K or 16K (docs/performance.md).
+LINES_PER_PASS = 8 * 1024
 
 
 def _np() -> Any:
