@@ -9,11 +9,9 @@ sources' own threads and never fills the default pool the stdio transport reads 
 
 from __future__ import annotations
 
-import importlib
 import os
 import sys
 import threading
-import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass, field
@@ -58,8 +56,6 @@ if TYPE_CHECKING:
 logger = structlog.get_logger(__name__)
 # How to add the PostgreSQL journal's driver to an install made without it.
 T = TypeVar("T")
-_NUMPY_WAIT_SECONDS = 0.05  # how often the search stack's loader looks whether the searches are done
-_NUMPY_QUIET_SECONDS = 1.0  # and how long since the last one ended before it loads numpy
 # Logs up to this size are read on the caller's thread when the data directory's last look is fresh: reading and
 # redacting them costs the loop about as much as a hop to a worker thread and back (docs/performance.md); beyond
 # that the read dominates and a thread keeps the loop freer.
@@ -145,10 +141,7 @@ class DeskApp:
                 pattern = compile_pattern(text, ignore_case=ignore_case, mask=MASK)
                 engine.search(log, pattern, limit=50, redaction=self.redaction, processes=0)
         self.redactor("warm: Authorization: Bearer abc.def.ghi")
-        # Its import holds the interpreter: not while a search runs, nor between a model's searches in a row.
-        while engine.quiet_for() < _NUMPY_QUIET_SECONDS:
-            time.sleep(_NUMPY_WAIT_SECONDS)
-        importlib.import_module("numpy")
+        engine.load_numpy_when_quiet()
 
     @property
     def redaction(self) -> Redaction | None:

@@ -12,7 +12,10 @@ from tests.helpers import ROOT
 
 GUIDE_LINES = 600
 # Modules past the guide that are still one idea, each with the reason; an entry goes when its module is short again.
-KNOWN_OVER: dict[str, str] = {}
+KNOWN_OVER: dict[str, str] = {
+    "incident_desk/core/search/engine.py": "one search's scan: its shared state, when it stops, and the newlines it "
+    "counts only where a line number needs them (issue 43); the reading of runs and the skim are their own modules",
+}
 
 
 def modules_over(package: Path, max_lines: int) -> dict[str, int]:

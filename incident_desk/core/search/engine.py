@@ -13,6 +13,7 @@ finds nothing counts nothing.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import math
 import os
 import sys
@@ -513,6 +514,15 @@ _running_lock = threading.Lock()
 def quiet_for() -> float:
     """Seconds since the last search in this process ended (infinite if none ran); 0 while one is under way."""
     return 0.0 if _running > 0 else time.monotonic() - _last_ended
+
+
+def load_numpy_when_quiet(quiet_seconds: float = 1.0, every: float = 0.05) -> None:
+    """Import numpy once no search has run for ``quiet_seconds`` (looking ``every`` seconds): its import holds the
+    interpreter, so not while a search runs, nor between a model's searches in a row. Blocking: a loader's thread
+    calls it; a search counts newlines without numpy until it is loaded."""
+    while quiet_for() < quiet_seconds:
+        time.sleep(every)
+    importlib.import_module("numpy")
 
 
 def search(
