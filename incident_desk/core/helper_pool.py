@@ -82,6 +82,15 @@ class Span:
         return got
 
 
+def on_disk(handle: BinaryIO) -> bool:
+    """Whether the handle is an open file helpers can be given (a test's BytesIO is not)."""
+    try:
+        handle.fileno()
+    except (OSError, ValueError, AttributeError):
+        return False
+    return True
+
+
 def line_start_at(fd: int, offset: int) -> int | None:
     """The first line start at or after ``offset``; None when the log ends first (past a last line with no
     newline)."""

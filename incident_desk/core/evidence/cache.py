@@ -8,14 +8,11 @@ import base64
 import json
 from typing import Any, BinaryIO
 
-import structlog
-
 from incident_desk.core.evidence.scan import Resume, TemplateScan, scan_templates
 from incident_desk.core.evidence.tally import Boundary, Tally
 from incident_desk.core.timeline.cache import TimelineCache
 
 MAX_ENTRY_BYTES = 32 * 1024 * 1024
-_log = structlog.get_logger(__name__)
 
 
 def _encode(resume: Resume) -> str:
@@ -47,18 +44,7 @@ class TemplateCache(TimelineCache):
     """Resume points of template passes in ``directory``, one JSON file per log."""
 
     def load_resume(self, handle: BinaryIO) -> Resume | None:
-        entry = self._entry(handle)
-        if entry is None:
-            return None
-        try:
-            if entry.stat().st_size > MAX_ENTRY_BYTES:
-                return None
-            return _decode(entry.read_text())
-        except FileNotFoundError:
-            return None
-        except (OSError, ValueError, KeyError, TypeError) as exc:
-            _log.debug("template summary unreadable, reading afresh", error=str(exc))
-            return None
+        return self._read(handle, _decode, MAX_ENTRY_BYTES, "template summary unreadable, reading afresh")
 
     def store_resume(self, handle: BinaryIO, resume: Resume | None) -> None:
         if resume is not None:

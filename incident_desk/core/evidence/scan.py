@@ -18,7 +18,14 @@ import structlog
 
 from incident_desk.core.evidence.reading import CHUNK_BYTES, pieces, pread_from
 from incident_desk.core.evidence.tally import Boundary, Tally, tally_chunk
-from incident_desk.core.helper_pool import HELPERS, PRELOADED, default_processes, helped_stretches, line_start_at
+from incident_desk.core.helper_pool import (
+    HELPERS,
+    PRELOADED,
+    default_processes,
+    helped_stretches,
+    line_start_at,
+    on_disk,
+)
 from incident_desk.core.scan_budget import SCAN_BUDGET_BYTES, ScanBudget, StopReason
 
 PRELOADED.append(__name__)  # a helper loads this module before it says it is ready
@@ -107,14 +114,6 @@ def tally_stretch(fd: int, begin_at: int, end_at: int, boundary: Boundary, chunk
     return StretchTally(begin, end, tally, skipped, whole=done >= end)
 
 
-def _on_disk(handle: BinaryIO) -> bool:
-    try:
-        handle.fileno()
-    except (OSError, ValueError, AttributeError):
-        return False
-    return True
-
-
 class _Pass:
     def __init__(self, handle: BinaryIO, boundary: Boundary, budget: ScanBudget, resume: Resume | None) -> None:
         self.handle, self.boundary, self.budget = handle, boundary, budget
@@ -170,7 +169,7 @@ def scan_templates(
     total = handle.seek(0, os.SEEK_END)
     run = _Pass(handle, boundary, budget, resume if _still_holds(resume, handle, total, boundary) else None)
     processes = default_processes() if processes is None else processes
-    big = bool(processes) and total - run.at >= 2 * stretch_bytes and _on_disk(handle)
+    big = bool(processes) and total - run.at >= 2 * stretch_bytes and on_disk(handle)
     with HELPERS.lent(processes if big else 0) as helpers:
 
         def ready() -> bool:

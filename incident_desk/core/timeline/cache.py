@@ -12,8 +12,9 @@ import base64
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TypeVar
 
 import structlog
 
@@ -21,6 +22,7 @@ from incident_desk.core.timeline import levels as timeline
 
 MAX_ENTRIES = 64
 MAX_ENTRY_BYTES = 1024 * 1024  # 24 h of minutes by four levels is far less; a bigger file is not ours
+T = TypeVar("T")
 _log = structlog.get_logger(__name__)
 
 
@@ -72,17 +74,22 @@ class TimelineCache:
         return self.directory / f"{key}.json"
 
     def load(self, handle: BinaryIO) -> timeline.Resume | None:
+        return self._read(handle, _decode, MAX_ENTRY_BYTES, "timeline summary unreadable, counting afresh")
+
+    def _read(self, handle: BinaryIO, decode: Callable[[str], T], max_bytes: int, unreadable: str) -> T | None:
+        """This log's entry decoded, or None when there is none, it is over ``max_bytes``, or it does not decode
+        (logged as ``unreadable``): a summary is only ever a shortcut, so any doubt means reading the log afresh."""
         entry = self._entry(handle)
         if entry is None:
             return None
         try:
-            if entry.stat().st_size > MAX_ENTRY_BYTES:
+            if entry.stat().st_size > max_bytes:
                 return None
-            return _decode(entry.read_text())
+            return decode(entry.read_text())
         except FileNotFoundError:
             return None
         except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
-            _log.debug("timeline summary unreadable, counting afresh", error=str(exc))
+            _log.debug(unreadable, error=str(exc))
             return None
 
     def store(self, handle: BinaryIO, resume: timeline.Resume | None) -> None:

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Literal
 
 import structlog
 
-from incident_desk.core.helper_pool import HELPERS, STRETCH_BYTES, default_processes
+from incident_desk.core.helper_pool import HELPERS, STRETCH_BYTES, default_processes, on_disk
 from incident_desk.core.journal.audit import Decision
 from incident_desk.core.scan_budget import SCAN_BUDGET_BYTES, ScanBudget, StopReason
 from incident_desk.core.timeline.chunks import Counted, Skipped, counted_chunks, first_error_line
@@ -152,15 +152,6 @@ def _minute_start(day: bytes, hour_minute: bytes, anchor: date) -> datetime | No
         return datetime(on.year, on.month, on.day, hours, minutes, tzinfo=UTC)
     except ValueError:
         return None
-
-
-def _on_disk(handle: BinaryIO) -> bool:
-    """Whether the handle is an open file helpers can be given (a test's BytesIO is not)."""
-    try:
-        handle.fileno()
-    except (OSError, ValueError, AttributeError):
-        return False
-    return True
 
 
 def _last_line_end(handle: BinaryIO, total: int) -> int:
@@ -342,7 +333,7 @@ def scan_levels(
         )
 
     processes = default_processes() if processes is None else processes
-    big = processes and total - run.bytes >= 2 * stretch_bytes and _on_disk(handle)
+    big = processes and total - run.bytes >= 2 * stretch_bytes and on_disk(handle)
     helped_until = _last_line_end(handle, total) if big else 0
     with HELPERS.lent(processes if helped_until else 0) as helpers:
 
