@@ -334,3 +334,108 @@ def test_a_fetch_under_way_when_a_silence_is_made_does_not_cache_its_stale_answe
     reader.join(10)
     now: Any = source.incidents()
     assert now is after, "asked again, not the answer from before the silence"
+
+
+class _SignallingLock:
+    """The source's lock, telling the test each time someone starts waiting for it."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self._lock = threading.Lock()
+        self.waiting = threading.Semaphore(0)
+
+    def acquire(self, timeout: float = -1) -> bool:
+        self.waiting.release()
+        return self._lock.acquire(timeout=timeout)
+
+    def release(self) -> None:
+        self._lock.release()
+
+
+def _held_source(answers: list[Any]) -> tuple[Any, _SignallingLock, Any, list[int]]:
+    """A source with ``cache_seconds = 0`` whose first fetch waits for the test's word; later ones answer at once."""
+    import threading
+
+    from incident_desk.core.sources.alertmanager import AlertmanagerSource
+    from incident_desk.core.sources.config import AlertmanagerSourceConfig
+
+    source = AlertmanagerSource(
+        AlertmanagerSourceConfig(kind="alertmanager", name="prod", url="http://127.0.0.1:9", cache_seconds=0),
+        secret=lambda: None,
+    )
+    lock = _SignallingLock()
+    source._lock = lock  # type: ignore[assignment]
+    answer = threading.Event()
+    fetches: list[int] = []
+    pending = iter(answers)
+
+    def fetch() -> Any:
+        fetches.append(len(fetches))
+        if len(fetches) == 1:
+            answer.wait(10)
+        given = next(pending)
+        if isinstance(given, Exception):
+            raise given
+        return given
+
+    source._fetch = fetch  # type: ignore[method-assign]
+    return source, lock, answer, fetches
+
+
+def test_a_caller_that_arrives_during_a_fetch_asks_again_when_nothing_is_cached() -> None:
+    """With ``cache_seconds = 0`` an answer to a question asked before the caller arrived may miss what the caller
+    knows of (an alert it just posted, an Alertmanager it just stopped): the caller asks again. Every caller that
+    waited meanwhile shares that second answer, so a burst makes two fetches, not one each."""
+    import threading
+
+    before, after = {"before": "the alert"}, {"after": "the alert"}
+    source, lock, answer, fetches = _held_source([before, after])
+    results: dict[str, Any] = {}
+    first = threading.Thread(target=lambda: results.setdefault("first", source.incidents()))
+    first.start()
+    assert lock.waiting.acquire(timeout=10)
+    while not fetches:
+        threading.Event().wait(0.01)
+    later = [threading.Thread(target=lambda n=n: results.setdefault(f"later{n}", source.incidents())) for n in range(5)]
+    for thread in later:
+        thread.start()
+    for _ in later:
+        assert lock.waiting.acquire(timeout=10)
+    answer.set()
+    for thread in [first, *later]:
+        thread.join(10)
+    assert results["first"] is before
+    assert all(results[f"later{n}"] is after for n in range(5)), "no caller took an answer asked before it came"
+    assert len(fetches) == 2
+
+
+def test_a_failure_that_came_after_a_caller_arrived_is_shared_not_asked_again() -> None:
+    """Against a source that hangs until its deadline, a burst waits one deadline, not one per caller."""
+    import threading
+
+    from incident_desk.core.sources.alertmanager import SourceDown
+
+    down = SourceDown("alertmanager 'prod' did not answer within 2s")
+    source, lock, answer, fetches = _held_source([down, {"never": "asked"}])
+    failures: list[str] = []
+
+    def read() -> None:
+        try:
+            source.incidents()
+        except SourceDown as exc:
+            failures.append(str(exc))
+
+    first = threading.Thread(target=read)
+    first.start()
+    assert lock.waiting.acquire(timeout=10)
+    while not fetches:
+        threading.Event().wait(0.01)
+    later = threading.Thread(target=read)
+    later.start()
+    assert lock.waiting.acquire(timeout=10)
+    answer.set()
+    first.join(10)
+    later.join(10)
+    assert failures == [str(down), str(down)]
+    assert len(fetches) == 1

@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from incident_desk.core import errors
@@ -34,6 +35,24 @@ class SourceLoading(SourceDown):
     """Another request's fetch is still under way and this caller would not wait for it."""
 
 
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    """One fetch's result and when it was asked and answered (monotonic seconds)."""
+
+    asked: float
+    answered: float
+    result: dict[str, Incident] | SourceDown
+
+    def serves(self, arrived: float, cache_seconds: float) -> bool:
+        """Whether a caller that arrived at ``arrived`` may take it: within ``cache_seconds`` of the question, or
+        a question asked after the caller arrived (so it cannot predate a change the caller made or saw). A
+        failure that came after the caller arrived serves too, so a burst waits one deadline of a hanging source.
+        """
+        if time.monotonic() - self.asked < cache_seconds or self.asked >= arrived:
+            return True
+        return isinstance(self.result, SourceDown) and self.answered >= arrived
+
+
 class AlertmanagerSource:
     kind = "alertmanager"
 
@@ -42,7 +61,7 @@ class AlertmanagerSource:
         self.name = config.name
         self._secret = secret
         self._lock = threading.Lock()
-        self._cached: tuple[float, dict[str, Incident] | SourceDown] | None = None
+        self._cached: _Answer | None = None
         self._forgotten = 0  # how many times the cache was dropped: a fetch begun before keeps its answer to itself
         self._asking_since: float | None = None
         self.api_calls = 0
@@ -91,8 +110,9 @@ class AlertmanagerSource:
 
         Blocks for at most the source's deadline, or ``wait`` seconds when given: a caller that finds another
         one's fetch under way after ``wait`` gets :class:`SourceLoading`. A caller that waited for another's fetch
-        takes its answer, even with ``cache_seconds = 0``: a burst against a hanging source waits one deadline,
-        not one each.
+        asks again unless the cache is fresh: that fetch's question may predate an alert the caller knows of. A
+        burst makes at most two fetches (every waiter shares the second), and a failure is shared, so a burst
+        against a hanging source waits one deadline, not one each.
         """
         started = time.monotonic()
         if not self._lock.acquire(timeout=-1 if wait is None else wait):
@@ -103,11 +123,8 @@ class AlertmanagerSource:
             )
         try:
             cached = self._cached
-            fresh = cached is not None and (
-                time.monotonic() - cached[0] < self.config.cache_seconds or cached[0] >= started
-            )
-            if cached is None or not fresh:
-                self._asking_since = time.monotonic()
+            if cached is None or not cached.serves(started, self.config.cache_seconds):
+                asked = self._asking_since = time.monotonic()
                 forgotten = self._forgotten
                 try:
                     result: dict[str, Incident] | SourceDown = self._fetch()
@@ -115,10 +132,10 @@ class AlertmanagerSource:
                     result = exc
                 finally:
                     self._asking_since = None
-                cached = (time.monotonic(), result)
+                cached = _Answer(asked, time.monotonic(), result)
                 if self._forgotten == forgotten:  # else the desk made or expired a silence meanwhile: stale
                     self._cached = cached
-            result = cached[1]
+            result = cached.result
         finally:
             self._lock.release()
         if isinstance(result, SourceDown):
