@@ -124,7 +124,7 @@ class DeskApp:
 
     def load_search_stack(self) -> None:
         """Load what a first search or log read would: the redaction rules, RE2, the search engine, a pattern
-        compiled and a small log searched, then numpy once no search has run for a second (a search counts
+        compiled and a small log searched, then numpy once nothing has run for a second (a search counts
         newlines with it where a line number needs them, and without it until it is loaded). Blocking: the stdio
         desk runs it in a thread once the client has its handshake answer
         (``server.LoadSearchStackAfterHandshake``), so the first call costs what the others do."""

@@ -22,6 +22,7 @@ from mcp_types import InputRequiredResult
 
 from incident_desk import __version__
 from incident_desk.app import DeskApp
+from incident_desk.core.activity import ACTIVITY
 from incident_desk.features import completions, skills, timeline, tool_catalog
 from incident_desk.index_watcher import IndexWatcher
 from incident_desk.protocol.client_features import HideAppViewsFromPlainClients
@@ -102,6 +103,7 @@ def build_server(app: DeskApp, *, defer_features: bool = False, learn_history: b
     if defer_features:
         server.middleware.insert(server.middleware.index(log_context), RegisterFeaturesOnFirstUse(server, app))
         server.middleware.insert(0, LoadSearchStackAfterHandshake(server, app))
+        server.middleware.insert(0, CountRequestsUnderWay())
     else:
         register_listed_features(server, app)
     if learn_history and app.memory is not None:
@@ -216,6 +218,18 @@ def _is_notification(method: str) -> bool:
     """Notifications pass through the middleware too: ``notifications/initialized`` ends the handshake, it is no
     request of the client's own."""
     return method.startswith("notifications/")
+
+
+class CountRequestsUnderWay:
+    """Server middleware: every request but a ping counts as work under way (``core.activity``), so what the search
+    stack's loader imports last (numpy, whose import holds the interpreter lock) waits until the client has gone
+    quiet, not only its searches: a client firing every tool at once is not stalled by it."""
+
+    async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
+        if ctx.method == "ping" or _is_notification(ctx.method):
+            return await call_next(ctx)
+        with ACTIVITY.busy():
+            return await call_next(ctx)
 
 
 class LoadSearchStackAfterHandshake:

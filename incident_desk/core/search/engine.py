@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import math
 import os
 import sys
 import threading
@@ -25,6 +24,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
+from incident_desk.core.activity import ACTIVITY
 from incident_desk.core.helper_pool import HELPERS, default_processes, line_start_at
 from incident_desk.core.scan_budget import SCAN_BUDGET_BYTES, ScanBudget, StopReason
 from incident_desk.core.search.literals import LiteralSet, searches
@@ -506,22 +506,17 @@ class _Search:
         self.window = int(min(self.sizes.read_bytes, max(self.sizes.min_window, rate * _WINDOW_SECONDS)))
 
 
-_running = 0  # searches under way in this process: what loads in the background keeps out of their way
-_last_ended = -math.inf  # when the last one ended (time.monotonic)
-_running_lock = threading.Lock()
-
-
 def quiet_for() -> float:
-    """Seconds since the last search in this process ended (infinite if none ran); 0 while one is under way."""
-    return 0.0 if _running > 0 else time.monotonic() - _last_ended
+    """Seconds since the last search or request in this process ended (infinite if none ran); 0 while one is under
+    way (``core.activity``)."""
+    return ACTIVITY.quiet_for()
 
 
 def load_numpy_when_quiet(quiet_seconds: float = 1.0, every: float = 0.05) -> None:
-    """Import numpy once no search has run for ``quiet_seconds`` (looking ``every`` seconds): its import holds the
-    interpreter, so not while a search runs, nor between a model's searches in a row. Blocking: a loader's thread
-    calls it; a search counts newlines without numpy until it is loaded."""
-    while quiet_for() < quiet_seconds:
-        time.sleep(every)
+    """Import numpy once nothing has run for ``quiet_seconds`` (looking ``every`` seconds): its import holds the
+    interpreter, so not while a search or another request runs, nor between a model's searches in a row.
+    Blocking: a loader's thread calls it; a search counts newlines without numpy until it is loaded."""
+    ACTIVITY.wait_until_quiet(quiet_seconds, every)
     importlib.import_module("numpy")
 
 
@@ -550,15 +545,8 @@ def search(
     prefilter a big log's stretches for a pattern with literals (default
     ``helper_pool.default_processes()``; 0: this process reads alone).
     """
-    global _running, _last_ended
-    with _running_lock:
-        _running += 1
-    try:
+    with ACTIVITY.busy():
         return _search(source, pattern, cursor, limit, byte_budget, time_budget, redaction, cancelled, sizes, processes)
-    finally:
-        with _running_lock:
-            _running -= 1
-            _last_ended = time.monotonic()
 
 
 def _search(

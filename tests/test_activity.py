@@ -1,0 +1,87 @@
+"""What the desk counts as work under way, so that numpy's import (which holds the interpreter lock) waits for a
+quiet moment: searches and every request but a ping (a client firing every tool at once was stalled by it)."""
+
+from __future__ import annotations
+
+import importlib
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from incident_desk.app import DeskApp
+from incident_desk.core import activity
+from incident_desk.core.activity import ACTIVITY, Activity
+from incident_desk.core.search import engine
+from incident_desk.server import build_server
+from tests.helpers import AppFactory, connect
+
+
+def test_work_under_way_is_counted_until_its_last_piece_ends_even_by_an_error() -> None:
+    work = Activity()
+    assert work.quiet_for() == float("inf"), "nothing ran yet"
+    with work.busy():
+        with work.busy():
+            assert work.quiet_for() == 0
+        assert work.quiet_for() == 0, "one piece is still under way"
+    assert 0 < work.quiet_for() < 5
+    with pytest.raises(RuntimeError), work.busy():
+        raise RuntimeError("the request failed")
+    assert 0 < work.quiet_for() < 5
+
+
+def test_waiting_for_quiet_lasts_until_the_work_has_been_over_that_long() -> None:
+    work = Activity()
+    ended = threading.Event()
+
+    def hold() -> None:
+        with work.busy():
+            time.sleep(0.3)
+        ended.set()
+
+    with work.busy():
+        holder = threading.Thread(target=hold)
+        holder.start()
+    work.wait_until_quiet(0.2, every=0.01)
+    assert ended.is_set(), "waited out the work under way"
+    assert work.quiet_for() >= 0.2
+    holder.join()
+
+
+def test_numpy_is_imported_only_after_the_requests_under_way_have_ended(monkeypatch: pytest.MonkeyPatch) -> None:
+    fresh = Activity()
+    monkeypatch.setattr(engine, "ACTIVITY", fresh)
+    imported: list[tuple[str, float]] = []
+    monkeypatch.setattr(importlib, "import_module", lambda name: imported.append((name, time.monotonic())))
+    loader = threading.Thread(target=engine.load_numpy_when_quiet, kwargs={"quiet_seconds": 0.2, "every": 0.01})
+    with fresh.busy():
+        loader.start()
+        time.sleep(0.4)
+        assert imported == [], "imported while a request was under way"
+    ended = time.monotonic()
+    loader.join(5)
+    ((name, at),) = imported
+    assert name == "numpy" and at - ended >= 0.2
+
+
+@pytest.mark.anyio
+async def test_a_served_request_is_work_under_way_and_a_ping_is_not(
+    make_app: AppFactory, monkeypatch: pytest.MonkeyPatch, era: str
+) -> None:
+    seen: list[float] = []
+    original = DeskApp.listing
+
+    async def listing(self: DeskApp, *args: Any, **kwargs: Any) -> Any:
+        seen.append(ACTIVITY.quiet_for())
+        return await original(self, *args, **kwargs)
+
+    monkeypatch.setattr(DeskApp, "listing", listing)
+    async with connect(build_server(make_app(), defer_features=True), era) as client:
+        assert not (await client.call_tool("list_incidents", {})).is_error
+        assert seen and all(quiet == 0 for quiet in seen), "the call was under way while it listed"
+        if era == "legacy":  # 2026-07-28 has no ping
+            after_call = ACTIVITY.quiet_for()
+            await client.send_ping()
+            assert ACTIVITY.quiet_for() > after_call, "a ping does not count as work"
+    assert activity.ACTIVITY is vars(engine)["ACTIVITY"], "searches and requests count in one place"
