@@ -223,7 +223,8 @@ def _is_notification(method: str) -> bool:
 class CountRequestsUnderWay:
     """Server middleware: every request but a ping counts as work under way (``core.activity``), so what the search
     stack's loader imports last (numpy, whose import holds the interpreter lock) waits until the client has gone
-    quiet, not only its searches: a client firing every tool at once is not stalled by it."""
+    quiet, not only its searches: a client firing every tool at once is not stalled by it. A call waiting on a
+    person (an approval, a sampled summary) counts too; searches meanwhile count lines without numpy."""
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         if ctx.method == "ping" or _is_notification(ctx.method):
