@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from incident_desk.core.activity import ACTIVITY
 from incident_desk.core.redaction.face import SECRETS
 from incident_desk.core.search import engine as log_search
 from incident_desk.core.search import paging as logfile
@@ -234,23 +235,23 @@ def test_a_search_with_every_line_a_candidate_numbers_as_the_reference(tmp_path:
 def test_a_search_under_way_is_known_so_background_loading_keeps_out_of_its_way(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The search stack's loader imports numpy only when no search has run for a while (``quiet_for``)."""
+    """The search stack's loader imports numpy only when no search has run for a while (``core.activity``)."""
     log = tmp_path / "log.txt"
     log.write_bytes(_filler(5_000))
     seen: list[bool] = []
     real = log_search._Search.pass_run
 
     def pass_run(self: log_search._Search, offset: int, length: int, newlines: int | None) -> None:
-        seen.append(log_search.quiet_for() == 0)
+        seen.append(ACTIVITY.quiet_for() == 0)
         real(self, offset, length, newlines)
 
     monkeypatch.setattr(log_search._Search, "pass_run", pass_run)
     search(log, compile_pattern("absent-needle-q"), limit=5, sizes=SMALL)
     assert seen and all(seen)
-    assert 0 < log_search.quiet_for() < 5
+    assert 0 < ACTIVITY.quiet_for() < 5
     with pytest.raises(logfile.CursorError):
         search(log, compile_pattern("absent-needle-q"), cursor=Cursor(1, 3), limit=5, sizes=SMALL)
-    assert 0 < log_search.quiet_for() < 5, "a search that failed is no longer under way"
+    assert 0 < ACTIVITY.quiet_for() < 5, "a search that failed is no longer under way"
 
 
 def test_before_numpy_is_loaded_runs_are_counted_without_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -506,12 +506,6 @@ class _Search:
         self.window = int(min(self.sizes.read_bytes, max(self.sizes.min_window, rate * _WINDOW_SECONDS)))
 
 
-def quiet_for() -> float:
-    """Seconds since the last search or request in this process ended (infinite if none ran); 0 while one is under
-    way (``core.activity``)."""
-    return ACTIVITY.quiet_for()
-
-
 def load_numpy_when_quiet(quiet_seconds: float = 1.0, every: float = 0.05) -> None:
     """Import numpy once nothing has run for ``quiet_seconds`` (looking ``every`` seconds): its import holds the
     interpreter, so not while a search or another request runs, nor between a model's searches in a row.
