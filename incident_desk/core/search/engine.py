@@ -443,6 +443,11 @@ class _Search:
                         return
                     hit_from = line_end + 1
                     candidates += 1
+                    if time.monotonic() - began >= _WINDOW_SECONDS:
+                        # Candidates decided for a window's time: the window ends at this line, so budgets and
+                        # cancellation are looked at as often however dense the candidates (a first window too).
+                        end = min(hit_from, end)
+                        break
                 if candidates:
                     # Deciding candidates is Python work that holds the interpreter lock; a pause after each
                     # window lets the event loop (and the threads serving stdio) take it without waiting.
