@@ -31,11 +31,14 @@ def _trigger_tree() -> tuple[list[_Node], dict[bytes, _Node]]:
         for trigger in rule.triggers:
             rules_of.setdefault(trigger.encode(), []).append(index)
     nodes: dict[bytes, _Node] = {trigger: (trigger, tuple(rules), []) for trigger, rules in rules_of.items()}
+    order = {trigger: index for index, trigger in enumerate(nodes)}
     top: list[_Node] = []
     for word, node in nodes.items():
-        parents = [other for other in nodes if other != word and other in word]
+        # Each of the word's own pieces looked up, not every trigger tested against it: the start loads this.
+        pieces = {word[start:stop] for start in range(len(word)) for stop in range(start + 1, len(word) + 1)}
+        parents = [other for other in pieces if other != word and other in nodes]
         if parents:
-            nodes[min(parents, key=len)][2].append(word)
+            nodes[min(parents, key=lambda other: (len(other), order[other]))][2].append(word)
         else:
             top.append(node)
     return top, nodes
