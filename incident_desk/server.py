@@ -284,12 +284,6 @@ class LoadSearchStackAfterHandshake:
     def _load(self) -> None:
         began = time.perf_counter()
         try:
-            # The data directory first: the start line over stdio has no counts, since masking its titles loads
-            # the redaction rules, which a client's initialize need not wait for (transport.py).
-            listing = self._app.sources.data.listing()
-            logger.info(
-                "data directory listed", incidents=len(listing.incidents), skipped_entries=len(listing.problems)
-            )
             self._app.load_search_stack()
         except Exception as exc:  # the first search loads what is missing, and says what fails
             logger.warning("search stack not loaded ahead", error=str(exc))

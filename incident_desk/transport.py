@@ -84,8 +84,8 @@ def _serve(settings: Settings) -> int:
     counts: dict[str, int] = {}
     if settings.transport == "http":
         # Listed before it listens, so the first request finds the view ready. Over stdio the search stack's
-        # loader lists it after the handshake (``server.LoadSearchStackAfterHandshake``): masking the titles loads
-        # the redaction rules, which a client's initialize need not wait for. Opens nothing that can block (see
+        # loader lists it after the handshake (``DeskApp.load_search_stack``): masking the titles loads the
+        # redaction rules, which a client's initialize need not wait for. Opens nothing that can block (see
         # core.datafiles), and the data directory only: the start never waits on an outside source.
         listing = app.sources.data.listing()
         counts = {"incidents": len(listing.incidents), "skipped_entries": len(listing.problems)}
