@@ -127,17 +127,8 @@ class DeskApp:
         compiled and a small log searched, then numpy once nothing has run for a second (a search counts
         newlines with it where a line number needs them, and without it until it is loaded). Blocking: the stdio
         desk runs it in a thread once the client has its handshake answer
-        (``server.LoadSearchStackAfterHandshake``), so the first call costs what the others do. It lists the data
-        directory first (its titles are masked with the same rules) and logs what it found."""
+        (``server.LoadSearchStackAfterHandshake``), so the first call costs what the others do."""
         import tempfile
-
-        listing = self.sources.data.listing()
-        logger.info(
-            "data directory listed",
-            data=str(self.data_root),
-            incidents=len(listing.incidents),
-            skipped_entries=len(listing.problems),
-        )
 
         from incident_desk.core.redaction.face import MASK
         from incident_desk.core.search import engine

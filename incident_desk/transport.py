@@ -81,20 +81,16 @@ def _serve(settings: Settings) -> int:
     # turned the collector off for the start (see cli.main); from here on it runs as usual.
     gc.freeze()
     gc.enable()
-    counts: dict[str, int] = {}
-    if settings.transport == "http":
-        # Listed before it listens, so the first request finds the view ready. Over stdio the search stack's
-        # loader lists it after the handshake (``DeskApp.load_search_stack``): masking the titles loads the
-        # redaction rules, which a client's initialize need not wait for. Opens nothing that can block (see
-        # core.datafiles), and the data directory only: the start never waits on an outside source.
-        listing = app.sources.data.listing()
-        counts = {"incidents": len(listing.incidents), "skipped_entries": len(listing.problems)}
+    # Opens nothing that can block (see core.datafiles), so a FIFO in the data directory cannot stall the start.
+    # The data directory only: the start (and so a client's initialize) never waits on an outside source.
+    listing = app.sources.data.listing()
     logger.info(
         "incident-desk starting",
         version=__version__,
         transport=settings.transport,
         data=str(app.data_root),
-        **counts,
+        incidents=len(listing.incidents),
+        skipped_entries=len(listing.problems),
         audit=settings.audit_location,
     )
     try:
