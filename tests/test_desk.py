@@ -92,3 +92,51 @@ def test_an_entry_removed_while_the_folder_is_read_is_gone_not_a_problem(
     monkeypatch.setattr(desk._data, "directory", removed_meanwhile)
     assert [incident.id for incident in desk.incidents()] == ["INC-1"]
     assert desk.problems() == []
+
+
+def _parses(desk: DataFolder, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the entries ``desk`` parses from now on."""
+    parsed: list[str] = []
+    real = desk._parse_incident
+
+    def counted(name: str) -> object:
+        parsed.append(name)
+        return real(name)
+
+    monkeypatch.setattr(desk, "_parse_incident", counted)
+    return parsed
+
+
+def test_a_new_entry_is_parsed_alone_and_the_others_are_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A desk of many incidents with one being filed re-reads that one: the rest have the change keys they had."""
+    for number in range(5):
+        _incident(tmp_path, f"INC-{number}")
+    _incident(tmp_path, "INC-BAD", log=None)
+    desk = DataFolder(tmp_path)
+    before = {incident.id: incident for incident in desk.incidents()}
+    parsed = _parses(desk, monkeypatch)
+    _incident(tmp_path, "INC-NEW")
+    after = {incident.id: incident for incident in desk.incidents()}
+    assert parsed == ["INC-NEW"]
+    assert all(after[name] is incident for name, incident in before.items())
+    assert desk.problems() == [Problem("incidents/INC-BAD", "missing log.txt")]
+
+
+def test_an_edited_replaced_or_broken_entry_is_parsed_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for number in range(3):
+        _incident(tmp_path, f"INC-{number}")
+    desk = DataFolder(tmp_path)
+    assert len(desk.incidents()) == 3
+    parsed = _parses(desk, monkeypatch)
+    (tmp_path / "incidents" / "INC-0" / "incident.toml").write_text(TOML.replace('title="t"', 'title="edited"'))
+    assert desk.incident("INC-0").title == "edited"
+    assert parsed == ["INC-0"]
+    replacement = tmp_path / "incidents" / "INC-1" / "log.txt.new"
+    replacement.write_text("a new file under the old name\n")
+    replacement.replace(tmp_path / "incidents" / "INC-1" / "log.txt")
+    desk.incidents()
+    assert parsed == ["INC-0", "INC-1"]
+    (tmp_path / "incidents" / "INC-2" / "incident.toml").write_text("not = [toml\n")
+    assert [incident.id for incident in desk.incidents()] == ["INC-0", "INC-1"]
+    assert parsed == ["INC-0", "INC-1", "INC-2"]
+    assert [problem.entry for problem in desk.problems()] == ["incidents/INC-2"]

