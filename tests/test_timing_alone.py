@@ -79,12 +79,20 @@ time.sleep(1.5)
 
 
 def test_a_process_an_earlier_step_left_in_this_environment_is_found() -> None:
-    leftover = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
-    try:
-        found = left_running()
-    finally:
-        leftover.kill()
-        leftover.wait()
+    # The leftover says it is up before it is looked for: once in a parallel run it was not found, and a process
+    # that had already ended (a zombie, whose command line reads empty) would look just like that.
+    with subprocess.Popen(
+        [sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE,
+        text=True,
+    ) as leftover:
+        try:
+            assert leftover.stdout is not None and leftover.stdout.readline() == "up\n", f"exit {leftover.poll()}"
+            found = left_running()
+            still_running = leftover.poll() is None
+        finally:
+            leftover.kill()
+    assert still_running, "the leftover ended while it was looked for"
     assert any(line.startswith(f"{leftover.pid} ") for line in found), found
     assert not any(line.startswith(f"{os.getpid()} ") for line in found), "this process is no leftover"
     assert not any(line.startswith(f"{leftover.pid} ") for line in left_running())
