@@ -18,6 +18,7 @@ from incident_desk.server import build_server
 from incident_desk.settings.model import load_settings
 from tests.fakes import FakeProvider, MemoryKeyring, running_fake_provider, using_keyring
 from tests.helpers import ERAS, LIMITS_OFF, AppFactory
+from tests.sdk_metadata_cache import SDK_METADATA
 
 pytest_plugins = ["tests.timing_alone", "tests.shared_services"]
 
@@ -104,6 +105,12 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     (--no-loadscope-reorder keeps it)."""
     timed_modules = {item.nodeid.partition("::")[0] for item in items if item.get_closest_marker("timing")}
     items.sort(key=lambda item: _start_rank(item, timed_modules))
+
+
+@pytest.fixture(autouse=True)
+def _sdk_metadata_cache(request: pytest.FixtureRequest) -> None:
+    """The SDK's per-tool metadata made once per signature (tests/sdk_metadata_cache.py), except in timing tests."""
+    SDK_METADATA.enabled = request.node.get_closest_marker("timing") is None
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
