@@ -289,12 +289,12 @@ class DataFolder:
                 if not is_safe_name(name, INCIDENT_ID):
                     problems.append(Problem(entry, "not a valid incident id"))
                     continue
-                change_then, outcome = parsed_before.get(name, (None, None))
-                if change_then == change and outcome is not None:
-                    if isinstance(outcome, Problem):
-                        problems.append(outcome)
+                kept = parsed_before.get(name)
+                if kept is not None and kept[0] == change:
+                    if isinstance(kept[1], Problem):
+                        problems.append(kept[1])
                     else:
-                        incidents[name] = outcome
+                        incidents[name] = kept[1]
                     continue
                 try:
                     incidents[name] = self._parse_incident(name)
