@@ -37,7 +37,8 @@ def main(mebibytes: int, rounds: int) -> None:
         with whole.open("rb") as source, log.open("wb") as target:
             target.write(source.read(mebibytes * 1024 * 1024))
         whole.unlink()
-        boundary = Boundary(datetime(2026, 11, 29, 10, 50, tzinfo=UTC).timestamp(), datetime(2026, 11, 29).date())
+        opened = datetime(2026, 11, 29, 11, tzinfo=UTC)
+        boundary = Boundary(datetime(2026, 11, 29, 10, 50, tzinfo=UTC).timestamp(), opened)
         templates, levels = [], []
         with log.open("rb") as handle:
             for _ in range(rounds):

@@ -161,7 +161,7 @@ async def investigate(app: DeskApp, incident_id: str) -> Investigation:
     failure: the other findings still answer)."""
     incident = await app.incident(incident_id)
     baseline_end = incident.opened - BASELINE_ENDS_BEFORE_OPENING
-    boundary = Boundary(baseline_end.timestamp(), incident.opened.astimezone(UTC).date())
+    boundary = Boundary(baseline_end.timestamp(), incident.opened)
     problems: list[str] = []
     cancelled = threading.Event()
     try:

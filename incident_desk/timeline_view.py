@@ -223,7 +223,7 @@ async def gather(app: DeskApp, incident_id: str) -> Timeline:
     summaries = TimelineCache(app.settings.audit_path.parent / "timeline-cache")
     reader = partial(
         summaries.scan,
-        anchor=incident.opened.astimezone(UTC).date(),
+        anchor=incident.opened,
         time_budget=app.settings.search_time_budget_seconds,
         redactor=app.redactor,
         cancelled=cancelled,

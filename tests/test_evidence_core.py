@@ -21,8 +21,9 @@ from incident_desk.core.evidence.tally import Boundary, Tally
 from incident_desk.core.helper_pool import HELPERS
 
 DAY = date(2026, 11, 29)
+NOON = datetime(2026, 11, 29, 12, tzinfo=UTC)  # the opening: every bare time of DAY lies within 12 h of it
 BASELINE_END = datetime(2026, 11, 29, 10, 50, tzinfo=UTC)
-BOUNDARY = Boundary(BASELINE_END.timestamp(), DAY)
+BOUNDARY = Boundary(BASELINE_END.timestamp(), NOON)
 
 
 def _shown(line: str) -> str:

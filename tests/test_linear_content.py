@@ -15,7 +15,7 @@ import io
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import date
+from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -180,7 +180,7 @@ def test_reading_searching_and_scanning_content_compiles_no_python_regex(tmp_pat
         logfile.read_page(log, limit=10_000, redactor=redact)
         logfile.read_tail(log, max_lines=10_000, max_bytes=1 << 20, redactor=redact)
         log_search.search(log, pattern, limit=10_000, redaction=SECRETS)
-        timeline.scan_levels(io.BytesIO(timeline_log), anchor=date(2026, 11, 29), redactor=redact)
+        timeline.scan_levels(io.BytesIO(timeline_log), anchor=datetime(2026, 11, 29, 12, tzinfo=UTC), redactor=redact)
     assert calls == []
     with no_python_regex() as calls, pytest.raises(AssertionError) as planted:
         re.sub("x+", "y", "a planted use of re")

@@ -11,6 +11,7 @@ from incident_desk.core.outcomes import Outcome
 from incident_desk.core.timeline import levels as timeline
 
 DAY = date(2026, 11, 29)
+NOON = datetime(2026, 11, 29, 12, tzinfo=UTC)  # the opening: every bare time of DAY lies within 12 h of it
 LOG = (
     b"10:58:01 payments-api INFO ledger query started\n"
     b"10:58:09 payments-api WARN connection pool at 48/50\n"
@@ -27,7 +28,7 @@ def _at(hour: int, minute: int) -> datetime:
 
 
 def test_counts_each_minute_by_level_and_finds_the_first_error() -> None:
-    scan = timeline.scan_levels(io.BytesIO(LOG), anchor=DAY, redactor=lambda text: text.replace("sk-abc", "***"))
+    scan = timeline.scan_levels(io.BytesIO(LOG), anchor=NOON, redactor=lambda text: text.replace("sk-abc", "***"))
     assert [(m.start, m.error, m.warn, m.info, m.debug) for m in scan.minutes] == [
         (_at(10, 58), 1, 1, 1, 0),
         (_at(10, 59), 0, 0, 1, 0),
@@ -44,7 +45,7 @@ def test_counts_each_minute_by_level_and_finds_the_first_error() -> None:
 
 
 def test_a_log_without_errors_or_a_trailing_newline() -> None:
-    scan = timeline.scan_levels(io.BytesIO(b"10:00:00 a INFO x\n10:00:30 a INFO y"), anchor=DAY)
+    scan = timeline.scan_levels(io.BytesIO(b"10:00:00 a INFO x\n10:00:30 a INFO y"), anchor=NOON)
     assert [(m.start, m.info) for m in scan.minutes] == [(_at(10, 0), 2)]
     assert scan.first_error is None
     assert scan.scanned_lines == 2
@@ -54,7 +55,7 @@ def test_first_error_line_number_counts_lines_of_earlier_chunks() -> None:
     filler = b"10:00:00 a INFO " + b"x" * 100 + b"\n"
     lines = (2 * timeline.CHUNK_BYTES) // len(filler)
     data = filler * lines + b"10:05:00 a ERROR late\n"
-    scan = timeline.scan_levels(io.BytesIO(data), anchor=DAY)
+    scan = timeline.scan_levels(io.BytesIO(data), anchor=NOON)
     assert scan.first_error is not None
     assert scan.first_error.line == lines + 1
     assert scan.minutes[-1].error == 1 and scan.minutes[0].info == lines
@@ -65,7 +66,7 @@ def test_a_line_longer_than_the_carry_is_skipped_whole_not_parsed_from_its_middl
     # The text at the next read's start looks like a line of its own, but it is the middle of the long line.
     long_line = head + b"y" * (timeline.MAX_CARRY_BYTES - len(head)) + b"10:00:00 a ERROR fake" + b"y" * 100
     data = long_line + b"\n10:00:00 a WARN x\n"
-    scan = timeline.scan_levels(io.BytesIO(data), anchor=DAY)
+    scan = timeline.scan_levels(io.BytesIO(data), anchor=NOON)
     assert scan.scanned_lines == 2 and scan.unparsed_lines == 1
     assert [(m.error, m.warn, m.info) for m in scan.minutes] == [(0, 1, 0)]
     assert scan.first_error is None
@@ -76,18 +77,18 @@ def test_stops_at_the_time_budget_after_its_first_chunk_and_says_how_far_it_read
     """A budget spent before the first chunk (the first pass of a loaded desk loads numpy, its patterns and a
     thread) still counts that chunk: an answer of nothing would be the same when asked again."""
     data = b"10:00:00 a INFO x\n" * 200_000
-    scan = timeline.scan_levels(io.BytesIO(data), anchor=DAY, time_budget=0.0)
+    scan = timeline.scan_levels(io.BytesIO(data), anchor=NOON, time_budget=0.0)
     assert scan.stopped == "time budget"
     line = len(b"10:00:00 a INFO x\n")
     assert scan.scanned_bytes == timeline.CHUNK_BYTES // line * line, "the chunk's whole lines"
     assert [(m.info, m.error) for m in scan.minutes] == [(scan.scanned_lines, 0)]
-    resumed = timeline.scan_levels(io.BytesIO(data), anchor=DAY, time_budget=0.0, resume=scan.resume)
+    resumed = timeline.scan_levels(io.BytesIO(data), anchor=NOON, time_budget=0.0, resume=scan.resume)
     assert resumed.scanned_bytes == len(data), "asked again, it moves on: the rest is one more chunk"
 
 
 def test_stops_at_the_minute_limit_before_holding_more_minutes() -> None:
     data = b"".join(f"{h:02d}:{m:02d}:00 a INFO x\n".encode() for h in range(3) for m in range(60))
-    scan = timeline.scan_levels(io.BytesIO(data), anchor=DAY, max_minutes=10)
+    scan = timeline.scan_levels(io.BytesIO(data), anchor=NOON, max_minutes=10)
     assert scan.stopped == "minute limit"
     assert len(scan.minutes) <= 10
 
@@ -95,7 +96,7 @@ def test_stops_at_the_minute_limit_before_holding_more_minutes() -> None:
 def test_cancelled_before_reading() -> None:
     flag = threading.Event()
     flag.set()
-    scan = timeline.scan_levels(io.BytesIO(LOG), anchor=DAY, cancelled=flag)
+    scan = timeline.scan_levels(io.BytesIO(LOG), anchor=NOON, cancelled=flag)
     assert scan.stopped == "cancelled" and scan.scanned_bytes == 0
 
 
@@ -128,10 +129,10 @@ def test_the_minute_limit_counts_minutes_seen_again_once() -> None:
     """Minutes repeated chunk after chunk (on two days) are one minute each for the limit; one more stops it."""
     lines = [f"2026-11-{28 + i % 2}T10:0{i % 5}:00Z a INFO x\n" for i in range(300)]
     data = "".join(lines).encode()
-    scan = timeline.scan_levels(io.BytesIO(data), anchor=DAY, max_minutes=10, chunk_bytes=64)
+    scan = timeline.scan_levels(io.BytesIO(data), anchor=NOON, max_minutes=10, chunk_bytes=64)
     assert scan.stopped == "end of log"
     assert len(scan.minutes) == 10 and {m.info for m in scan.minutes} == {30}
     more = data + b"2026-11-29T10:09:00Z a INFO x\n" + data
-    scan = timeline.scan_levels(io.BytesIO(more), anchor=DAY, max_minutes=10, chunk_bytes=64)
+    scan = timeline.scan_levels(io.BytesIO(more), anchor=NOON, max_minutes=10, chunk_bytes=64)
     assert scan.stopped == "minute limit"
     assert len(scan.minutes) == 10 and len(data) - 64 <= scan.scanned_bytes <= len(data)

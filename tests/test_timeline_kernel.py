@@ -18,6 +18,7 @@ from incident_desk.core.timeline import levels as timeline
 from incident_desk.core.timeline import patterns as timeline_patterns
 
 DAY = date(2026, 11, 29)
+NOON = datetime(2026, 11, 29, 12, tzinfo=UTC)  # the opening: every bare time of DAY lies within 12 h of it
 # The desk's pattern as RE2 reads it (bytes, ASCII classes; RE2's \s is [\t\n\f\r ], without \v).
 _PREFIX = (
     rb"(?:(\d{4}-\d\d-\d\d)[T ])?(\d\d:\d\d):(\d\d)(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?[ \t]+"
@@ -71,7 +72,7 @@ def _check(
     expected, unparsed, lines, first_error = _reference(data)
     scan = timeline.scan_levels(
         io.BytesIO(data),
-        anchor=DAY,
+        anchor=NOON,
         chunk_bytes=chunk,
         max_carry_bytes=max_carry,
         workers=workers,

@@ -15,7 +15,6 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
-from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,7 @@ from incident_desk.core.helper_pool import HELPERS
 from incident_desk.core.timeline import chunks as timeline_chunks
 from incident_desk.core.timeline import levels as timeline
 from incident_desk.core.timeline.helped import count_stretch, stretch_counts
-from tests.test_timeline_kernel import DAY, _as_counts, _hostile_line, _reference
+from tests.test_timeline_kernel import NOON, _as_counts, _hostile_line, _reference
 
 CHUNK = 4096
 CARRY = 64 * 1024
@@ -59,7 +58,7 @@ def _log(tmp_path: Path, data: bytes) -> Path:
 def _scan(path: Path, **options: Any) -> timeline.LevelScan:
     options = {"chunk_bytes": CHUNK, "max_carry_bytes": CARRY, "stretch_bytes": 64 * 1024, **options}
     with path.open("rb") as handle:
-        return timeline.scan_levels(handle, anchor=DAY, redactor=lambda text: text.replace("x", "*"), **options)
+        return timeline.scan_levels(handle, anchor=NOON, redactor=lambda text: text.replace("x", "*"), **options)
 
 
 def _alone(path: Path, **options: Any) -> timeline.LevelScan:
@@ -136,7 +135,7 @@ def test_a_grown_log_is_counted_from_where_the_helped_pass_ended(tmp_path: Path,
         log.write(_hostile(12, 2000))
     with path.open("rb") as handle:
         again = timeline.scan_levels(
-            handle, anchor=DAY, resume=first.resume, chunk_bytes=CHUNK, max_carry_bytes=CARRY, stretch_bytes=8192
+            handle, anchor=NOON, resume=first.resume, chunk_bytes=CHUNK, max_carry_bytes=CARRY, stretch_bytes=8192
         )
     expected, unparsed, lines, _ = _reference(path.read_bytes())
     assert _as_counts(again) == expected and (again.unparsed_lines, again.scanned_lines) == (unparsed, lines)
@@ -150,7 +149,7 @@ def test_budgets_and_cancellation_stop_a_helped_pass_with_a_resume_point(tmp_pat
     assert quick.stopped == "time budget"
     assert 0 < quick.scanned_bytes < len(data), "one stretch at least, then the budget"
     with path.open("rb") as handle:
-        rest = timeline.scan_levels(handle, anchor=DAY, resume=quick.resume, chunk_bytes=CHUNK, max_carry_bytes=CARRY)
+        rest = timeline.scan_levels(handle, anchor=NOON, resume=quick.resume, chunk_bytes=CHUNK, max_carry_bytes=CARRY)
     expected, unparsed, lines, _ = _reference(data)
     assert _as_counts(rest) == expected and (rest.unparsed_lines, rest.scanned_lines) == (unparsed, lines)
     flag = threading.Event()
@@ -326,7 +325,7 @@ def test_a_log_truncated_under_the_helpers_is_counted_where_it_now_ends(
     assert cut_short.stopped == "end of log" and stretches
     assert cut_short.scanned_bytes < len(data), "it stopped where the helpers' stretches ended"
     with path.open("rb") as handle:
-        afresh = timeline.scan_levels(handle, anchor=DAY, resume=cut_short.resume, chunk_bytes=CHUNK)
+        afresh = timeline.scan_levels(handle, anchor=NOON, resume=cut_short.resume, chunk_bytes=CHUNK)
     expected, unparsed, lines, _ = _reference(data[:cut])
     assert _as_counts(afresh) == expected and (afresh.unparsed_lines, afresh.scanned_lines) == (unparsed, lines)
 
@@ -344,7 +343,7 @@ def test_a_log_cut_short_under_a_helper_is_not_taken_as_whole(tmp_path: Path) ->
 
 def test_a_log_that_is_no_file_is_counted_alone(stretches: list[Any]) -> None:
     data = _hostile(25, 3000)
-    scan = timeline.scan_levels(io.BytesIO(data), anchor=date(2026, 11, 29), processes=2, stretch_bytes=4096)
+    scan = timeline.scan_levels(io.BytesIO(data), anchor=NOON, processes=2, stretch_bytes=4096)
     assert _as_counts(scan) == _reference(data)[0]
     assert not stretches
 

@@ -18,6 +18,7 @@ from incident_desk.core.timeline import levels as timeline
 from incident_desk.core.timeline.cache import TimelineCache
 
 DAY = date(2026, 11, 29)
+NOON = datetime(2026, 11, 29, 12, tzinfo=UTC)  # the opening: every bare time of DAY lies within 12 h of it
 _LINE = re.compile(
     r"(?:(\d{4}-\d\d-\d\d)[T ])?(\d\d:\d\d):\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?[ \t]+(?:\S+[ \t]+)?"
     r"\[?(ERROR|FATAL|CRITICAL|WARNING|WARN|INFO|DEBUG|TRACE)\b"
@@ -82,7 +83,7 @@ def test_counts_equal_a_line_by_line_reference(chunk: int) -> None:
     data = _log(1, 4_000)
     expected, unparsed = _reference(data)
     scan = timeline.scan_levels(
-        io.BytesIO(data), anchor=DAY, chunk_bytes=chunk, max_carry_bytes=max(4 * chunk, 16 * 1024), pause_seconds=0
+        io.BytesIO(data), anchor=NOON, chunk_bytes=chunk, max_carry_bytes=max(4 * chunk, 16 * 1024), pause_seconds=0
     )
     assert scan.stopped == "end of log"
     assert _as_counts(scan) == expected
@@ -117,7 +118,7 @@ class _CountingFile:
 def _scan(cache: TimelineCache, path: Path) -> tuple[timeline.LevelScan, int]:
     counting = _CountingFile(path)
     try:
-        scan = cache.scan(counting, anchor=DAY, redactor=lambda text: text.replace("sk-", "***"))  # type: ignore[arg-type]
+        scan = cache.scan(counting, anchor=NOON, redactor=lambda text: text.replace("sk-", "***"))  # type: ignore[arg-type]
     finally:
         counting.close()
     return scan, counting.read_bytes
@@ -125,7 +126,7 @@ def _scan(cache: TimelineCache, path: Path) -> tuple[timeline.LevelScan, int]:
 
 def _fresh(path: Path) -> timeline.LevelScan:
     with path.open("rb") as handle:
-        return timeline.scan_levels(handle, anchor=DAY, redactor=lambda text: text.replace("sk-", "***"))
+        return timeline.scan_levels(handle, anchor=NOON, redactor=lambda text: text.replace("sk-", "***"))
 
 
 def _same(a: timeline.LevelScan, b: timeline.LevelScan) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
+from datetime import UTC, datetime
 from typing import Any, BinaryIO
 
 from incident_desk.core.evidence.drain import Template, templates
@@ -64,7 +64,7 @@ def pattern_score(template: Template, baseline_lines: int, recent_lines: int) ->
 
 
 def _sample(
-    handle: BinaryIO, offset: int, anchor: date, redactor: Callable[[str], str]
+    handle: BinaryIO, offset: int, anchor: datetime, redactor: Callable[[str], str]
 ) -> tuple[str, str | None, bool]:
     """The template's first line, redacted then masked, its time (ISO, UTC), and whether it held a secret."""
     handle.seek(offset)
@@ -80,7 +80,7 @@ def _sample(
 def pattern_findings(
     handle: BinaryIO,
     scan: TemplateScan,
-    anchor: date,
+    anchor: datetime,
     redactor: Callable[[str], str],
     cursor: Callable[[int, int], str],
 ) -> list[Finding]:

@@ -13,10 +13,11 @@ import bisect
 import functools
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
+from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
 from incident_desk.core.evidence.masking import mask_lines
+from incident_desk.core.log_clock import line_moment
 
 if TYPE_CHECKING:
     from incident_desk.core.linear import LinearPattern
@@ -36,22 +37,20 @@ def _time_pattern() -> LinearPattern:
     return LinearPattern(rb"(?:(\d{4}-\d\d-\d\d)[T ])?(\d\d):(\d\d):(\d\d)")
 
 
-def line_time(line: bytes, anchor: date) -> float | None:
-    """The POSIX time a line starts with (``HH:MM:SS`` on ``anchor``'s day, or an ISO date-time; UTC), or None."""
+def line_time(line: bytes, anchor: datetime) -> float | None:
+    """The POSIX time a line starts with (an ISO date-time, or ``HH:MM:SS`` nearest ``anchor``; UTC), or None."""
     hit = _time_pattern().match(line)
     if hit is None:
         return None
     day_span, hour, minute, second = hit[1:5]
     try:
-        day = date.fromisoformat(line[day_span[0] : day_span[1]].decode()) if day_span[0] >= 0 else anchor
-        at = datetime(
-            day.year,
-            day.month,
-            day.day,
+        day = date.fromisoformat(line[day_span[0] : day_span[1]].decode()) if day_span[0] >= 0 else None
+        at = line_moment(
+            day,
             int(line[hour[0] : hour[1]]),
             int(line[minute[0] : minute[1]]),
-            min(59, int(line[second[0] : second[1]])),
-            tzinfo=UTC,
+            int(line[second[0] : second[1]]),
+            anchor,
         )
     except ValueError:
         return None
@@ -60,10 +59,10 @@ def line_time(line: bytes, anchor: date) -> float | None:
 
 @dataclass(frozen=True)
 class Boundary:
-    """Where the baseline ends (POSIX seconds), and the day a bare ``HH:MM:SS`` belongs to."""
+    """Where the baseline ends (POSIX seconds), and the incident's opening, which places a bare ``HH:MM:SS``."""
 
     baseline_end: float
-    anchor: date
+    anchor: datetime
 
 
 @dataclass
@@ -94,7 +93,7 @@ class Tally:
         self.overflow += other.overflow
 
 
-def _time_near(lines: list[bytes], index: int, anchor: date) -> float | None:
+def _time_near(lines: list[bytes], index: int, anchor: datetime) -> float | None:
     for at in range(index, max(-1, index - _LOOK_BACK), -1):
         found = line_time(lines[at], anchor)
         if found is not None:
@@ -105,7 +104,7 @@ def _time_near(lines: list[bytes], index: int, anchor: date) -> float | None:
 class _Times:
     """A chunk's lines as a sequence of times for ``bisect`` (a line without one: the time before it, else 0)."""
 
-    def __init__(self, lines: list[bytes], anchor: date) -> None:
+    def __init__(self, lines: list[bytes], anchor: datetime) -> None:
         self.lines, self.anchor = lines, anchor
 
     def __len__(self) -> int:

@@ -20,13 +20,14 @@ import time
 from collections.abc import Callable, Generator, Sequence
 from contextlib import closing
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Any, BinaryIO, Literal
 
 import structlog
 
 from incident_desk.core.helper_pool import HELPERS, STRETCH_BYTES, default_processes, on_disk
 from incident_desk.core.journal.audit import Decision
+from incident_desk.core.log_clock import line_moment
 from incident_desk.core.scan_budget import SCAN_BUDGET_BYTES, ScanBudget, StopReason
 from incident_desk.core.timeline.chunks import Counted, Skipped, counted_chunks, first_error_line
 from incident_desk.core.timeline.counts import MinuteCounts
@@ -125,7 +126,9 @@ def _valid(resume: Resume | None, handle: BinaryIO, total: int) -> Resume | None
     return resume if _check_digest(handle, resume.offset) == resume.check else None
 
 
-def _first_error_at(handle: BinaryIO, line: int, offset: int, anchor: date, redactor: Redactor) -> FirstError | None:
+def _first_error_at(
+    handle: BinaryIO, line: int, offset: int, anchor: datetime, redactor: Redactor
+) -> FirstError | None:
     """The first error, read again from its offset: only its place is kept between passes, never its text."""
     _line_pattern, first_error_pattern = _patterns()
     handle.seek(offset)
@@ -136,7 +139,7 @@ def _first_error_at(handle: BinaryIO, line: int, offset: int, anchor: date, reda
     return _first_error(framed, hit, line, anchor, redactor)
 
 
-def _first_error(framed: bytes, hit: Any, line: int, anchor: date, redactor: Redactor) -> FirstError:
+def _first_error(framed: bytes, hit: Any, line: int, anchor: datetime, redactor: Redactor) -> FirstError:
     day, hour_minute, seconds = (framed[start:end] for start, end in hit[1:4])
     whole = framed[hit[0][0] + 1 : hit[0][1]]
     text = redactor(whole.decode("utf-8", errors="replace"))[:MAX_FIRST_ERROR_CHARS]
@@ -145,11 +148,10 @@ def _first_error(framed: bytes, hit: Any, line: int, anchor: date, redactor: Red
     return FirstError(line, at, text)
 
 
-def _minute_start(day: bytes, hour_minute: bytes, anchor: date) -> datetime | None:
+def _minute_start(day: bytes, hour_minute: bytes, anchor: datetime) -> datetime | None:
     try:
-        on = date.fromisoformat(day.decode()) if day else anchor
-        hours, minutes = int(hour_minute[:2]), int(hour_minute[3:5])
-        return datetime(on.year, on.month, on.day, hours, minutes, tzinfo=UTC)
+        on = date.fromisoformat(day.decode()) if day else None
+        return line_moment(on, int(hour_minute[:2]), int(hour_minute[3:5]), 0, anchor)
     except ValueError:
         return None
 
@@ -189,7 +191,7 @@ class _Pass:
         budget: ScanBudget,
         *,
         max_minutes: int,
-        anchor: date,
+        anchor: datetime,
         redactor: Redactor,
         pause_seconds: float,
     ) -> None:
@@ -287,7 +289,7 @@ class _Pass:
 def scan_levels(
     handle: BinaryIO,
     *,
-    anchor: date,
+    anchor: datetime,
     time_budget: float | None = None,
     byte_budget: int = SCAN_BUDGET_BYTES,
     max_minutes: int = MAX_MINUTES,
@@ -304,7 +306,8 @@ def scan_levels(
 ) -> LevelScan:
     """Count the log's lines per minute and level from its start, until its end or a budget; find the first error.
 
-    ``anchor`` is the day a bare ``HH:MM:SS`` belongs to. Only the first error's text is decoded (and redacted).
+    ``anchor`` is the incident's opening: a bare ``HH:MM:SS`` is read nearest it (``log_clock``). Only the first
+    error's text is decoded (and redacted).
     ``resume``: a previous pass's ``resume`` over this log; used if the log still holds the bytes it counted.
     ``chunk_bytes``: read and counted at a time; a line longer than ``max_carry_bytes`` counts as unparsed.
     ``workers`` (threads counting chunks) and ``lines_per_pass`` (lines decided at once) are the kernel's sizes.

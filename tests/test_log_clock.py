@@ -1,0 +1,71 @@
+"""Logs that print the time of day alone, read around the incident's opening: a log that runs over midnight keeps
+its order in the timeline and in the evidence's baseline split, on either side of midnight."""
+
+from __future__ import annotations
+
+import io
+from datetime import UTC, date, datetime, timedelta
+
+import pytest
+
+from incident_desk.core.evidence.drain import templates
+from incident_desk.core.evidence.scan import scan_templates
+from incident_desk.core.evidence.tally import Boundary, line_time
+from incident_desk.core.log_clock import line_moment
+from incident_desk.core.timeline import levels as timeline
+
+JUST_AFTER_MIDNIGHT = datetime(2026, 12, 4, 0, 10, tzinfo=UTC)
+JUST_BEFORE_MIDNIGHT = datetime(2026, 12, 3, 23, 55, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("clock", "opened", "moment"),
+    [
+        ((23, 58, 0), JUST_AFTER_MIDNIGHT, datetime(2026, 12, 3, 23, 58, tzinfo=UTC)),
+        ((0, 3, 0), JUST_AFTER_MIDNIGHT, datetime(2026, 12, 4, 0, 3, tzinfo=UTC)),
+        ((0, 3, 0), JUST_BEFORE_MIDNIGHT, datetime(2026, 12, 4, 0, 3, tzinfo=UTC)),
+        ((23, 40, 0), JUST_BEFORE_MIDNIGHT, datetime(2026, 12, 3, 23, 40, tzinfo=UTC)),
+        ((12, 10, 0), JUST_AFTER_MIDNIGHT, datetime(2026, 12, 4, 12, 10, tzinfo=UTC)),  # 12 h after: that day
+        ((12, 11, 0), JUST_AFTER_MIDNIGHT, datetime(2026, 12, 3, 12, 11, tzinfo=UTC)),  # past 12 h: the day before
+        ((10, 0, 60), datetime(2026, 12, 4, 10, tzinfo=UTC), datetime(2026, 12, 4, 10, 0, 59, tzinfo=UTC)),
+    ],
+)
+def test_a_bare_time_is_read_on_the_day_nearest_the_opening(
+    clock: tuple[int, int, int], opened: datetime, moment: datetime
+) -> None:
+    assert line_moment(None, *clock, opened) == moment
+
+
+def test_a_dated_line_is_read_as_written_and_a_clock_that_is_no_time_is_refused() -> None:
+    dated = line_moment(date(2026, 11, 1), 23, 58, 0, JUST_AFTER_MIDNIGHT)
+    assert dated == datetime(2026, 11, 1, 23, 58, tzinfo=UTC)
+    with pytest.raises(ValueError, match="hour"):
+        line_moment(None, 25, 0, 0, JUST_AFTER_MIDNIGHT)
+    assert line_time(b"25:61:00 svc ERROR x", JUST_AFTER_MIDNIGHT) is None
+
+
+def _over_midnight(opened: datetime) -> bytes:
+    """A line a minute from 20 minutes before ``opened`` to 10 after; errors from the opening on."""
+    lines = []
+    for minute in range(-20, 10):
+        at = opened + timedelta(minutes=minute)
+        lines.append(f"{at:%H:%M:%S} svc INFO tick {minute}")
+        if minute >= 0:
+            lines.append(f"{at:%H:%M:%S} svc ERROR broke {minute}")
+    return ("\n".join(lines) + "\n").encode()
+
+
+@pytest.mark.parametrize("opened", [JUST_AFTER_MIDNIGHT, JUST_BEFORE_MIDNIGHT])
+def test_the_timeline_of_a_log_over_midnight_keeps_its_order(opened: datetime) -> None:
+    scan = timeline.scan_levels(io.BytesIO(_over_midnight(opened)), anchor=opened, processes=0)
+    starts = [m.start for m in scan.minutes]
+    assert starts == [opened + timedelta(minutes=minute) for minute in range(-20, 10)]
+    assert scan.first_error is not None and scan.first_error.time == opened
+
+
+@pytest.mark.parametrize("opened", [JUST_AFTER_MIDNIGHT, JUST_BEFORE_MIDNIGHT])
+def test_the_baseline_of_a_log_over_midnight_is_what_came_before_the_opening(opened: datetime) -> None:
+    scan = scan_templates(io.BytesIO(_over_midnight(opened)), Boundary(opened.timestamp(), opened), processes=0)
+    assert (scan.tally.lines, scan.tally.baseline_lines) == (40, 20)
+    rows = {t.text: (t.baseline, t.recent) for t in templates(scan.tally.table.items())}
+    assert rows == {"svc INFO tick <*>": (20, 10), "svc ERROR broke <*>": (0, 10)}
