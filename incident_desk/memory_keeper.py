@@ -140,7 +140,7 @@ class MemoryKeeper:
     def remember_now(self, incident: Incident) -> Remembered:
         """Remember ``incident`` in the calling (worker) thread and return what was kept."""
         self._offered[incident.id] = incident
-        remembered = self._build(incident)
+        remembered = self._build(incident, self._restart_decisions([incident]))
         self.memory.remember(remembered)
         return self.memory.recall(incident.id) or remembered
 
@@ -190,13 +190,15 @@ class MemoryKeeper:
                     self._queue.task_done()
 
     def _remember(self, batch: list[Incident]) -> None:
-        """One write for the batch; when it fails, each incident alone, so one bad row stops no other."""
+        """One write for the batch; when it fails, each incident alone, so one bad row stops no other. The journal's
+        last restart decisions are read once for the batch, not once per incident."""
         try:
+            decisions = self._restart_decisions(batch)
             built = []
             for incident in batch:
                 if self._stopping.is_set():
                     return  # the desk is exiting: what is left is remembered when it is next served
-                built.append(self._build(incident))
+                built.append(self._build(incident, decisions))
             self.memory.remember_many(built)
             return
         except Exception as exc:
@@ -206,7 +208,11 @@ class MemoryKeeper:
         for incident in batch:
             self._remember([incident])
 
-    def _build(self, incident: Incident) -> Remembered:
+    def _restart_decisions(self, incidents: list[Incident]) -> list[Decision]:
+        """The journal's last restart decisions, which tell how often each incident's service was restarted."""
+        return self._journal.recent(RESTARTS_LOOKED_AT) if any(incident.service for incident in incidents) else []
+
+    def _build(self, incident: Incident, decisions: list[Decision]) -> Remembered:
         try:
             # Redacted like every log line that leaves the desk: the signature is shown in answers.
             head = self._redact(self._read_log(incident.id, _head).decode("utf-8", "replace"))
@@ -219,7 +225,6 @@ class MemoryKeeper:
         resolves = [event for event in done if event.act == Act.RESOLVE]
         resolution = resolves[-1].text if resolves else incident.resolution
         resolved = resolves[-1].time if resolves else None
-        decisions = self._journal.recent(RESTARTS_LOOKED_AT) if incident.service else []
         return Remembered(
             incident_id=incident.id,
             title=incident.title,
@@ -232,7 +237,7 @@ class MemoryKeeper:
             notes=notes,
             resolution=resolution,
             resolved=resolved,
-            restarts=sum(1 for decision in decisions if _restarted(decision, incident, resolved)),
+            restarts=sum(1 for decision in decisions if incident.service and _restarted(decision, incident, resolved)),
             silences=sum(1 for event in done if event.act == Act.SILENCE),
         )
 
