@@ -279,7 +279,11 @@ class LoadSearchStackAfterHandshake:
     def _start(self) -> None:
         if not self._started:
             self._started = True
-            threading.Thread(target=self._load, name="incident-desk-search-stack", daemon=True).start()
+            # Not a daemon: the interpreter waits for it at exit. A daemon thread still compiling RE2 (C++) when
+            # the interpreter finalizes is unwound through frames that forbid it, and the desk aborts: 24 of 60
+            # stdio desks asked one search and closed right after exited with SIGABRT. Once the main thread has
+            # finished the loader skips numpy, so the exit waits at most for the step under way.
+            threading.Thread(target=self._load, name="incident-desk-search-stack", daemon=False).start()
 
     def _load(self) -> None:
         began = time.perf_counter()

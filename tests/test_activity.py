@@ -50,6 +50,24 @@ def test_waiting_for_quiet_lasts_until_the_work_has_been_over_that_long() -> Non
     holder.join()
 
 
+def test_a_wait_for_quiet_ends_unloaded_once_the_process_is_exiting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loader is not a daemon thread, so the desk's exit waits for it: once the main thread has finished it
+    gives up on numpy instead of holding the exit until the client's requests have gone quiet."""
+    work = Activity()
+    exiting = threading.Event()
+    threading.Timer(0.2, exiting.set).start()
+    with work.busy():
+        began = time.monotonic()
+        assert work.wait_until_quiet(5.0, every=0.01, unless=exiting.is_set) is False
+        assert time.monotonic() - began < 2.0
+    assert work.wait_until_quiet(0.0, unless=exiting.is_set) is False, "quiet, but exiting: still not loaded"
+    assert Activity().wait_until_quiet(0.0) is True
+    imported: list[str] = []
+    monkeypatch.setattr(importlib, "import_module", imported.append)
+    monkeypatch.setattr(threading, "main_thread", lambda: threading.Thread())  # one that is not alive
+    assert engine.load_numpy_when_quiet(quiet_seconds=0.0) is False and imported == []
+
+
 def test_numpy_is_imported_only_after_the_requests_under_way_have_ended(monkeypatch: pytest.MonkeyPatch) -> None:
     fresh = Activity()
     monkeypatch.setattr(engine, "ACTIVITY", fresh)

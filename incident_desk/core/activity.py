@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 
@@ -39,10 +39,16 @@ class Activity:
         with self._lock:
             return 0.0 if self._under_way > 0 else time.monotonic() - self._last_ended
 
-    def wait_until_quiet(self, quiet_seconds: float, every: float = 0.05) -> None:
-        """Block until nothing has been under way for ``quiet_seconds`` (looking ``every`` seconds)."""
+    def wait_until_quiet(
+        self, quiet_seconds: float, every: float = 0.05, *, unless: Callable[[], bool] = lambda: False
+    ) -> bool:
+        """Block until nothing has been under way for ``quiet_seconds`` (looking ``every`` seconds): True; False
+        as soon as ``unless()`` is true (the process is exiting, say)."""
         while self.quiet_for() < quiet_seconds:
+            if unless():
+                return False
             time.sleep(every)
+        return not unless()
 
 
 ACTIVITY = Activity()

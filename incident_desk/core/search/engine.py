@@ -511,12 +511,19 @@ class _Search:
         self.window = int(min(self.sizes.read_bytes, max(self.sizes.min_window, rate * _WINDOW_SECONDS)))
 
 
-def load_numpy_when_quiet(quiet_seconds: float = 1.0, every: float = 0.05) -> None:
+def load_numpy_when_quiet(quiet_seconds: float = 1.0, every: float = 0.05) -> bool:
     """Import numpy once nothing has run for ``quiet_seconds`` (looking ``every`` seconds): its import holds the
     interpreter, so not while a search or another request runs, nor between a model's searches in a row.
-    Blocking: a loader's thread calls it; a search counts newlines without numpy until it is loaded."""
-    ACTIVITY.wait_until_quiet(quiet_seconds, every)
+    Blocking: a loader's thread calls it; a search counts newlines without numpy until it is loaded. Not once
+    the main thread has finished (the process is exiting, and waits for the loader): False then."""
+    if not ACTIVITY.wait_until_quiet(quiet_seconds, every, unless=_main_thread_finished):
+        return False
     importlib.import_module("numpy")
+    return True
+
+
+def _main_thread_finished() -> bool:
+    return not threading.main_thread().is_alive()
 
 
 def search(
