@@ -25,13 +25,14 @@ pytest_plugins = ["tests.timing_alone", "tests.shared_services"]
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
-    """``-n auto`` runs one worker more than the cores (or PYTEST_XDIST_AUTO_NUM_WORKERS, as xdist reads it): the
-    process tests wait much of their time (a session's grace, an idle timeout, a watched lock), and the extra
-    worker fills the core they leave. On 2 cores the full lane's parallel step, run alone, took 9 min 8 s with 3
-    workers, 12 min 17 s with 2 and 9 min 35 s with 4 (docs/development.md)."""
+    """``-n auto`` runs two workers more than the cores (or PYTEST_XDIST_AUTO_NUM_WORKERS, as xdist reads it): the
+    tests wait much of their time (a session's grace, an idle timeout, a watched lock, a neighbour's deadline),
+    and the extra workers fill the cores they leave. On 2 cores the full lane's parallel step took 6 min 28 s
+    with 3 workers and 6 min 4 s with 4, the fast lane's in-process step 2 min 29 s and 2 min 9 s
+    (docs/development.md)."""
     if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None  # xdist's own hook reads it
-    return len(os.sched_getaffinity(0)) + 1
+    return len(os.sched_getaffinity(0)) + 2
 
 
 @pytest.fixture
