@@ -15,11 +15,14 @@ import pytest
 
 from tests.helpers import ROOT, child_env
 
+fcntl = pytest.importorskip("fcntl", reason="a pipe nobody reads, POSIX")
+
 pytestmark = [pytest.mark.timing, pytest.mark.skipif(sys.platform == "win32", reason="a pipe nobody reads, POSIX")]
 
-# A client that cannot sample: each summary logs the step it skipped (some 200 bytes), so this many fill a 64 KiB
-# pipe several times over.
-CALLS = 1500
+# A client that cannot sample: each summary logs the step it skipped (some 200 bytes), so this many fill the pipe
+# several times over: Linux's pipe is made 16 KiB (F_SETPIPE_SZ), elsewhere it stays at its usual 64 KiB.
+PIPE_BYTES = 16 * 1024
+CALLS = 400 if hasattr(fcntl, "F_SETPIPE_SZ") else 1500
 
 
 def _send(process: subprocess.Popen[bytes], message: dict[str, object]) -> None:
@@ -53,6 +56,9 @@ def test_a_client_that_never_reads_stderr_cannot_hold_the_desk(tmp_path: Path) -
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,  # read only at the end
     ) as process:
+        assert process.stderr is not None
+        if hasattr(fcntl, "F_SETPIPE_SZ"):
+            fcntl.fcntl(process.stderr.fileno(), fcntl.F_SETPIPE_SZ, PIPE_BYTES)
         try:
             _send(
                 process,
