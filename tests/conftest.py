@@ -100,6 +100,7 @@ def _start_rank(item: pytest.Item, timed_modules: set[str]) -> int:
     return 2
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Parallel runs (``-n auto``) hand out whole modules (--dist loadscope: a module's shared fixture, such as the
     frozen build or a PostgreSQL cluster, is made once) in the order of their first test here, longest first
