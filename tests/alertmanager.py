@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import shutil
 import subprocess
 import threading
 import time
-import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -89,12 +90,21 @@ def counting_proxy(upstream: str) -> Iterator[CountingProxy]:
 
 
 def bcrypt_hash(password: str) -> str:
-    """What Alertmanager's web config wants for a basic-auth user (no bcrypt package here: the C library's)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)
-        import crypt
-
-        return crypt.crypt(password, crypt.mksalt(crypt.METHOD_BLOWFISH))  # noqa: S324 -- bcrypt, as Alertmanager wants
+    """What Alertmanager's web config wants for a basic-auth user, from the C library's crypt (libxcrypt): no bcrypt
+    package here, and Python 3.13 has no ``crypt`` module."""
+    found = ctypes.util.find_library("crypt")
+    if found is None:
+        pytest.skip("no libcrypt here to hash a basic-auth password with bcrypt")
+    libcrypt = ctypes.CDLL(found)
+    libcrypt.crypt_gensalt.restype = ctypes.c_char_p
+    libcrypt.crypt_gensalt.argtypes = [ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p, ctypes.c_int]
+    libcrypt.crypt.restype = ctypes.c_char_p
+    libcrypt.crypt.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
+    salt = libcrypt.crypt_gensalt(b"$2b$", 0, None, 0)  # no random bytes given: libxcrypt reads the OS's own
+    hashed = libcrypt.crypt(password.encode(), salt) if salt else None
+    if not hashed or not hashed.startswith(b"$2b$"):
+        raise AssertionError(f"libcrypt made no bcrypt hash (salt {salt!r}, hash {hashed!r})")
+    return str(hashed.decode())
 
 
 @contextmanager

@@ -9,6 +9,7 @@ import json
 import os
 import sqlite3
 import sys
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -109,7 +110,7 @@ async def test_in_process_a_second_person_approves_in_the_browser(
 
 
 def _journal(tmp_path: Path) -> list[tuple[str, str]]:
-    with sqlite3.connect(tmp_path / "audit.sqlite3") as db:
+    with closing(sqlite3.connect(tmp_path / "audit.sqlite3")) as db:
         return [(str(o), str(a)) for o, a in db.execute("SELECT outcome, approver FROM decisions ORDER BY id")]
 
 

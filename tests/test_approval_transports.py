@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import sys
+from contextlib import closing
 from pathlib import Path
 
 import anyio
@@ -24,7 +25,7 @@ SERVICES = json.dumps({"payments-api": {"approval": "out-of-band"}})
 
 
 def journal(tmp_path: Path) -> list[tuple[str, str]]:
-    with sqlite3.connect(tmp_path / "audit.sqlite3") as db:
+    with closing(sqlite3.connect(tmp_path / "audit.sqlite3")) as db:
         return [(str(o), str(a)) for o, a in db.execute("SELECT outcome, approver FROM decisions ORDER BY id")]
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import shutil
 import sqlite3
+from contextlib import closing
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -142,7 +143,7 @@ CREATE TABLE decisions (
 
 def test_a_version_1_sqlite_journal_is_upgraded_in_place_without_losing_rows(tmp_path: Path) -> None:
     path = tmp_path / "old.sqlite3"
-    with sqlite3.connect(path) as conn:
+    with closing(sqlite3.connect(path)) as conn, conn:
         conn.execute(_VERSION_1)
         for n in range(3):
             conn.execute(
@@ -158,10 +159,9 @@ def test_a_version_1_sqlite_journal_is_upgraded_in_place_without_losing_rows(tmp
     assert journal.count() == 3
     journal.record(Decision("payments-api", Outcome.DECLINED, None, "os:bob", "2025-11-25"))
     journal.record_event(Event("upgraded", "INC-1042", Act.ACKNOWLEDGE, Outcome.DONE, "os:bob"))
-    with sqlite3.connect(path) as conn:
+    with closing(sqlite3.connect(path)) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
         assert conn.execute("SELECT COUNT(*) FROM decisions WHERE desk = 'upgraded'").fetchone()[0] == 4
-    conn.close()
     assert AuditJournal(path, desk="someone-else").recent(10) == []
     # Opening it again (already upgraded) changes nothing.
     assert len(AuditJournal(path, desk="upgraded").recent(10)) == 4

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 import uuid
+from contextlib import closing
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -358,7 +359,7 @@ def test_memory_tables_join_an_existing_journal_without_touching_its_rows(tmp_pa
     again = AuditJournal(path, desk="kept")
     assert again.count() == 1 and again.recent(1)[0].ticket == "CHG-1"
     assert memory.count() == 0
-    with sqlite3.connect(path) as conn:
+    with closing(sqlite3.connect(path)) as conn:
         assert conn.execute("PRAGMA user_version").fetchone()[0] == 2
 
 
