@@ -101,10 +101,10 @@ def bcrypt_hash(password: str) -> str:
     libcrypt.crypt.restype = ctypes.c_char_p
     libcrypt.crypt.argtypes = [ctypes.c_char_p, ctypes.c_char_p]
     salt = libcrypt.crypt_gensalt(b"$2b$", 0, None, 0)  # no random bytes given: libxcrypt reads the OS's own
-    hashed = libcrypt.crypt(password.encode(), salt) if salt else None
+    hashed: bytes | None = libcrypt.crypt(password.encode(), salt) if salt else None
     if not hashed or not hashed.startswith(b"$2b$"):
         raise AssertionError(f"libcrypt made no bcrypt hash (salt {salt!r}, hash {hashed!r})")
-    return str(hashed.decode())
+    return hashed.decode()
 
 
 @contextmanager

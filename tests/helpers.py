@@ -6,9 +6,10 @@ import gc
 import itertools
 import os
 import socket
+import sqlite3
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, closing
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -60,6 +61,12 @@ def child_env(audit_db: Path, **extra: str) -> dict[str, str]:
     env.update(INCIDENT_DESK_ACT_LIMITS=LIMITS_OFF)
     env.update(extra)
     return env
+
+
+def journal_steps(audit_db: Path) -> list[tuple[str, str]]:
+    """Each decision in the SQLite journal a desk process wrote at ``audit_db``, oldest first: (outcome, approver)."""
+    with closing(sqlite3.connect(audit_db)) as db:
+        return [(str(o), str(a)) for o, a in db.execute("SELECT outcome, approver FROM decisions ORDER BY id")]
 
 
 @asynccontextmanager

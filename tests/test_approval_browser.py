@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import sys
-from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +20,7 @@ from mcp.client.streamable_http import streamable_http_client
 from incident_desk.approvals.out_of_band import approval_store
 from tests.approval_page_helpers import LinkFollower
 from tests.browser import Browser
-from tests.helpers import ROOT, AppFactory, child_env, connect, text_of
+from tests.helpers import ROOT, AppFactory, child_env, connect, journal_steps, text_of
 from tests.http_desk import run_desk
 from tests.oidc_provider import OpenIDProvider
 from tests.restart_helpers import SERVICE, desk, outcomes, rows
@@ -109,11 +107,6 @@ async def test_in_process_a_second_person_approves_in_the_browser(
     assert journal[0].approver.startswith("os:") and journal[2].approver == person(oidc_provider, "bob")
 
 
-def _journal(tmp_path: Path) -> list[tuple[str, str]]:
-    with closing(sqlite3.connect(tmp_path / "audit.sqlite3")) as db:
-        return [(str(o), str(a)) for o, a in db.execute("SELECT outcome, approver FROM decisions ORDER BY id")]
-
-
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 async def test_stdio_desk_bob_approves_in_the_browser(
     tmp_path: Path, oidc_provider: OpenIDProvider, browser: Browser, mode: str
@@ -130,7 +123,7 @@ async def test_stdio_desk_bob_approves_in_the_browser(
     async with Client(params, mode=mode, elicitation_callback=follower) as client:
         text, _ = await _call_and_approve(client, follower, browser, oidc_provider, "bob")
     assert text.startswith("RESTARTED payments-api under CHG-2291 (simulated)"), text
-    steps = _journal(tmp_path)
+    steps = journal_steps(tmp_path / "audit.sqlite3")
     assert [o for o, _ in steps] == ["approval_requested", "page_opened", "approved", "simulated"]
     assert steps[0][1].startswith("os:") and steps[2][1] == steps[3][1] == person(oidc_provider, "bob")
 
@@ -165,7 +158,7 @@ async def test_http_desk_the_requester_is_refused_and_a_second_person_approves(
     assert text.startswith("RESTARTED payments-api under CHG-2291 (simulated)"), text
     alice, bob = person(oidc_provider, "alice"), person(oidc_provider, "bob")
     # Issue 45: the refused self-approval and the second person's page_opened are journalled too, each by its person.
-    assert _journal(tmp_path) == [
+    assert journal_steps(tmp_path / "audit.sqlite3") == [
         ("approval_requested", alice),
         ("page_opened", alice),
         ("refused_self_approval", alice),
@@ -223,7 +216,7 @@ async def test_http_desk_a_second_person_approves_a_runbook_action(
     assert text.startswith(f"RAN flush on {SERVICE} under CHG-2291"), text
     assert ran.read_text(encoding="utf-8") == "prices\n"
     alice, bob = person(oidc_provider, "alice"), person(oidc_provider, "bob")
-    assert _journal(tmp_path) == [
+    assert journal_steps(tmp_path / "audit.sqlite3") == [
         ("approval_requested", alice),
         ("page_opened", alice),
         ("refused_self_approval", alice),

@@ -4,9 +4,7 @@ the HTTP desk as its own route (reached without the desk's bearer token: the lin
 from __future__ import annotations
 
 import json
-import sqlite3
 import sys
-from contextlib import closing
 from pathlib import Path
 
 import anyio
@@ -16,17 +14,12 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from tests.approval_page_helpers import LinkFollower
-from tests.helpers import ROOT, child_env, text_of
+from tests.helpers import ROOT, child_env, journal_steps, text_of
 from tests.http_desk import TOKEN, run_desk
 
 pytestmark = [pytest.mark.anyio, pytest.mark.subprocess]
 
 SERVICES = json.dumps({"payments-api": {"approval": "out-of-band"}})
-
-
-def journal(tmp_path: Path) -> list[tuple[str, str]]:
-    with closing(sqlite3.connect(tmp_path / "audit.sqlite3")) as db:
-        return [(str(o), str(a)) for o, a in db.execute("SELECT outcome, approver FROM decisions ORDER BY id")]
 
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
@@ -38,7 +31,7 @@ async def test_out_of_band_over_stdio(tmp_path: Path, mode: str) -> None:
         result = await client.call_tool("restart_service", {"service": "payments-api"})
     assert text_of(result).startswith("RESTARTED payments-api under CHG-2291 (simulated)")
     assert person.urls[0].startswith("http://127.0.0.1:") and person.visits[0].decided == 200
-    steps = journal(tmp_path)
+    steps = journal_steps(tmp_path / "audit.sqlite3")
     assert [outcome for outcome, _ in steps] == ["approval_requested", "page_opened", "approved", "simulated"]
 
 
@@ -59,7 +52,7 @@ async def test_out_of_band_over_http_with_the_static_token(tmp_path: Path, mode:
     assert url.startswith(f"http://127.0.0.1:{desk.port}/approvals/")
     (seen,) = person.visits
     assert seen.decided == 200 and "not a second person" in seen.text
-    steps = journal(tmp_path)
+    steps = journal_steps(tmp_path / "audit.sqlite3")
     assert [outcome for outcome, _ in steps] == ["approval_requested", "page_opened", "approved", "simulated"]
     requested_by, approved_by = steps[0][1], steps[2][1]
     assert requested_by.startswith("bearer:") and approved_by.startswith("os:")
@@ -102,4 +95,4 @@ async def test_http_page_refuses_forged_csrf_less_and_expired_answers_and_ignore
     assert refusals == [404, 403]
     assert texts == ["NOT RESTARTED -- no answer within 10s"]
     assert expired.status_code == 410 and "expired" in expired.text
-    assert [outcome for outcome, _ in journal(tmp_path)] == ["approval_requested", "timed_out"]
+    assert [outcome for outcome, _ in journal_steps(tmp_path / "audit.sqlite3")] == ["approval_requested", "timed_out"]
