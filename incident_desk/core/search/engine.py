@@ -69,6 +69,8 @@ _PAUSE_SECONDS = 0.002  # after a window of candidates, the interpreter lock is 
 # cover counting what is left uncounted, it is counted at once, so a scan stopped by its time budget can still say
 # where it stopped (its cursor's line number) within about that budget.
 _SETTLE_SECONDS_PER_BYTE = 1e-9
+# The least a skim splits between two threads: below it the second thread's start costs more than it saves.
+SPLIT_BYTES = 32 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -81,7 +83,8 @@ class SearchSizes:
     scan time; ``index_piece``: how much of a run the newline index compares at a time (a multiple of ``ROW``);
     ``workers``: how many threads read, index and prefilter runs (0: the searching thread; None: decided by the
     machine's load, ``log_parallel.free_workers``); ``stretch_bytes``: a helper process's share at a time, and a
-    log of two or more of them is prefiltered by helpers (``core.search_processes``).
+    log of two or more of them is prefiltered by helpers (``core.search_processes``); ``split_bytes``: a skim with
+    this much left reads its second half in a second thread when a core is free (``core.search.skim``; 0: never).
     """
 
     read_bytes: int = 1024 * 1024
@@ -90,6 +93,7 @@ class SearchSizes:
     index_piece: int = 128 * ROW
     workers: int | None = None
     stretch_bytes: int = STRETCH_BYTES
+    split_bytes: int = SPLIT_BYTES
 
     def __post_init__(self) -> None:
         if self.read_bytes <= MAX_LINE_BYTES:
@@ -102,6 +106,8 @@ class SearchSizes:
             raise ValueError(f"workers must not be negative: {self.workers}")
         if self.stretch_bytes <= 0:
             raise ValueError(f"stretch_bytes must be positive: {self.stretch_bytes}")
+        if self.split_bytes < 0:
+            raise ValueError(f"split_bytes must not be negative: {self.split_bytes}")
 
 
 @dataclass(frozen=True)
@@ -619,7 +625,7 @@ def _read_and_scan(scan: _Search, handle: BinaryIO, start: int, end: int | None)
         undecodable = not scan.pattern.replacement_blind
         while True:
             skimmed_from = scan.offset
-            until = skim(scan, fd, buffer, end, undecodable=undecodable)
+            until = skim(scan, fd, buffer, end, undecodable=undecodable, split_bytes=scan.sizes.split_bytes)
             if scan.stopped is not None:
                 return
             if until is None:
