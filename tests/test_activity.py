@@ -109,3 +109,28 @@ async def test_a_served_request_is_work_under_way_and_a_ping_is_not(
         if era == "legacy":  # 2026-07-28 has no ping
             await client.send_ping()
             assert counted.quiet_for() > after_call, "a ping does not count as work"
+
+
+def test_the_search_stack_loads_only_once_the_requests_under_way_are_answered(
+    make_app: AppFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A first call that came before the loader loads what it needs itself; loading beside it only takes the
+    interpreter lock from it (a first whole-file search took 20 ms longer), so the loader waits for it."""
+    counted = Activity()
+    monkeypatch.setattr(server_module, "ACTIVITY", counted)
+    loaded: list[float] = []
+    app = make_app()
+
+    def load_search_stack(self: DeskApp) -> None:
+        if self is app:  # not a loader an earlier test's desk left running
+            loaded.append(counted.quiet_for())
+
+    monkeypatch.setattr(DeskApp, "load_search_stack", load_search_stack)
+    loader = server_module.LoadSearchStackAfterHandshake(build_server(app), app)
+    thread = threading.Thread(target=loader._load)
+    with counted.busy():
+        thread.start()
+        time.sleep(0.3)
+        assert loaded == [], "the search stack loaded while a request was under way"
+    thread.join(5)
+    assert len(loaded) == 1 and loaded[0] > 0

@@ -111,19 +111,19 @@ def test_a_log_that_shrinks_under_the_reads_ends_the_search_without_error(tmp_pa
 
 def test_workers_are_used_only_with_cores_to_spare(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(os, "cpu_count", lambda: 4)
-    monkeypatch.setattr(log_parallel, "runnable_elsewhere", lambda: 1)
+    monkeypatch.setattr(log_parallel, "_runnable_elsewhere", lambda: 1)
     assert log_parallel.free_workers() == 2
-    monkeypatch.setattr(log_parallel, "runnable_elsewhere", lambda: 2)
+    monkeypatch.setattr(log_parallel, "_runnable_elsewhere", lambda: 2)
     assert log_parallel.free_workers() == 0
-    monkeypatch.setattr(log_parallel, "runnable_elsewhere", lambda: None)
+    monkeypatch.setattr(log_parallel, "_runnable_elsewhere", lambda: None)
     assert log_parallel.free_workers() == 2
     monkeypatch.setattr(os, "cpu_count", lambda: 2)  # measured slower than reading inline, even when idle
-    monkeypatch.setattr(log_parallel, "runnable_elsewhere", lambda: 0)
+    monkeypatch.setattr(log_parallel, "_runnable_elsewhere", lambda: 0)
     assert log_parallel.free_workers() == 0
 
 
 def test_the_machine_says_how_busy_it_is() -> None:
-    others = log_parallel.runnable_elsewhere()
+    others = log_parallel._runnable_elsewhere()
     if sys.platform.startswith("linux"):
         assert others is not None
         assert others >= 0

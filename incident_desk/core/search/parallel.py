@@ -41,26 +41,11 @@ def free_workers() -> int:
     cores = os.cpu_count() or 1
     if cores < 4:
         return 0
-    others = runnable_elsewhere()
+    others = _runnable_elsewhere()
     return WORKERS if others is None or others <= cores - 3 else 0
 
 
-def runnable_here() -> int:
-    """Threads of this process running or ready to run besides the calling one (0 where Linux's /proc is not)."""
-    runnable = 0
-    try:
-        tasks = list(Path("/proc/self/task").iterdir())
-    except OSError:
-        return 0
-    for task in tasks:
-        try:
-            runnable += (task / "stat").read_bytes().rpartition(b")")[2].split(None, 1)[0] == b"R"
-        except (OSError, IndexError):
-            continue  # a thread that ended meanwhile
-    return max(runnable - 1, 0)
-
-
-def runnable_elsewhere() -> float | None:
+def _runnable_elsewhere() -> float | None:
     """Threads running or ready to run on the machine besides the calling one, or None if not known."""
     try:
         # "0.52 0.48 0.40 2/731 12345": two threads runnable, this one among them.

@@ -7,11 +7,12 @@ reads a run into one buffer, finds the literals with a SIMD search and the long 
 the first run that may hold a candidate, which the search's full scan then reads.
 
 Most of that time is the copy out of the page cache, which holds no interpreter lock. So once a skim has passed
-a few runs and a core is free, a second thread skims the second half of what is left (``_Ahead``) while this one
-skims the first; the runs it passed are then passed here in order, with every check the scan makes, and the skim
-goes on as before from the first run the second thread did not pass. The runs are the same either way: each one
-ends at the last newline that fits the buffer, from a line start. On a warm page cache a skim of a log then reads
-it faster than ripgrep does.
+a few runs, on two cores or more, a second thread skims the second half of what is left (``_Ahead``) while this
+one skims the first. Here, the runs it passed are then passed in order, with the scan's own checks, and the skim
+goes on from the first run it did not pass; if it is behind (a busy machine gave it no core), it is stopped there
+rather than waited for, so a split skim is never slower than one thread by more than a run. The runs are the same
+either way: each one ends at the last newline that fits the buffer, from a line start. On a warm page cache a
+skim of a log then reads it faster than ripgrep does.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol
 
 from incident_desk.core.helper_pool import line_start_at
-from incident_desk.core.search.parallel import runnable_elsewhere, runnable_here
 from incident_desk.core.search.run_indexes import RUN_INDEXES, RunIndex
 from incident_desk.core.search.runs import Run, long_lines, undecodable_lines
 
@@ -68,8 +68,8 @@ def skim(
     one (``scan.offset`` is its start); None when it stopped for any other reason (the end, a line longer than
     ``buffer``, a budget), so that the full scan reads on from ``scan.offset`` and stops as it always does.
 
-    ``split_bytes``: when at least this much is left after the first runs and a core is free, the second half is
-    skimmed by a second thread (0: never)."""
+    ``split_bytes``: when at least this much is left after the first runs, the second half is skimmed by a second
+    thread (0: never)."""
     with memoryview(buffer) as view:
         first = _skim_runs(scan, fd, buffer, view, end, undecodable, runs=PASSED_BEFORE_SPLIT if split_bytes else None)
         if not isinstance(first, _Reached):
@@ -162,12 +162,12 @@ class _Ahead:
     def start(
         cls, scan: Skimmed, fd: int, size: int, end: int | None, undecodable: bool, split_bytes: int
     ) -> _Ahead | None:
-        """A second thread for the second half of what is left, or None: too little left, or no core free."""
-        if not split_bytes:
+        """A second thread for the second half of what is left, or None: too little left, or one core."""
+        if not split_bytes or not _cores_to_share():
             return None
         stop = os.fstat(fd).st_size if end is None else end
         left = stop - scan.offset
-        if left < split_bytes or not _core_free():
+        if left < split_bytes:
             return None
         begins = line_start_at(fd, scan.offset + left // 2)
         if begins is None or begins <= scan.offset or begins >= stop:
@@ -175,7 +175,8 @@ class _Ahead:
         return cls(scan, fd, size, begins, end, undecodable)
 
     def pass_its_runs(self, scan: Skimmed) -> bool:
-        """Pass, in order, the runs the second thread found plain (it queues none past the byte budget); False when
+        """Pass, in order, the runs the second thread found plain (it queues none past the byte budget), and stop
+        it as soon as it has no more ready: the scan goes on alone from there rather than wait for it. False when
         the scan's time budget or a cancellation stopped it first."""
         for offset, length, newlines in self._queued():
             if scan.should_stop(offset):
@@ -189,7 +190,15 @@ class _Ahead:
         self._thread.join()
 
     def _queued(self) -> Iterator[tuple[int, int, int | None]]:
-        while (found := self._runs.get()) is not _DONE:
+        """The runs queued, in order: those ready now, then, once the thread is told to stop, the run it was on."""
+        while True:
+            try:
+                found = self._runs.get_nowait()
+            except queue.Empty:
+                self.stop()  # it finishes the run it is on, and queues it
+                found = self._runs.get()
+            if found is _DONE:
+                return
             yield found
 
     def _skim(self) -> None:
@@ -219,14 +228,6 @@ class _Ahead:
             self._runs.put(_DONE)
 
 
-def _core_free() -> bool:
-    """Whether a core is free for a second thread: two or more cores, and no more threads runnable outside this
-    process than leave one idle besides the one this process keeps busy. Threads of this process (the event loop,
-    the search stack's loader) share one interpreter lock; the second thread's copy needs none."""
-    cores = os.cpu_count() or 1
-    if cores < 2:
-        return False
-    others = runnable_elsewhere()
-    if others is None:
-        return True
-    return others - runnable_here() <= cores - 2
+def _cores_to_share() -> bool:
+    """Whether this machine has a second core for the second thread."""
+    return (os.cpu_count() or 1) >= 2
