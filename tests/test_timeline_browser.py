@@ -6,9 +6,12 @@ Needs Debian's chromium and the view's node_modules (``npm ci`` in app/timeline;
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
 import json
 import shutil
 import subprocess
+import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -42,11 +45,20 @@ def _harness_ready() -> str | None:
 
 
 @pytest.fixture(scope="module")
-def harness() -> Path:
+def harness(testrun_uid: str) -> Path:
+    """The harness, built once per test run. Modules that use it run on several workers at once, and each build
+    empties ``dist-harness`` first: a second worker's build removed the page a first worker's Chromium was about
+    to open. The first worker to get the lock builds; the others find the run's mark and use that build."""
     missing = _harness_ready()
     if missing:
         pytest.skip(missing)
-    subprocess.run(["npm", "run", "build:harness"], cwd=VIEW_DIR, check=True, capture_output=True, timeout=120)
+    built = VIEW_DIR / "dist-harness" / f".built-by-{testrun_uid}"
+    lock = Path(tempfile.gettempdir()) / f"incident-desk-harness-{hashlib.sha256(bytes(VIEW_DIR)).hexdigest()[:16]}"
+    with lock.open("a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        if not built.exists():
+            subprocess.run(["npm", "run", "build:harness"], cwd=VIEW_DIR, check=True, capture_output=True, timeout=120)
+            built.touch()
     return VIEW_DIR / "harness" / "run.mjs"
 
 
