@@ -12,6 +12,7 @@ import json
 import shutil
 import subprocess
 import tempfile
+import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -44,15 +45,24 @@ def _harness_ready() -> str | None:
     return None
 
 
+def _run_id(config: pytest.Config) -> str:
+    """The test run's id: one for all xdist workers (their controller's), else this process's."""
+    workerinput = getattr(config, "workerinput", None)
+    return str(workerinput["testrunuid"]) if workerinput else _THIS_RUN
+
+
+_THIS_RUN = uuid.uuid4().hex
+
+
 @pytest.fixture(scope="module")
-def harness(testrun_uid: str) -> Path:
+def harness(request: pytest.FixtureRequest) -> Path:
     """The harness, built once per test run. Modules that use it run on several workers at once, and each build
     empties ``dist-harness`` first: a second worker's build removed the page a first worker's Chromium was about
     to open. The first worker to get the lock builds; the others find the run's mark and use that build."""
     missing = _harness_ready()
     if missing:
         pytest.skip(missing)
-    built = VIEW_DIR / "dist-harness" / f".built-by-{testrun_uid}"
+    built = VIEW_DIR / "dist-harness" / f".built-by-{_run_id(request.config)}"
     lock = Path(tempfile.gettempdir()) / f"incident-desk-harness-{hashlib.sha256(bytes(VIEW_DIR)).hexdigest()[:16]}"
     with lock.open("a") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
