@@ -264,7 +264,7 @@ class LoadSearchStackAfterHandshake:
         self._asked = True
         if not handshake:
             self._server.middleware.remove(self)
-            if ctx.method not in _LISTINGS:  # a first call needs what the thread loads: no reason to wait
+            if ctx.method not in _LISTINGS:  # started now, it loads once this first call is answered
                 self._start()
                 return await call_next(ctx)
         try:

@@ -191,7 +191,7 @@ def test_a_byte_budget_that_ends_in_the_second_half_stops_where_one_thread_stops
 def test_a_search_cancelled_while_passing_the_second_half_stops_there_and_the_thread_ends(
     tmp_path: Path, split: Split, ahead_first: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    data = b"needle-xyz first\n" + _filler(40_000) + b"needle-xyz last\n"
+    data = _filler(40_000) + b"needle-xyz last\n"
     log = tmp_path / "log.txt"
     log.write_bytes(data)
     cancelled = threading.Event()
@@ -208,13 +208,13 @@ def test_a_search_cancelled_while_passing_the_second_half_stops_there_and_the_th
 
     monkeypatch.setattr(log_search._Search, "pass_run", pass_run)
     result = search(log, compile_pattern("needle-xyz"), limit=10, sizes=SPLIT, cancelled=cancelled)
-    assert result.stopped == "cancelled" and [line.number for line in result.matches] == [1]
+    assert result.stopped == "cancelled" and result.matches == []
     assert after_cancel == [], "runs were passed after the cancellation"
     cursor = result.next_cursor
     assert cursor is not None and cursor.line == data[: cursor.offset].count(b"\n") + 1
     monkeypatch.setattr(log_search._Search, "pass_run", real)
     rest = search(log, compile_pattern("needle-xyz"), cursor=cursor, limit=10, sizes=SPLIT)
-    assert [line.number for line in rest.matches] == [40_002]
+    assert [line.number for line in rest.matches] == [40_001]
 
 
 def test_a_read_error_in_the_second_thread_leaves_the_reading_to_the_scan(
@@ -287,3 +287,54 @@ def test_one_core_is_not_split(tmp_path: Path) -> None:
         assert not log_skim._cores_to_share()
         patch.setattr(os, "cpu_count", lambda: 2)
         assert log_skim._cores_to_share()
+
+
+def test_a_middle_with_no_line_start_within_a_buffer_is_not_split_nor_read_further(
+    tmp_path: Path, split: Split, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A log whose middle is one long line (a crash's preallocated zeros): the split looks one buffer past the
+    middle and no further, outside the scan's budgets, and the skim goes on alone."""
+    data = _filler(1_000) + b"\0" * (2 * 1024 * 1024) + b"\n" + _filler(1_000) + b"needle-xyz\n"
+    log = tmp_path / "log.txt"
+    log.write_bytes(data)
+    real = os.pread
+    looked: list[int] = []
+
+    def pread(fd: int, length: int, offset: int) -> bytes:
+        looked.append(length)
+        return real(fd, length, offset)
+
+    monkeypatch.setattr(os, "pread", pread)
+    assert [line.number for line in search(log, compile_pattern("needle-xyz"), limit=5, sizes=SPLIT).matches] == [2_002]
+    assert split.begins == [] and looked and max(looked) <= SPLIT.read_bytes
+
+
+def test_after_a_skim_that_ended_at_once_the_next_is_not_split(tmp_path: Path, split: Split) -> None:
+    """Candidates close together: each skim is expected to go as far as the last one went, so a skim that met a
+    candidate at once starts no thread for the next (its reads would be thrown away at the next candidate)."""
+    data = b"".join(b"needle-xyz %d\n" % i + _filler(100) for i in range(100)) + _filler(40_000)
+    log = tmp_path / "log.txt"
+    log.write_bytes(data)
+    found = [number for number, _ in _found(log, "needle-xyz", SPLIT)]
+    assert found == _reference(data, b"needle-xyz")
+    assert split.begins == []
+
+
+def test_no_thread_to_be_had_leaves_the_skim_to_go_on_alone(
+    tmp_path: Path, split: Split, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = threading.Thread.start
+    refused: list[str] = []
+
+    def start(self: threading.Thread) -> None:
+        if self.name == "log-skim-ahead":
+            refused.append(self.name)
+            raise RuntimeError("can't start new thread")
+        real(self)
+
+    monkeypatch.setattr(threading.Thread, "start", start)
+    data = _filler(40_000) + b"needle-xyz\n"
+    log = tmp_path / "log.txt"
+    log.write_bytes(data)
+    assert [number for number, _ in _found(log, "needle-xyz", SPLIT)] == [40_001]
+    assert refused and split.passed == 0

@@ -623,9 +623,13 @@ def _read_and_scan(scan: _Search, handle: BinaryIO, start: int, end: int | None)
             scan.skim_buffer = bytearray(scan.sizes.read_bytes)
         buffer = scan.skim_buffer
         undecodable = not scan.pattern.replacement_blind
+        last_skim: int | None = None  # how far the last skim went: about as far as the next one is expected to go
         while True:
             skimmed_from = scan.offset
-            until = skim(scan, fd, buffer, end, undecodable=undecodable, split_bytes=scan.sizes.split_bytes)
+            until = skim(
+                scan, fd, buffer, end, undecodable=undecodable, split_bytes=scan.sizes.split_bytes, expected=last_skim
+            )
+            last_skim = scan.offset - skimmed_from
             if scan.stopped is not None:
                 return
             if until is None:

@@ -7,12 +7,13 @@ reads a run into one buffer, finds the literals with a SIMD search and the long 
 the first run that may hold a candidate, which the search's full scan then reads.
 
 Most of that time is the copy out of the page cache, which holds no interpreter lock. So once a skim has passed
-a few runs, on two cores or more, a second thread skims the second half of what is left (``_Ahead``) while this
-one skims the first. Here, the runs it passed are then passed in order, with the scan's own checks, and the skim
-goes on from the first run it did not pass; if it is behind (a busy machine gave it no core), it is stopped there
-rather than waited for, so a split skim is never slower than one thread by more than a run. The runs are the same
-either way: each one ends at the last newline that fits the buffer, from a line start. On a warm page cache a
-skim of a log then reads it faster than ripgrep does.
+a few runs, on two cores or more, a second thread skims the second half of what the skim is expected to cover
+(``_Ahead``: the rest of the log for a search's first skim, else as far as its last skim went) while this one
+skims the first. Here, the runs it passed are then passed in order, with the scan's own checks, and the skim goes
+on from the first run it did not pass; if it is behind (a busy machine gave it no core), it is stopped there rather
+than waited for, so a split skim is never slower than one thread by more than a run. What is found is the same
+either way; the runs are cut at the second half's first line, so counts remembered from an unsplit scan past it
+are counted again. On a warm page cache a skim of a log then reads it faster than ripgrep does.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol
 
-from incident_desk.core.helper_pool import line_start_at
 from incident_desk.core.search.run_indexes import RUN_INDEXES, RunIndex
 from incident_desk.core.search.runs import Run, long_lines, undecodable_lines
 
@@ -61,20 +61,30 @@ REACHED = _Reached()
 
 
 def skim(
-    scan: Skimmed, fd: int, buffer: bytearray, end: int | None, *, undecodable: bool, split_bytes: int = 0
+    scan: Skimmed,
+    fd: int,
+    buffer: bytearray,
+    end: int | None,
+    *,
+    undecodable: bool,
+    split_bytes: int = 0,
+    expected: int | None = None,
 ) -> int | None:
     """Move ``scan`` on over the runs from ``scan.offset`` (a line start) that hold no candidate line, up to
     ``end`` (a line start; None: the end of the file). Returns the end of the run it stopped at, which may hold
     one (``scan.offset`` is its start); None when it stopped for any other reason (the end, a line longer than
     ``buffer``, a budget), so that the full scan reads on from ``scan.offset`` and stops as it always does.
 
-    ``split_bytes``: when at least this much is left after the first runs, the second half is skimmed by a second
-    thread (0: never)."""
+    ``split_bytes``: when the skim is expected to cover at least this much more after its first runs, the second
+    half is skimmed by a second thread (0: never); ``expected``: how far the search's last skim went (None: the
+    first skim, expected to go to the end)."""
+    began = scan.offset
     with memoryview(buffer) as view:
         first = _skim_runs(scan, fd, buffer, view, end, undecodable, runs=PASSED_BEFORE_SPLIT if split_bytes else None)
         if not isinstance(first, _Reached):
             return first
-        ahead = _Ahead.start(scan, fd, len(buffer), end, undecodable, split_bytes)
+        reach = None if expected is None else began + expected
+        ahead = _Ahead.start(scan, fd, len(buffer), end, undecodable, split_bytes, reach)
         if ahead is not None:
             try:
                 until = _skim_runs(scan, fd, buffer, view, ahead.begins, undecodable)
@@ -160,19 +170,33 @@ class _Ahead:
 
     @classmethod
     def start(
-        cls, scan: Skimmed, fd: int, size: int, end: int | None, undecodable: bool, split_bytes: int
+        cls,
+        scan: Skimmed,
+        fd: int,
+        size: int,
+        end: int | None,
+        undecodable: bool,
+        split_bytes: int,
+        reach: int | None,
     ) -> _Ahead | None:
-        """A second thread for the second half of what is left, or None: too little left, or one core."""
+        """A second thread for the second half of what the skim is expected to cover (up to ``reach``; None: the
+        end), or None: too little of it, one core, no line start within a buffer of its middle, or no thread."""
         if not split_bytes or not _cores_to_share():
             return None
         stop = os.fstat(fd).st_size if end is None else end
-        left = stop - scan.offset
-        if left < split_bytes:
+        covered = min(stop, reach) if reach is not None else stop
+        if covered - scan.offset < split_bytes:
             return None
-        begins = line_start_at(fd, scan.offset + left // 2)
-        if begins is None or begins <= scan.offset or begins >= stop:
+        # One read: a log whose middle is one long line is not read further here, outside the scan's budgets.
+        middle = scan.offset + (covered - scan.offset) // 2
+        newline = os.pread(fd, size, middle).find(b"\n")
+        begins = middle + newline + 1
+        if newline < 0 or begins >= stop:
             return None
-        return cls(scan, fd, size, begins, end, undecodable)
+        try:
+            return cls(scan, fd, size, begins, end, undecodable)
+        except RuntimeError:  # no thread to be had: the skim goes on alone
+            return None
 
     def pass_its_runs(self, scan: Skimmed) -> bool:
         """Pass, in order, the runs the second thread found plain (it queues none past the byte budget), and stop
@@ -203,9 +227,9 @@ class _Ahead:
 
     def _skim(self) -> None:
         scan, end = self._scan, self._end
-        buffer = bytearray(self._size)
         position = self.begins
         try:
+            buffer = bytearray(self._size)
             with memoryview(buffer) as view:
                 while not self._stopping.is_set():
                     room = len(buffer) if end is None else min(len(buffer), end - position)
