@@ -114,7 +114,7 @@ def test_a_literal_the_log_does_not_hold_is_skimmed_by_two_threads(
 @pytest.mark.parametrize("newline", [b"\n", b"\r\n"], ids=["LF", "CRLF"])
 @pytest.mark.parametrize("final_newline", [True, False], ids=["final newline", "none"])
 def test_a_split_skim_finds_and_numbers_as_one_thread_and_the_reference(
-    tmp_path: Path, split: Split, newline: bytes, final_newline: bool
+    tmp_path: Path, split: Split, ahead_first: None, newline: bytes, final_newline: bool
 ) -> None:
     """The literal on every line around where the second half begins, in the second half, and on the last line."""
     body = _filler(20_000, newline=newline) + _filler(20_000, newline=newline, start=20_000)
@@ -152,7 +152,7 @@ def test_a_candidate_at_the_first_run_of_the_second_half_is_found(tmp_path: Path
 
 
 def test_long_and_undecodable_lines_past_the_split_are_shown_as_one_thread_shows_them(
-    tmp_path: Path, split: Split
+    tmp_path: Path, split: Split, ahead_first: None
 ) -> None:
     data = (
         _filler(25_000)
@@ -237,13 +237,26 @@ def test_a_read_error_in_the_second_thread_leaves_the_reading_to_the_scan(
     assert failed and split.passed == 0
 
 
-def test_a_candidate_in_the_first_half_stops_the_second_thread(tmp_path: Path, split: Split) -> None:
+def test_a_candidate_in_the_first_half_stops_the_second_thread(
+    tmp_path: Path, split: Split, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The scan stops the thread when it returns: the thread, slowed to a run every 50 ms, would otherwise still
+    be reading its half (about 30 runs) when the search has answered."""
+    real = os.preadv
+
+    def preadv(fd: int, buffers: list[memoryview], offset: int) -> int:
+        if threading.current_thread().name == "log-skim-ahead":
+            time.sleep(0.05)
+        return real(fd, buffers, offset)
+
+    monkeypatch.setattr(os, "preadv", preadv)
     data = _filler(10_000) + b"needle-xyz\n" + _filler(30_000)
     log = tmp_path / "log.txt"
     log.write_bytes(data)
     result = search(log, compile_pattern("needle-xyz"), limit=1, sizes=SPLIT)
     assert [line.number for line in result.matches] == [10_001]
-    assert split.begins and split.passed == 0  # the fixture checks that no thread is left
+    assert split.begins and split.passed == 0
+    assert not [thread for thread in threading.enumerate() if thread.name == "log-skim-ahead"], "still reading"
 
 
 def test_a_skim_with_little_left_or_that_ends_soon_is_not_split(tmp_path: Path, split: Split) -> None:
