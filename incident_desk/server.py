@@ -22,7 +22,7 @@ from mcp_types import InputRequiredResult
 
 from incident_desk import __version__
 from incident_desk.app import DeskApp
-from incident_desk.core.activity import ACTIVITY
+from incident_desk.core.activity import ACTIVITY, main_thread_finished
 from incident_desk.features import completions, skills, timeline, tool_catalog
 from incident_desk.index_watcher import IndexWatcher
 from incident_desk.protocol.client_features import HideAppViewsFromPlainClients
@@ -290,7 +290,7 @@ class LoadSearchStackAfterHandshake:
     def _load(self) -> None:
         # A call that came first loads what it needs itself; loading beside it would only take the interpreter lock
         # from it (a first whole-file search took 20 ms longer), so the thread waits for it to be answered.
-        if not ACTIVITY.wait_until_quiet(self.QUIET_SECONDS, unless=_main_thread_finished):
+        if not ACTIVITY.wait_until_quiet(self.QUIET_SECONDS, unless=main_thread_finished):
             return
         began = time.perf_counter()
         try:
@@ -299,10 +299,6 @@ class LoadSearchStackAfterHandshake:
             logger.warning("search stack not loaded ahead", error=str(exc))
             return
         logger.debug("search stack loaded", seconds=round(time.perf_counter() - began, 3))
-
-
-def _main_thread_finished() -> bool:
-    return not threading.main_thread().is_alive()
 
 
 class LearnHistoryOnFirstUse:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from incident_desk.core.search.engine import SearchSizes, search
 from incident_desk.core.search.paging import MAX_LINE_BYTES, START, Cursor
 from incident_desk.core.search.pattern import compile_pattern
 
+SECOND = "log-skim-ahead"  # the second thread's name
 SPLIT = SearchSizes(read_bytes=16 * 1024, first_window=1024, min_window=512, workers=0, split_bytes=64 * 1024)
 ONE_THREAD = SearchSizes(read_bytes=16 * 1024, first_window=1024, min_window=512, workers=0, split_bytes=0)
 
@@ -56,20 +57,32 @@ def split(monkeypatch: pytest.MonkeyPatch) -> Iterator[Split]:
     monkeypatch.setattr(log_skim._Ahead, "__init__", init)
     monkeypatch.setattr(log_skim._Ahead, "_queued", queued)
     yield seen
-    assert not [thread for thread in threading.enumerate() if thread.name == "log-skim-ahead"], "a thread outlived"
+    assert not [thread for thread in threading.enumerate() if thread.name == SECOND], "a thread outlived"
 
 
 @pytest.fixture
 def ahead_first(monkeypatch: pytest.MonkeyPatch) -> None:
     """The scan reads nothing while a second thread runs, so that thread skims all of its half first: what the
     scan then finds queued does not depend on how the machine shares its cores between the two."""
+
+    def wait_for_the_second_thread(_: int) -> None:
+        for thread in threading.enumerate():
+            if thread.name == SECOND:
+                thread.join(10)
+
+    _before_reads(monkeypatch, scan=wait_for_the_second_thread)
+
+
+def _before_reads(
+    monkeypatch: pytest.MonkeyPatch,
+    second: Callable[[int], None] = lambda _: None,
+    scan: Callable[[int], None] = lambda _: None,
+) -> None:
+    """Run ``second(offset)`` before each read of the second thread, ``scan(offset)`` before each of the scan's."""
     real = os.preadv
 
     def preadv(fd: int, buffers: list[memoryview], offset: int) -> int:
-        if threading.current_thread().name != "log-skim-ahead":
-            for thread in threading.enumerate():
-                if thread.name == "log-skim-ahead":
-                    thread.join(10)
+        (second if threading.current_thread().name == SECOND else scan)(offset)
         return real(fd, buffers, offset)
 
     monkeypatch.setattr(os, "preadv", preadv)
@@ -223,16 +236,13 @@ def test_a_read_error_in_the_second_thread_leaves_the_reading_to_the_scan(
     data = _filler(40_000) + b"needle-xyz\n"
     log = tmp_path / "log.txt"
     log.write_bytes(data)
-    real = os.preadv
     failed: list[int] = []
 
-    def preadv(fd: int, buffers: list[memoryview], offset: int) -> int:
-        if threading.current_thread().name == "log-skim-ahead":
-            failed.append(offset)
-            raise OSError(5, "Input/output error")
-        return real(fd, buffers, offset)
+    def fail(offset: int) -> None:
+        failed.append(offset)
+        raise OSError(5, "Input/output error")
 
-    monkeypatch.setattr(os, "preadv", preadv)
+    _before_reads(monkeypatch, second=fail)
     assert [number for number, _ in _found(log, "needle-xyz", SPLIT)] == [40_001]
     assert failed and split.passed == 0
 
@@ -242,21 +252,14 @@ def test_a_candidate_in_the_first_half_stops_the_second_thread(
 ) -> None:
     """The scan stops the thread when it returns: the thread, slowed to a run every 50 ms, would otherwise still
     be reading its half (about 30 runs) when the search has answered."""
-    real = os.preadv
-
-    def preadv(fd: int, buffers: list[memoryview], offset: int) -> int:
-        if threading.current_thread().name == "log-skim-ahead":
-            time.sleep(0.05)
-        return real(fd, buffers, offset)
-
-    monkeypatch.setattr(os, "preadv", preadv)
+    _before_reads(monkeypatch, second=lambda _: time.sleep(0.05))
     data = _filler(10_000) + b"needle-xyz\n" + _filler(30_000)
     log = tmp_path / "log.txt"
     log.write_bytes(data)
     result = search(log, compile_pattern("needle-xyz"), limit=1, sizes=SPLIT)
     assert [line.number for line in result.matches] == [10_001]
     assert split.begins and split.passed == 0
-    assert not [thread for thread in threading.enumerate() if thread.name == "log-skim-ahead"], "still reading"
+    assert not [thread for thread in threading.enumerate() if thread.name == SECOND], "still reading"
 
 
 def test_a_skim_with_little_left_or_that_ends_soon_is_not_split(tmp_path: Path, split: Split) -> None:
@@ -275,17 +278,13 @@ def test_a_second_thread_that_falls_behind_is_stopped_and_the_scan_goes_on_alone
     data = _filler(40_000) + b"needle-xyz\n"
     log = tmp_path / "log.txt"
     log.write_bytes(data)
-    real = os.preadv
     read_here: list[int] = []
 
-    def preadv(fd: int, buffers: list[memoryview], offset: int) -> int:
-        if threading.current_thread().name == "log-skim-ahead":
-            time.sleep(0.2)  # a run of its every 200 ms: 32 runs to its half
-        elif split.begins and offset >= split.begins[-1]:
+    def record(offset: int) -> None:
+        if split.begins and offset >= split.begins[-1]:
             read_here.append(offset)
-        return real(fd, buffers, offset)
 
-    monkeypatch.setattr(os, "preadv", preadv)
+    _before_reads(monkeypatch, second=lambda _: time.sleep(0.2), scan=record)  # 32 runs to its half: 6 s
     began = time.monotonic()
     assert [number for number, _ in _found(log, "needle-xyz", SPLIT)] == [40_001]
     assert time.monotonic() - began < 2, "the scan waited for the slow thread to finish its half (6 s)"
@@ -340,7 +339,7 @@ def test_no_thread_to_be_had_leaves_the_skim_to_go_on_alone(
     refused: list[str] = []
 
     def start(self: threading.Thread) -> None:
-        if self.name == "log-skim-ahead":
+        if self.name == SECOND:
             refused.append(self.name)
             raise RuntimeError("can't start new thread")
         real(self)

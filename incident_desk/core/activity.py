@@ -51,4 +51,9 @@ class Activity:
         return not unless()
 
 
+def main_thread_finished() -> bool:
+    """Whether the process is exiting: a background loader waiting for a quiet moment gives up then."""
+    return not threading.main_thread().is_alive()
+
+
 ACTIVITY = Activity()

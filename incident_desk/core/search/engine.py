@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
-from incident_desk.core.activity import ACTIVITY
+from incident_desk.core.activity import ACTIVITY, main_thread_finished
 from incident_desk.core.helper_pool import HELPERS, default_processes, line_start_at
 from incident_desk.core.scan_budget import SCAN_BUDGET_BYTES, ScanBudget, StopReason
 from incident_desk.core.search.literals import LiteralSet, searches
@@ -522,14 +522,10 @@ def load_numpy_when_quiet(quiet_seconds: float = 1.0, every: float = 0.05) -> bo
     interpreter, so not while a search or another request runs, nor between a model's searches in a row.
     Blocking: a loader's thread calls it; a search counts newlines without numpy until it is loaded. Not once
     the main thread has finished (the process is exiting, and waits for the loader): False then."""
-    if not ACTIVITY.wait_until_quiet(quiet_seconds, every, unless=_main_thread_finished):
+    if not ACTIVITY.wait_until_quiet(quiet_seconds, every, unless=main_thread_finished):
         return False
     importlib.import_module("numpy")
     return True
-
-
-def _main_thread_finished() -> bool:
-    return not threading.main_thread().is_alive()
 
 
 def search(

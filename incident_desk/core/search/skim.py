@@ -120,8 +120,7 @@ def _skim_runs(
         if scan.should_stop(position):
             return None
         got = os.preadv(fd, [view[:room]], position)
-        # At the end of the file (or of the part asked for) the last line is whole; else up to the last newline.
-        length = got if got < room or position + got == end else buffer.rfind(b"\n", 0, got) + 1
+        length = _whole_lines(buffer, got, room, position, end)
         if not length or not scan.within_bytes(position + length):
             return None
         newlines, plain = _plain(scan, buffer, position, length, undecodable)
@@ -129,6 +128,13 @@ def _skim_runs(
             return position + length
         scan.pass_run(position, length, newlines)
         passed += 1
+
+
+def _whole_lines(buffer: bytearray, got: int, room: int, position: int, end: int | None) -> int:
+    """How much of ``got`` bytes read at ``position`` (``room`` asked) is the run: all of it at the end of the
+    file or of the part asked for (the last line is whole), else up to the last newline. Both threads cut runs
+    with it, so that a run is the same whoever reads it."""
+    return got if got < room or position + got == end else buffer.rfind(b"\n", 0, got) + 1
 
 
 def _plain(scan: Skimmed, buffer: bytearray, offset: int, length: int, undecodable: bool) -> tuple[int | None, bool]:
@@ -238,7 +244,7 @@ class _Ahead:
                     got = os.preadv(self._fd, [view[:room]], position)
                     if got < room:  # the file's end (or a file cut short): left to the scan's own reads
                         return
-                    length = got if position + got == end else buffer.rfind(b"\n", 0, got) + 1
+                    length = _whole_lines(buffer, got, room, position, end)
                     if not length or not scan.within_bytes(position + length):
                         return
                     newlines, plain = _plain(scan, buffer, position, length, self._undecodable)
