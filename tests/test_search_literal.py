@@ -9,6 +9,7 @@ extraction is checked here on the constructs that end or forbid one, and the sea
 from __future__ import annotations
 
 import dataclasses
+import random
 import re
 from pathlib import Path
 from typing import Any
@@ -201,3 +202,54 @@ def _reference_ignoring_case(path: Path, pattern: str) -> list[tuple[int, str]]:
     shown = read_page(path, limit=1_000_000, redactor=redact).lines
     regex = re.compile(pattern, re.IGNORECASE)
     return [(line.number, line.text) for line in shown if regex.search(line.text)]
+
+
+@pytest.mark.parametrize("pattern", ["needle", "needle|segfault", "(?i)NEEDLE"])
+def test_a_window_of_a_later_run_is_searched_afresh_for_its_literals(tmp_path: Path, pattern: str) -> None:
+    """A whole run is one window here, so runs of the same length end their windows at the same place. The
+    literals' places were once remembered by the window's end alone: a later run's window was answered from an
+    earlier run's bytes, and the search lost the match at line 1560 and every match after it, quietly."""
+    line = b"%06d INFO all is well here\n"
+    per_run = 512
+    lines = [line % number for number in range(per_run * 6)]
+    for at in (417, 1559, 2227):
+        lines[at] = b"needle" + lines[at][6:]
+    data = b"".join(lines)
+    log = tmp_path / "log.txt"
+    log.write_bytes(data)
+    run_bytes = per_run * len(line)
+    sizes = SearchSizes(read_bytes=run_bytes, first_window=run_bytes, min_window=run_bytes, workers=0, split_bytes=0)
+    expected = [418, 1560, 2228]
+    for limit in (1, 2, 10):
+        found: list[int] = []
+        cursor: Cursor | None = Cursor(line=1, offset=0)
+        while cursor is not None:
+            step = search(log, compile_pattern(pattern), cursor=cursor, limit=limit, sizes=sizes)
+            found += [match.number for match in step.matches]
+            cursor = step.next_cursor
+        assert found == expected, f"limit {limit}"
+
+
+def test_literals_anywhere_in_runs_of_any_length_are_all_found_at_every_limit(tmp_path: Path) -> None:
+    """Sixty seeded layouts of three to six literals in a log of a few runs, windows fixed at a run (no timing
+    in it), paged at three limits, against a reference."""
+    rng = random.Random(20261204)
+    line = b"%06d INFO all is well here\n"
+    run_bytes = 512 * len(line)
+    sizes = SearchSizes(read_bytes=run_bytes, first_window=run_bytes, min_window=run_bytes, workers=0, split_bytes=0)
+    log = tmp_path / "log.txt"
+    for _ in range(60):
+        lines = [line % number for number in range(rng.randrange(1_000, 3_500))]
+        marks = sorted(rng.sample(range(len(lines)), rng.randrange(3, 7)))
+        for at in marks:
+            lines[at] = b"needle" + lines[at][6:]
+        log.write_bytes(b"".join(lines))
+        for pattern in ("needle", "needle|segfault"):
+            for limit in (1, 3, 1_000):
+                found: list[int] = []
+                cursor: Cursor | None = Cursor(line=1, offset=0)
+                while cursor is not None:
+                    step = search(log, compile_pattern(pattern), cursor=cursor, limit=limit, sizes=sizes)
+                    found += [match.number for match in step.matches]
+                    cursor = step.next_cursor
+                assert found == [at + 1 for at in marks], (pattern, limit, marks)

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, cast
 from incident_desk.core.activity import ACTIVITY, main_thread_finished
 from incident_desk.core.helper_pool import HELPERS, default_processes, line_start_at
 from incident_desk.core.scan_budget import SCAN_BUDGET_BYTES, ScanBudget, StopReason
-from incident_desk.core.search.literals import LiteralSet, searches
+from incident_desk.core.search.literals import LiteralSet
 from incident_desk.core.search.paging import (
     MAX_LINE_BYTES,
     START,
@@ -184,8 +184,8 @@ class _Search:
         # log, and bytes.find is slower still (docs/performance.md has the figures).
         # One case-insensitive pass finds all the case variants of a window (a superset of RE2's matches of it).
         folded = stringzilla.utf8_uncased_search
-        self.searches = () if self.literals is None else searches(self.literals, stringzilla.find, folded)
         self.prefilter = None if self.literals is None else LiteralSet(self.literals, stringzilla.find, folded)
+        self.searches = () if self.prefilter is None else self.prefilter.searches
         self.release: Callable[[Run], None] = _keep  # a finished run's buffer, back to the reader
 
     @property
@@ -421,11 +421,12 @@ class _Search:
                     continue
                 began = time.monotonic()
                 hit_from = position
+                literals = None if self.prefilter is None else self.prefilter.window(buffer, end)
                 while hit_from < end:
                     search_from, search_end = hit_from, end
-                    if self.prefilter is not None:
+                    if literals is not None:
                         # Every match contains one of the literals: RE2 runs only on the lines that have one.
-                        found = self.prefilter.first(buffer, hit_from, end)
+                        found = literals.first(hit_from)
                         if found < 0:
                             break
                         search_from = buffer.rfind(b"\n", hit_from, found) + 1 or hit_from

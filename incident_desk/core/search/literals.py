@@ -67,28 +67,33 @@ def searches(literals: Sequence[bytes], find: Finder, find_folded: Finder) -> tu
 
 
 class LiteralSet:
-    """The first place in a window where one of ``literals`` starts, remembering each one's next occurrence so
-    that a window costs about one pass per literal (or per group of case variants) however many candidates it
-    holds."""
+    """Finds where one of ``literals`` first starts in a window of a run, each by its own SIMD pass."""
 
     def __init__(self, literals: Sequence[bytes], find: Finder, find_folded: Finder) -> None:
-        found = searches(literals, find, find_folded)
-        self.literals = tuple(literal for _find, literal in found)
-        self.finders = tuple(find for find, _literal in found)
-        self.end = -1
-        self.searched_from = [0] * len(self.literals)
-        self.found = [-1] * len(self.literals)
+        self.searches = searches(literals, find, find_folded)
 
-    def first(self, buffer: bytearray, start: int, end: int) -> int:
+    def window(self, buffer: bytearray, end: int) -> WindowLiterals:
+        """The literals of the window of ``buffer`` that ends at ``end``: asked again and again for the first one
+        from a later start, it costs about one pass per literal however many candidates the window holds."""
+        return WindowLiterals(self.searches, buffer, end)
+
+
+class WindowLiterals:
+    """One window's literals, each one's next occurrence remembered. What it remembers is about this window's
+    bytes alone: a buffer is read into again for the next run, so a window's answers never outlive it."""
+
+    def __init__(self, found_by: tuple[tuple[Finder, bytes], ...], buffer: bytearray, end: int) -> None:
+        self.found_by, self.buffer, self.end = found_by, buffer, end
+        self.searched_from = [end + 1] * len(found_by)  # nothing searched yet
+        self.found = [-1] * len(found_by)
+
+    def first(self, start: int) -> int:
         """The offset of the first occurrence of any literal that lies wholly within ``start``..``end``, or -1."""
-        if end != self.end:
-            self.end = end
-            self.searched_from = [end + 1] * len(self.literals)  # nothing known for this window yet
         first = -1
-        for index, literal in enumerate(self.literals):
+        for index, (find, literal) in enumerate(self.found_by):
             known_from, found = self.searched_from[index], self.found[index]
             if not (known_from <= start and (found < 0 or found >= start)):
-                found = self.finders[index](buffer, literal, start, end)
+                found = find(self.buffer, literal, start, self.end)
                 self.searched_from[index], self.found[index] = start, found
             if found >= 0 and (first < 0 or found < first):
                 first = found
