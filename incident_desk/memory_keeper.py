@@ -37,6 +37,9 @@ BATCH = 100
 # The most incidents the start-up pass offers: the newest first (an Alertmanager of 20,000 alerts is not read in
 # full before the first answer); the rest are remembered as the desk serves them.
 LEARN_MAX = 5_000
+# How long an idle worker waits for more before it ends (``stop`` wakes it at once).
+IDLE_SECONDS = 0.5
+_WAKE = None  # queued by ``stop``: an idle worker looks at the stop at once rather than when its wait ends
 Look = Callable[[], Mapping[str, Incident]]
 _RESTARTED = frozenset({Outcome.EXECUTED, Outcome.SIMULATED})
 
@@ -64,7 +67,7 @@ class MemoryKeeper:
         self._journal = journal
         self._read_log = read_log
         self._offered: dict[str, Incident] = {}
-        self._queue: queue.Queue[Incident] = queue.Queue()
+        self._queue: queue.Queue[Incident | None] = queue.Queue()
         self._worker: threading.Thread | None = None
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -111,8 +114,19 @@ class MemoryKeeper:
             return
         newest = sorted(found.values(), key=lambda incident: (incident.opened, incident.id), reverse=True)
         self.offer(newest[:LEARN_MAX])
-        self._queue.join()
-        self._learnt.set()
+        if self._drained():
+            self._learnt.set()
+
+    def _drained(self) -> bool:
+        """Wait until everything queued is remembered; False once the keeper is stopping, whose worker leaves the
+        rest queued (``Queue.join`` would then wait for ever)."""
+        done = self._queue.all_tasks_done
+        with done:
+            while self._queue.unfinished_tasks:
+                if self._stopping.is_set():
+                    return False
+                done.wait(0.1)
+        return True
 
     def acted_on(self, incident_id: str) -> None:
         """The journal changed for ``incident_id``: remember it again (its notes, silences, resolution)."""
@@ -154,6 +168,8 @@ class MemoryKeeper:
         with self._lock:
             self._stopping.set()
             worker = self._worker
+            if worker is not None:
+                self._queue.put(_WAKE)
         if worker is None:
             return True
         worker.join(timeout)
@@ -170,19 +186,26 @@ class MemoryKeeper:
     def _run(self) -> None:
         while not self._stopping.is_set():
             try:
-                incident = self._queue.get(timeout=0.5)
+                incident = self._queue.get(timeout=IDLE_SECONDS)
             except queue.Empty:
                 with self._lock:
                     if self._queue.empty():
                         self._worker = None
                         return
                 continue
+            if incident is _WAKE:
+                self._queue.task_done()
+                continue
             batch = [incident]
             while len(batch) < BATCH and not self._stopping.is_set():
                 try:
-                    batch.append(self._queue.get_nowait())
+                    more = self._queue.get_nowait()
                 except queue.Empty:
                     break
+                if more is _WAKE:
+                    self._queue.task_done()
+                    break
+                batch.append(more)
             try:
                 self._remember(batch)
             finally:

@@ -71,7 +71,7 @@ def make_app() -> Iterator[AppFactory]:
     yield factory
     for app in built:
         if app.memory is not None:
-            app.memory.stop(timeout=0)  # what is queued is skipped; an idle worker ends by itself within 0.5 s
+            app.memory.stop(timeout=0)  # what is queued is skipped; an idle worker is woken and ends
 
 
 @pytest.fixture
