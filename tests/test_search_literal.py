@@ -221,13 +221,7 @@ def test_a_window_of_a_later_run_is_searched_afresh_for_its_literals(tmp_path: P
     sizes = SearchSizes(read_bytes=run_bytes, first_window=run_bytes, min_window=run_bytes, workers=0, split_bytes=0)
     expected = [418, 1560, 2228]
     for limit in (1, 2, 10):
-        found: list[int] = []
-        cursor: Cursor | None = Cursor(line=1, offset=0)
-        while cursor is not None:
-            step = search(log, compile_pattern(pattern), cursor=cursor, limit=limit, sizes=sizes)
-            found += [match.number for match in step.matches]
-            cursor = step.next_cursor
-        assert found == expected, f"limit {limit}"
+        assert _numbers_paged(log, pattern, limit, sizes) == expected, f"limit {limit}"
 
 
 def test_literals_anywhere_in_runs_of_any_length_are_all_found_at_every_limit(tmp_path: Path) -> None:
@@ -246,10 +240,15 @@ def test_literals_anywhere_in_runs_of_any_length_are_all_found_at_every_limit(tm
         log.write_bytes(b"".join(lines))
         for pattern in ("needle", "needle|segfault"):
             for limit in (1, 3, 1_000):
-                found: list[int] = []
-                cursor: Cursor | None = Cursor(line=1, offset=0)
-                while cursor is not None:
-                    step = search(log, compile_pattern(pattern), cursor=cursor, limit=limit, sizes=sizes)
-                    found += [match.number for match in step.matches]
-                    cursor = step.next_cursor
-                assert found == [at + 1 for at in marks], (pattern, limit, marks)
+                assert _numbers_paged(log, pattern, limit, sizes) == [at + 1 for at in marks], (pattern, limit, marks)
+
+
+def _numbers_paged(log: Path, pattern: str, limit: int, sizes: SearchSizes) -> list[int]:
+    """The numbers of every match, ``limit`` at a time, paging with ``next_cursor`` to the end."""
+    found: list[int] = []
+    cursor: Cursor | None = Cursor(line=1, offset=0)
+    while cursor is not None:
+        step = search(log, compile_pattern(pattern), cursor=cursor, limit=limit, sizes=sizes)
+        found += [match.number for match in step.matches]
+        cursor = step.next_cursor
+    return found
