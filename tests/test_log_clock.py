@@ -1,5 +1,6 @@
 """Logs that print the time of day alone, read around the incident's opening: a log that runs over midnight keeps
-its order in the timeline and in the evidence's baseline split, on either side of midnight."""
+its order in the timeline and in the evidence's baseline split, on either side of midnight. Logs written in local
+time with an offset are read in UTC, as the opening is."""
 
 from __future__ import annotations
 
@@ -69,3 +70,46 @@ def test_the_baseline_of_a_log_over_midnight_is_what_came_before_the_opening(ope
     assert (scan.tally.lines, scan.tally.baseline_lines) == (40, 20)
     rows = {t.text: (t.baseline, t.recent) for t in templates(scan.tally.table.items())}
     assert rows == {"svc INFO tick <*>": (20, 10), "svc ERROR broke <*>": (0, 10)}
+
+
+def _in_local_time(opened: datetime, zone: str, offset: timedelta, *, dated: bool) -> bytes:
+    """``_over_midnight`` written by a host ``offset`` ahead of UTC, each time ending in ``zone``."""
+    shape = "%Y-%m-%dT%H:%M:%S" if dated else "%H:%M:%S"
+    lines = []
+    for minute in range(-20, 10):
+        local = (opened + timedelta(minutes=minute) + offset).strftime(shape) + zone
+        lines.append(f"{local} svc INFO tick {minute}")
+        if minute >= 0:
+            lines.append(f"{local} svc ERROR broke {minute}")
+    return ("\n".join(lines) + "\n").encode()
+
+
+LOCAL_ZONES = [
+    ("+05:30", timedelta(hours=5, minutes=30)),
+    ("-0800", timedelta(hours=-8)),
+    ("+14:00", timedelta(hours=14)),
+]
+
+
+@pytest.mark.parametrize("dated", [True, False], ids=["dated", "bare"])
+@pytest.mark.parametrize(("zone", "offset"), LOCAL_ZONES, ids=[zone for zone, _ in LOCAL_ZONES])
+@pytest.mark.parametrize("opened", [JUST_AFTER_MIDNIGHT, JUST_BEFORE_MIDNIGHT])
+def test_a_log_in_local_time_is_read_in_utc(opened: datetime, zone: str, offset: timedelta, dated: bool) -> None:
+    """The offset is taken off, so the minutes, the first error and the baseline split line up with the opening
+    (a UTC time) as they do for a log written in UTC; across midnight, and a day apart where the zone is +14:00."""
+    data = _in_local_time(opened, zone, offset, dated=dated)
+    scan = timeline.scan_levels(io.BytesIO(data), anchor=opened, processes=0)
+    assert [m.start for m in scan.minutes] == [opened + timedelta(minutes=minute) for minute in range(-20, 10)]
+    assert scan.unparsed_lines == 0
+    assert scan.first_error is not None and scan.first_error.time == opened
+    evidence = scan_templates(io.BytesIO(data), Boundary(opened.timestamp(), opened), processes=0)
+    assert (evidence.tally.lines, evidence.tally.baseline_lines) == (40, 20)
+    first_line = data.split(b"\n", 1)[0]
+    assert line_time(first_line, opened) == (opened - timedelta(minutes=20)).timestamp()
+
+
+def test_an_offset_that_is_not_one_leaves_the_line_without_a_time() -> None:
+    data = b"2026-12-04T00:05:00+24:00 svc INFO x\n2026-12-04T00:06:00+05:60 svc INFO y\n"
+    scan = timeline.scan_levels(io.BytesIO(data), anchor=JUST_AFTER_MIDNIGHT, processes=0)
+    assert scan.minutes == [] and scan.unparsed_lines == 2
+    assert line_time(b"2026-12-04T00:05:00+24:00 svc INFO x", JUST_AFTER_MIDNIGHT) is None

@@ -1,6 +1,7 @@
 """The timeline's array kernel against a line-by-line reading of the same pattern, on hostile logs: level words
 in messages, a level word cut by a chunk or a pass boundary, CRLF, tabs and runs of blanks, long fractions,
-zones, long source words, control and non-ASCII bytes, odd dates and times, out-of-order stretches."""
+zones (their offsets taken off, across midnight and the year's end), long source words, control and non-ASCII
+bytes, odd dates and times, out-of-order stretches."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import io
 import random
 import re
 from collections import Counter
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
@@ -16,12 +17,13 @@ from incident_desk.core.timeline import counts as timeline_counts
 from incident_desk.core.timeline import kernel as timeline_scan
 from incident_desk.core.timeline import levels as timeline
 from incident_desk.core.timeline import patterns as timeline_patterns
+from tests.log_times import utc_minute_start
 
 DAY = date(2026, 11, 29)
 NOON = datetime(2026, 11, 29, 12, tzinfo=UTC)  # the opening: every bare time of DAY lies within 12 h of it
 # The desk's pattern as RE2 reads it (bytes, ASCII classes; RE2's \s is [\t\n\f\r ], without \v).
 _PREFIX = (
-    rb"(?:(\d{4}-\d\d-\d\d)[T ])?(\d\d:\d\d):(\d\d)(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?[ \t]+"
+    rb"(?:(\d{4}-\d\d-\d\d)[T ])?(\d\d:\d\d):(\d\d)(?:[.,]\d+)?(Z|[+-]\d\d:?\d\d)?[ \t]+"
     rb"(?:[^\t\n\f\r ]+[ \t]+)?\[?"
 )
 _LINE = re.compile(_PREFIX + rb"(ERROR|FATAL|CRITICAL|WARNING|WARN|INFO|DEBUG|TRACE)\b")
@@ -43,15 +45,12 @@ def _reference(data: bytes) -> tuple[dict[datetime, Counter[str]], int, int, int
         hit = _LINE.match(raw)
         start = None
         if hit is not None:
-            try:
-                day = date.fromisoformat(hit[1].decode()) if hit[1] else DAY
-                start = datetime(day.year, day.month, day.day, int(hit[2][:2]), int(hit[2][3:]), tzinfo=UTC)
-            except ValueError:
-                start = None
+            day, hour_minute, zone = ((part or b"").decode() for part in hit.group(1, 2, 4))
+            start = utc_minute_start(day, hour_minute, zone, DAY, NOON)
         if start is None:
             unparsed += 1
             continue
-        counts.setdefault(start, Counter())[_LEVEL.get(hit[4], hit[4].decode().lower())] += 1  # type: ignore[index]
+        counts.setdefault(start, Counter())[_LEVEL.get(hit[5], hit[5].decode().lower())] += 1  # type: ignore[index]
     return counts, unparsed, len(lines), first_error
 
 
@@ -89,19 +88,27 @@ _LEVELS = [b"ERROR", b"FATAL", b"CRITICAL", b"WARNING", b"WARN", b"INFO", b"DEBU
 _NEAR = [b"NOTICE", b"INF", b"ERRO", b"WARNINGS", b"WARN_", b"INFO1", b"info", b"Error", b"DEBUGGING", b"TRACEx"]
 
 
+# Dates and zones a line may start with: some a day's or a year's end, so that an offset moves the line's day;
+# some not a date or not a zone (the pattern does not take them, or takes them as no time).
+_DATES = [b"", b"", b"2026-11-29T", b"2026-11-30 ", b"2026-12-31T", b"2027-01-01 ", b"0001-01-01T", b"9999-12-31T"]
+_DATES += [b"2026-13-45T", b"2026-11-2T", b"2026/11/29T"]
+_ZONES = [b"", b"", b"Z", b"+01:00", b"-0530", b"+14:00", b"-12:00", b"+23:59", b"-00:00", b"+0545"]
+_ZONES += [b"+24:00", b"+05:60", b"+01", b"+1:00", b"z", b"Zulu"]
+
+
 def _piece(rng: random.Random, choices: list[bytes]) -> bytes:
     return rng.choice(choices)
 
 
 def _hostile_line(rng: random.Random) -> bytes:
     """One line built from parts the pattern reads, each now and then in a shape it does not accept."""
-    date_part = _piece(rng, [b"", b"", b"2026-11-29T", b"2026-11-30 ", b"2026-13-45T", b"2026-11-2T", b"2026/11/29T"])
+    date_part = _piece(rng, _DATES)
     hour, minute = rng.choice([(10, rng.randrange(60)), (23, 59), (0, 0), (99, 99), (24, 61)])
     clock = b"%02d:%02d:%02d" % (hour, minute, rng.randrange(60))
     if rng.random() < 0.05:
         clock = _piece(rng, [b"1:00:00", b"10:0:00", b"10:00", b"10-00-00", b"10:00:0x"])
     fraction = _piece(rng, [b"", b"", b".123", b",5", b".123456", b".1234567", b".123456789", b".", b".x"])
-    zone = _piece(rng, [b"", b"", b"Z", b"+01:00", b"-0530", b"+01", b"+1:00", b"z", b"Zulu"])
+    zone = _piece(rng, _ZONES)
     blanks = _piece(rng, [b" ", b" ", b"\t", b"  ", b" \t ", b" " * 70, b"", b"\r", b"\x0b"])
     source = _piece(
         rng,
@@ -283,3 +290,22 @@ def test_a_chunk_read_in_slices_counts_as_one_piece(slice_bytes: int) -> None:
         assert set(errors) <= set(found.error_lines.tolist())  # the candidates hold every error line
     assert results[0] == results[1]
     assert results[0][2] == data.count(b"\n") + 1
+
+
+@pytest.mark.parametrize("zone", [b"+05:30", b"-0800", b"+14:00", b"Z"])
+def test_a_log_in_one_zone_over_days_and_a_years_end_counts_as_a_line_by_line_reading(zone: bytes) -> None:
+    """One host's log in its own zone (the one-offset table), a line a minute for 23 hours from 2026-12-31 05:00
+    (within the timeline's day of minutes): passes move lines to the next or the last day, and to another year."""
+    start = datetime(2026, 12, 31, 5, tzinfo=UTC)
+    levels = [b"INFO", b"WARN", b"ERROR", b"DEBUG"]
+    data = b"".join(
+        (start + timedelta(minutes=minute)).strftime("%Y-%m-%dT%H:%M:%S").encode()
+        + b".123"
+        + zone
+        + b" api "
+        + levels[minute % 4]
+        + b" served\n"
+        for minute in range(23 * 60)
+    )
+    scan = _check(data, 64 * 1024, lines_per_pass=512)
+    assert len(scan.minutes) == 23 * 60

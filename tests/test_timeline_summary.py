@@ -16,11 +16,12 @@ import pytest
 from incident_desk.core.timeline import cache as timeline_cache
 from incident_desk.core.timeline import levels as timeline
 from incident_desk.core.timeline.cache import TimelineCache
+from tests.log_times import utc_minute_start
 
 DAY = date(2026, 11, 29)
 NOON = datetime(2026, 11, 29, 12, tzinfo=UTC)  # the opening: every bare time of DAY lies within 12 h of it
 _LINE = re.compile(
-    r"(?:(\d{4}-\d\d-\d\d)[T ])?(\d\d:\d\d):\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?[ \t]+(?:\S+[ \t]+)?"
+    r"(?:(\d{4}-\d\d-\d\d)[T ])?(\d\d:\d\d):\d\d(?:[.,]\d+)?(Z|[+-]\d\d:?\d\d)?[ \t]+(?:\S+[ \t]+)?"
     r"\[?(ERROR|FATAL|CRITICAL|WARNING|WARN|INFO|DEBUG|TRACE)\b"
 )
 _LEVEL = {"FATAL": "error", "CRITICAL": "error", "WARNING": "warn", "TRACE": "debug"}
@@ -38,10 +39,11 @@ def _reference(data: bytes) -> tuple[dict[datetime, Counter[str]], int]:
         if hit is None:
             unparsed += 1
             continue
-        day = date.fromisoformat(hit[1]) if hit[1] else DAY
-        hours, minutes = int(hit[2][:2]), int(hit[2][3:])
-        start = datetime(day.year, day.month, day.day, hours, minutes, tzinfo=UTC)
-        counts.setdefault(start, Counter())[_LEVEL.get(hit[3], hit[3].lower())] += 1
+        start = utc_minute_start(hit[1] or "", hit[2], hit[3] or "", DAY, NOON)
+        if start is None:
+            unparsed += 1
+            continue
+        counts.setdefault(start, Counter())[_LEVEL.get(hit[4], hit[4].lower())] += 1
     return counts, unparsed
 
 

@@ -17,7 +17,7 @@ from datetime import date, datetime
 from typing import TYPE_CHECKING, Any
 
 from incident_desk.core.evidence.masking import mask_lines
-from incident_desk.core.log_clock import line_moment
+from incident_desk.core.log_clock import line_moment, zone_minutes
 
 if TYPE_CHECKING:
     from incident_desk.core.linear import LinearPattern
@@ -34,15 +34,19 @@ BASE, RECENT, FIRST, OFFSET, LAST = range(5)
 def _time_pattern() -> LinearPattern:
     from incident_desk.core.linear import LinearPattern
 
-    return LinearPattern(rb"(?:(\d{4}-\d\d-\d\d)[T ])?(\d\d):(\d\d):(\d\d)")
+    return LinearPattern(rb"(?:(\d{4}-\d\d-\d\d)[T ])?(\d\d):(\d\d):(\d\d)(?:[.,]\d+)?(Z|[+-]\d\d:?\d\d)?")
 
 
 def line_time(line: bytes, anchor: datetime) -> float | None:
-    """The POSIX time a line starts with (an ISO date-time, or ``HH:MM:SS`` nearest ``anchor``; UTC), or None."""
+    """The POSIX time a line starts with (an ISO date-time, or ``HH:MM:SS`` nearest ``anchor``; UTC unless it
+    ends in an offset), or None."""
     hit = _time_pattern().match(line)
     if hit is None:
         return None
-    day_span, hour, minute, second = hit[1:5]
+    day_span, hour, minute, second, zone = hit[1:6]
+    offset = zone_minutes(line[zone[0] : zone[1]]) if zone[0] >= 0 else 0
+    if offset is None:
+        return None
     try:
         day = date.fromisoformat(line[day_span[0] : day_span[1]].decode()) if day_span[0] >= 0 else None
         at = line_moment(
@@ -51,8 +55,9 @@ def line_time(line: bytes, anchor: datetime) -> float | None:
             int(line[minute[0] : minute[1]]),
             int(line[second[0] : second[1]]),
             anchor,
+            offset,
         )
-    except ValueError:
+    except (ValueError, OverflowError):
         return None
     return at.timestamp()
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from incident_desk.core.timeline.kernel import MINUTE_CODES, ChunkLevels, Key, minute_text
+from incident_desk.core.timeline.kernel import ChunkLevels, Key, minute_text
 from incident_desk.core.timeline.layout import LEVEL_WORDS
+from incident_desk.core.timeline.zones import MINUTE_CODES
 
 
 def _np() -> Any:

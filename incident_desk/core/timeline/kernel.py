@@ -21,9 +21,11 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from incident_desk.core.log_clock import utc_minute
 from incident_desk.core.timeline.layout import ERROR_LEVELS, LEVEL_WORDS, WARN, WARNING, read_in_layout
 from incident_desk.core.timeline.lines import line_slices
 from incident_desk.core.timeline.scratch import PassArrays, Scratch, Scratches
+from incident_desk.core.timeline.zones import MINUTE_CODES, day_text, to_utc
 
 if TYPE_CHECKING:
     from incident_desk.core.linear import LinearPattern
@@ -32,7 +34,6 @@ Key = tuple[bytes, bytes, bytes]
 PAD = 512  # newlines after the data: every look past a line start stays inside the buffer and stops at a newline
 _RUN_LIMIT = 64  # bytes followed in one run of blanks or one source word before RE2 takes the line
 _HASH = 69  # ((first four bytes * _HASH) mod 2**32) >> 29 tells the seven four-byte prefixes apart
-MINUTE_CODES = 10_000  # HH:MM as HH * 100 + MM, two digits each as the pattern reads them
 SLICE_BYTES = 3 * 1024 * 1024  # bytes whose lines are found at once: a whole chunk (2 MiB) and the line it ends in
 # Lines decided at once: a quarter of a 2 MiB chunk of a service log (some 8K of its 32K lines) in one pass. Each
 # numpy call costs about a microsecond whatever its length, so longer passes cost less a line in calls; but the
@@ -263,10 +264,10 @@ class _Kernel:
         after = self.byte(positions + (code >> 4))  # the byte after the word (a byte read is cheap)
         return np.where(same & ~c["wordy"][after], code & 15, -1)
 
-    def stamps(self, starts: Any) -> tuple[Any, Any, Any, Any, Any, Any, Any]:
+    def stamps(self, starts: Any) -> tuple[Any, Any, Any, Any, Any, Any, Any, Any]:
         """The time at each line start, in any shape the pattern takes: the first two words, whether a date came
-        first, the eight bytes of the time, whether the line has a time, whether RE2 must read it, and where
-        the blank after the time (and its fraction and zone) is."""
+        first, the eight bytes of the time, whether the line has a time, whether RE2 must read it, where the
+        blank after the time (and its fraction and zone) is, and where its zone's sign is (-1: no offset)."""
         np = self.np
         w0 = self.at(starts)
         w1 = self.at(starts + 8)
@@ -286,16 +287,25 @@ class _Kernel:
         signed = (zone_byte == 0x2B) | (zone_byte == 0x2D)
         zone_length = np.where(zone_byte == 0x5A, 1, 0)
         signed_rows = np.flatnonzero(signed & timed)
+        zone = np.full(len(starts), -1, dtype=np.int64)
         if len(signed_rows):
             offset = self.at(zone_at[signed_rows])
             with_colon = self.fits(offset >> np.uint64(8), b"dd:dd")
             without = self.fits(offset >> np.uint64(8), b"dddd")
             zone_length[signed_rows] = np.where(with_colon, 6, np.where(without, 5, 0))
+            zone[signed_rows] = np.where(zone_length[signed_rows] > 0, zone_at[signed_rows], -1)
         gap = zone_at + zone_length
         timed &= self.is_blank(self.byte(gap))
-        return w0, w1, dated, when, timed, undecided, gap
+        return w0, w1, dated, when, timed, undecided, gap, zone
 
-    def stamps_like_the_first(self, starts: Any) -> tuple[Any, Any, Any, Any, Any, Any, Any]:
+    def in_utc(self, minute: Any, day: Any, zone: Any) -> None:
+        """Move ``minute`` (HH * 100 + MM) and ``day`` (a day key, 0 for a bare time) of the lines whose zone's sign
+        is at ``zone`` (-1: no offset) to UTC, in place, as ``log_clock.utc_minute`` moves one line's."""
+        rows = self.np.flatnonzero(zone >= 0)
+        if len(rows):
+            to_utc(self.np, minute, day, rows, self.at(zone[rows]))
+
+    def stamps_like_the_first(self, starts: Any) -> tuple[Any, Any, Any, Any, Any, Any, Any, Any]:
         """``stamps``, faster where lines share the first line's time layout (most logs): a line whose bytes up
         to that layout's blank are of the same classes (digit for digit, other bytes equal) is read the same
         way by the pattern, so one template check per eight bytes decides it. Other lines: ``stamps``."""
@@ -316,19 +326,21 @@ class _Kernel:
         when = (w1 >> np.uint64(24)) | (words[2] << np.uint64(40)) if head[2][0] else w0  # the time's bytes
         undecided = np.zeros(len(starts), dtype=np.bool_)
         gap = starts + width
+        # A line of the first line's classes has its zone's sign where the first line has it (if it has one).
+        zone = starts + (int(head[7][0]) - start) if head[7][0] >= 0 else np.full(len(starts), -1, dtype=np.int64)
         other = np.flatnonzero(~fit)
         if len(other):
             w0, w1, when, gap = w0.copy(), w1.copy(), when.copy(), gap.copy()
             results = self.stamps(starts[other])
-            for into, value in zip((w0, w1, dated, when, fit, undecided, gap), results, strict=True):
+            for into, value in zip((w0, w1, dated, when, fit, undecided, gap, zone), results, strict=True):
                 into[other] = value
-        return w0, w1, dated, when, fit, undecided, gap
+        return w0, w1, dated, when, fit, undecided, gap, zone
 
     def parse(self, starts: Any, want_errors: bool) -> tuple[Any, Any, Any, Any, Any]:
         """For each line start: its level (or -1), minute (HH * 100 + MM), day key (0 without a date), whether
         RE2 must read it instead, and whether it may be an error line (for the first error)."""
         np = self.np
-        w0, w1, dated, when, timed, undecided, gap = self.stamps_like_the_first(starts)
+        w0, w1, dated, when, timed, undecided, gap, zone = self.stamps_like_the_first(starts)
         first, lost = self.skip_blanks(gap + 1)
         undecided |= timed & lost
         ends, lost = self.word_ends(first)
@@ -360,22 +372,13 @@ class _Kernel:
         day = (w0 & np.uint64(0x000F0F000F0F0F0F)) | ((w1 & np.uint64(0x0F)) << np.uint64(32))
         day |= ((w1 & np.uint64(0x0F00)) << np.uint64(48)) | np.uint64(1 << 63)
         day = np.where(dated, day, np.uint64(0))
+        self.in_utc(minute, day, np.where(timed, zone, -1))
         return level, minute, day, undecided, could_err
 
 
 @functools.cache
 def minute_text(minute: int) -> bytes:
     return b"%02d:%02d" % divmod(minute, 100)
-
-
-@functools.cache
-def _day_text(key: int) -> bytes:
-    """The ``YYYY-MM-DD`` a day key was made from (0: no date)."""
-    if not key:
-        return b""
-    nibbles = [(key >> (8 * index)) & 0xF for index in range(8)]
-    year = "".join(str(n) for n in nibbles[:4])
-    return f"{year}-{nibbles[5]}{nibbles[6]}-{nibbles[4]}{nibbles[7]}".encode()
 
 
 def _tally(level: Any, minute: Any, day: Any, found: Counter[Key], tallies: list[Tally], arrays: PassArrays) -> int:
@@ -396,11 +399,11 @@ def _tally(level: Any, minute: Any, day: Any, found: Counter[Key], tallies: list
     if day.min() == day.max():
         lowest = int(slot.min())
         slot -= lowest
-        tallies.append((_day_text(int(day[0])), lowest, np.bincount(slot)))  # bins: the pass's span
+        tallies.append((day_text(int(day[0])), lowest, np.bincount(slot)))  # bins: the pass's span
         return count
     unique_days, which = np.unique(day, return_inverse=True)
     keys, counts = np.unique(which.reshape(-1) * (MINUTE_CODES * 8) + slot, return_counts=True)
-    day_texts = [_day_text(int(key)) for key in unique_days.tolist()]
+    day_texts = [day_text(int(key)) for key in unique_days.tolist()]
     for key, count in zip(keys.tolist(), counts.tolist(), strict=True):
         day_index, rest = divmod(key, MINUTE_CODES * 8)
         found[(day_texts[day_index], minute_text(rest >> 3), LEVEL_WORDS[rest & 7])] += count
@@ -410,8 +413,9 @@ def _tally(level: Any, minute: Any, day: Any, found: Counter[Key], tallies: list
 def _read_alone(frame: Frame, start: int, line: LinearPattern, found: Counter[Key]) -> int:
     """Count the line at ``start`` as RE2 reads it (a shape the arrays do not follow); 1 if it has a level."""
     framed_line = bytes(frame.buffer[start - 1 : frame.buffer.find(b"\n", start)])
-    for _whole, day, minute, level in line.finditer(framed_line):
-        found[(framed_line[day[0] : day[1]], framed_line[minute[0] : minute[1]], framed_line[level[0] : level[1]])] += 1
+    for _whole, day, minute, zone, level in line.finditer(framed_line):
+        written = (framed_line[day[0] : day[1]], framed_line[minute[0] : minute[1]], framed_line[zone[0] : zone[1]])
+        found[(*utc_minute(*written), framed_line[level[0] : level[1]])] += 1
         return 1
     return 0
 

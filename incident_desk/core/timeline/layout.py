@@ -19,6 +19,8 @@ import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from incident_desk.core.timeline.zones import to_utc
+
 if TYPE_CHECKING:
     from incident_desk.core.timeline.scratch import PassArrays
 
@@ -36,7 +38,7 @@ class Steps(Protocol):
     frame: Any
     arrays: PassArrays
 
-    def stamps(self, starts: Any) -> tuple[Any, Any, Any, Any, Any, Any, Any]: ...
+    def stamps(self, starts: Any) -> tuple[Any, Any, Any, Any, Any, Any, Any, Any]: ...
 
     def controls(self, words: Any) -> Any: ...
 
@@ -78,22 +80,23 @@ def _level_tables(np: Any) -> tuple[Any, Any, Any, Any]:
 
 
 _DIGIT_CLASS = bytes.maketrans(b"0123456789", b"dddddddddd")
-_LAYOUTS: dict[bytes, tuple[int, bool] | None] = {}  # by the first line's byte classes: its time's width, dated
+_LAYOUTS: dict[bytes, tuple[int, bool, int] | None] = {}  # by the first line's byte classes: see _layout
 _MAX_LAYOUTS = 256
 
 
-def _layout(steps: Steps, starts: Any) -> tuple[bytes, tuple[int, bool] | None]:
-    """The first line's byte classes, and the width of its time (up to its blank) and whether it has a date, or
-    None where the general steps cannot read its time. The general reading depends only on the classes of the
-    first ``_CLASS_BYTES`` bytes, so it is kept by them."""
+def _layout(steps: Steps, starts: Any) -> tuple[bytes, tuple[int, bool, int] | None]:
+    """The first line's byte classes, and the width of its time (up to its blank), whether it has a date and
+    where its zone's sign is (-1: no offset), or None where the general steps cannot read its time. The general
+    reading depends only on the classes of the first ``_CLASS_BYTES`` bytes, so it is kept by them."""
     start = int(starts[0])
     classes = bytes(steps.frame.buffer[start : start + _CLASS_BYTES]).translate(_DIGIT_CLASS)
     try:
         return classes, _LAYOUTS[classes]
     except KeyError:
         pass
-    _w0, _w1, dated, _when, timed, undecided, gap = steps.stamps(starts[:1])
-    layout = (int(gap[0]) - start, bool(dated[0])) if timed[0] and not undecided[0] else None
+    _w0, _w1, dated, _when, timed, undecided, gap, zone = steps.stamps(starts[:1])
+    sign = int(zone[0]) - start if zone[0] >= 0 else -1
+    layout = (int(gap[0]) - start, bool(dated[0]), sign) if timed[0] and not undecided[0] else None
     if len(_LAYOUTS) >= _MAX_LAYOUTS:  # another worker may clear it too: this pass keeps its own answer
         _LAYOUTS.clear()
     _LAYOUTS[classes] = layout
@@ -238,7 +241,7 @@ def read_in_layout(steps: Steps, starts: Any, want_errors: bool) -> InLayout | N
     classes, layout = _layout(steps, starts)
     if layout is None:
         return None
-    width, dated = layout
+    width, dated, sign = layout
     first = width + 1  # the source word's first byte
     words = words_at(steps, starts, a.words[: first // 8 + (3 if first % 8 > 1 else 2)])
     bad, xor, wrong = a.t4, a.t0, a.t1
@@ -283,6 +286,8 @@ def read_in_layout(steps: Steps, starts: Any, want_errors: bool) -> InLayout | N
     pairs >>= np.uint64(24)
     pairs &= np.uint64(0xFF)
     minute += pairs
+    # The zone's eight bytes, from the sign (which every line taken has where the first line has it).
+    zones = _word_from(steps, words, sign, a.t2) if sign >= 0 else None
     day = a.t5  # after the last use of ``_word_from`` (its temporary)
     if dated:
         w0, w1 = words[0], words[1]
@@ -296,4 +301,8 @@ def read_in_layout(steps: Steps, starts: Any, want_errors: bool) -> InLayout | N
         day |= np.uint64(1 << 63)
     else:
         day.fill(0)
+    if zones is not None:
+        rows = np.flatnonzero(taken)
+        if len(rows):
+            to_utc(np, a.t4i, day, rows, zones[rows])
     return InLayout(taken, level, a.t4i, day, could_err)

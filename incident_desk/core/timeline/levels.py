@@ -27,7 +27,7 @@ import structlog
 
 from incident_desk.core.helper_pool import HELPERS, STRETCH_BYTES, default_processes, on_disk
 from incident_desk.core.journal.audit import Decision
-from incident_desk.core.log_clock import line_moment
+from incident_desk.core.log_clock import line_moment, utc_minute
 from incident_desk.core.scan_budget import SCAN_BUDGET_BYTES, ScanBudget, StopReason
 from incident_desk.core.timeline.chunks import Counted, Skipped, counted_chunks, first_error_line
 from incident_desk.core.timeline.counts import MinuteCounts
@@ -140,10 +140,10 @@ def _first_error_at(
 
 
 def _first_error(framed: bytes, hit: Any, line: int, anchor: datetime, redactor: Redactor) -> FirstError:
-    day, hour_minute, seconds = (framed[start:end] for start, end in hit[1:4])
+    day, hour_minute, seconds, zone = (framed[start:end] for start, end in hit[1:5])
     whole = framed[hit[0][0] + 1 : hit[0][1]]
     text = redactor(whole.decode("utf-8", errors="replace"))[:MAX_FIRST_ERROR_CHARS]
-    minute = _minute_start(day, hour_minute, anchor)
+    minute = _minute_start(*utc_minute(day, hour_minute, zone), anchor)
     at = minute.replace(second=min(59, int(seconds))) if minute else None
     return FirstError(line, at, text)
 
