@@ -9,7 +9,6 @@ cursors.
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
@@ -110,14 +109,14 @@ def test_a_log_that_shrinks_under_the_reads_ends_the_search_without_error(tmp_pa
 
 
 def test_workers_are_used_only_with_cores_to_spare(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(os, "cpu_count", lambda: 4)
+    monkeypatch.setattr(log_parallel, "usable_cores", lambda: 4)
     monkeypatch.setattr(log_parallel, "_runnable_elsewhere", lambda: 1)
     assert log_parallel.free_workers() == 2
     monkeypatch.setattr(log_parallel, "_runnable_elsewhere", lambda: 2)
     assert log_parallel.free_workers() == 0
     monkeypatch.setattr(log_parallel, "_runnable_elsewhere", lambda: None)
     assert log_parallel.free_workers() == 2
-    monkeypatch.setattr(os, "cpu_count", lambda: 2)  # measured slower than reading inline, even when idle
+    monkeypatch.setattr(log_parallel, "usable_cores", lambda: 2)  # measured slower than reading inline, even idle
     monkeypatch.setattr(log_parallel, "_runnable_elsewhere", lambda: 0)
     assert log_parallel.free_workers() == 0
 

@@ -293,11 +293,9 @@ def test_a_second_thread_that_falls_behind_is_stopped_and_the_scan_goes_on_alone
 
 def test_one_core_is_not_split(tmp_path: Path) -> None:
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(os, "cpu_count", lambda: 1)
+        patch.setattr(log_skim, "usable_cores", lambda: 1)
         assert not log_skim._cores_to_share()
-        patch.setattr(os, "cpu_count", lambda: None)
-        assert not log_skim._cores_to_share()
-        patch.setattr(os, "cpu_count", lambda: 2)
+        patch.setattr(log_skim, "usable_cores", lambda: 2)
         assert log_skim._cores_to_share()
 
 

@@ -34,6 +34,7 @@ from typing import Any, BinaryIO
 import structlog
 
 from incident_desk.core import errors
+from incident_desk.core.cores import usable_cores
 
 STRETCH_BYTES = 32 * 1024 * 1024  # a helper's share at a time: some 50 ms of counting, so budgets stay close
 _FIND_LINE_BYTES = 64 * 1024  # read at a time while looking for a line's start
@@ -58,7 +59,7 @@ _log = structlog.get_logger(__name__)
 def default_processes() -> int:
     """Helpers worth starting here: one per core on two cores or more, at most two. None on Windows: handing a
     helper the log is written for POSIX descriptors (Windows would need its handles) and has not run there."""
-    cores = os.cpu_count() or 1
+    cores = usable_cores()
     return 0 if cores < 2 or sys.platform == "win32" else min(cores, 2)
 
 

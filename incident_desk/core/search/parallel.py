@@ -23,6 +23,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from incident_desk.core.cores import usable_cores
 from incident_desk.core.search.runs import HugeLine, RawReader, Run, runs
 
 WORKERS = 2
@@ -38,7 +39,7 @@ def free_workers() -> int:
     gives, most of all when a run's index is remembered and reading is nearly all the work. Linux says how many
     threads are runnable right now; elsewhere the last minute's load average stands in for it (with neither,
     Windows, two workers on four cores or more)."""
-    cores = os.cpu_count() or 1
+    cores = usable_cores()
     if cores < 4:
         return 0
     others = _runnable_elsewhere()

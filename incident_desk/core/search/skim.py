@@ -24,6 +24,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol
 
+from incident_desk.core.cores import usable_cores
 from incident_desk.core.search.run_indexes import RUN_INDEXES, RunIndex
 from incident_desk.core.search.runs import Run, long_lines, undecodable_lines
 
@@ -259,5 +260,5 @@ class _Ahead:
 
 
 def _cores_to_share() -> bool:
-    """Whether this machine has a second core for the second thread."""
-    return (os.cpu_count() or 1) >= 2
+    """Whether this process has a second core for the second thread (``core.cores``)."""
+    return usable_cores() >= 2
