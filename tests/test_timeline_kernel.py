@@ -13,6 +13,7 @@ from datetime import UTC, date, datetime, timedelta
 
 import pytest
 
+from incident_desk.core import log_clock
 from incident_desk.core.timeline import counts as timeline_counts
 from incident_desk.core.timeline import kernel as timeline_scan
 from incident_desk.core.timeline import levels as timeline
@@ -309,3 +310,27 @@ def test_a_log_in_one_zone_over_days_and_a_years_end_counts_as_a_line_by_line_re
     )
     scan = _check(data, 64 * 1024, lines_per_pass=512)
     assert len(scan.minutes) == 23 * 60
+
+
+def test_the_arrays_key_each_zoned_line_as_one_line_read_alone_keys_it() -> None:
+    """Keys, not only minutes: the arrays and ``log_clock.utc_minute`` (RE2's path) give each line the same (day,
+    minute) key, days that are not one and offsets that are none included, so both count toward the minute limit
+    alike. Each line comes twice: first in the first line's layout, then in mixed zones."""
+    days = [b"2026-12-31", b"2027-01-01", b"2026-13-45", b"9999-12-31", b"0001-01-01", b""]
+    clocks = [b"23:30", b"00:15", b"12:00", b"99:99"]
+    zones = [b"+05:30", b"-0800", b"+14:00", b"-12:00", b"+24:00", b"+05:60", b"Z", b""]
+    stamps = [
+        (day, clock, zone) for day in days for clock in clocks for zone in zones if day or zone not in (b"Z", b"")
+    ]
+    lines = [(day + b"T" if day else b"") + clock + b":00" + zone + b" api INFO x\n" for day, clock, zone in stamps]
+    data = b"".join(lines)
+    frame = timeline_scan.Frame(len(data))
+    frame.buffer[1 : 1 + len(data)] = data
+    frame.end_data(1 + len(data))
+    found = timeline_scan.levels_in(frame, 1 + len(data), timeline_patterns.patterns()[0], want_errors=False)
+    counts = timeline_counts.MinuteCounts({})
+    counts.add(found)
+    expected: Counter[tuple[bytes, bytes, bytes]] = Counter(
+        (*log_clock.utc_minute(day, clock, zone), b"INFO") for day, clock, zone in stamps
+    )
+    assert counts.as_dict() == dict(expected)

@@ -64,8 +64,9 @@ def to_utc(np: Any, minute: Any, day: Any, rows: Any, zones: Any) -> None:
         chosen = rows[moving[days[moving] == by]]
         keys, where = np.unique(day[chosen], return_inverse=True)
         moved = np.array([_moved_day_key(int(key), by) for key in keys.tolist()], dtype=np.uint64)[where.reshape(-1)]
-        day[chosen] = moved
-        minute[chosen[moved == 0]] = _NO_TIME_CODE  # a day that is not one, or past the calendar
+        lost = moved == 0  # a day that is not one, or past the calendar: the line keeps its day and has no time
+        day[chosen] = np.where(lost, day[chosen], moved)
+        minute[chosen[lost]] = _NO_TIME_CODE
 
 
 def _offset(zone: bytes) -> int:
