@@ -302,7 +302,8 @@ def read_in_layout(steps: Steps, starts: Any, want_errors: bool) -> InLayout | N
     else:
         day.fill(0)
     if zones is not None:
-        rows = np.flatnonzero(taken)
-        if len(rows):
+        if taken.all():  # most passes: every line in the first line's layout
+            to_utc(np, a.t4i, day, None, zones)
+        elif (rows := np.flatnonzero(taken)).size:
             to_utc(np, a.t4i, day, rows, zones[rows])
     return InLayout(taken, level, a.t4i, day, could_err)

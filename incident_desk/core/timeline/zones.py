@@ -37,20 +37,26 @@ def _day_key(day: date) -> int:
     return year | digits[4] << 40 | digits[5] << 48 | digits[6] << 32 | digits[7] << 56 | 1 << 63
 
 
-def to_utc(np: Any, minute: Any, day: Any, rows: Any, zones: Any) -> None:
-    """Move the minute codes and day keys of ``rows`` to UTC, in place, from ``zones``: each row's eight bytes from
-    its zone's sign (``+HH:MM`` or ``+HHMM``, digits checked). An offset past 23:59 leaves its line no time
-    (``NO_TIME``); a line whose time is not one keeps it (it fails where it is read)."""
-    code = minute[rows]
+def to_utc(np: Any, minute: Any, day: Any, rows: Any | None, zones: Any) -> None:
+    """Move the minute codes and day keys of ``rows`` (None: every row) to UTC, in place, from ``zones``: each
+    row's eight bytes from its zone's sign (``+HH:MM`` or ``+HHMM``, digits checked). An offset past 23:59 leaves
+    its line no time (``NO_TIME``); a line whose time is not one keeps it (it fails where it is read)."""
     first = int(zones[0])
     length = 6 if (first >> 24) & 0xFF == 0x3A else 5
     mask = np.uint64((1 << (8 * length)) - 1)
     if (np.bitwise_and(zones, mask) == np.uint64(first & int(mask))).all():
         # One zone, as one host writes its log: one offset, and the pass's minutes looked up in its table.
         shifted, moved_by = _shifted_minutes(np, _offset(first.to_bytes(8, "little")[:length]))
-        minute[rows] = shifted[code]
-        days = moved_by[code]
+        if rows is None:
+            days = moved_by[minute]
+            np.take(shifted, minute, out=minute)
+        else:
+            code = minute[rows]
+            days = moved_by[code]
+            minute[rows] = shifted[code]
     else:
+        rows = np.arange(len(minute)) if rows is None else rows
+        code = minute[rows]
         days = np.zeros(len(rows), dtype=np.int64)
         offsets = _offsets(np, zones)
         for offset in np.unique(offsets).tolist():
@@ -59,11 +65,16 @@ def to_utc(np: Any, minute: Any, day: Any, rows: Any, zones: Any) -> None:
             minute[rows[chosen]] = shifted[code[chosen]]
             days[chosen] = moved_by[code[chosen]]
     moving = np.flatnonzero(days)
-    moving = moving[day[rows[moving]] != 0]  # a bare time stays bare: it is placed nearest the opening
-    for by in np.unique(days[moving]).tolist():
-        chosen = rows[moving[days[moving] == by]]
+    if not len(moving):
+        return
+    at, by = (moving if rows is None else rows[moving]), days[moving]
+    dated = day[at] != 0  # a bare time stays bare: it is placed nearest the opening
+    at, by = at[dated], by[dated]
+    for shift in np.unique(by).tolist():
+        chosen = at[by == shift]
         keys, where = np.unique(day[chosen], return_inverse=True)
-        moved = np.array([_moved_day_key(int(key), by) for key in keys.tolist()], dtype=np.uint64)[where.reshape(-1)]
+        moved = np.array([_moved_day_key(int(key), shift) for key in keys.tolist()], dtype=np.uint64)
+        moved = moved[where.reshape(-1)]
         lost = moved == 0  # a day that is not one, or past the calendar: the line keeps its day and has no time
         day[chosen] = np.where(lost, day[chosen], moved)
         minute[chosen[lost]] = _NO_TIME_CODE
