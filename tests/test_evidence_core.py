@@ -5,11 +5,13 @@ as one process's), a metric step, and the text within its token budget."""
 from __future__ import annotations
 
 import io
+import json
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
+from incident_desk.core import log_clock
 from incident_desk.core.evidence.cache import TemplateCache
 from incident_desk.core.evidence.drain import templates
 from incident_desk.core.evidence.findings import Finding
@@ -158,3 +160,16 @@ def test_a_line_too_long_to_hold_is_counted_without_a_template_and_a_pass_resume
     assert log[scan.resume.offset - 1 : scan.resume.offset] == b"\n", "the resume point is a line start"
     whole = scan_templates(io.BytesIO(log), BOUNDARY, processes=0, chunk_bytes=1024 * 1024)
     assert (whole.tally.lines, whole.skipped_lines, len(whole.tally.table)) == (3, 1, 2)  # before, after
+
+
+def test_a_resume_point_written_by_a_desk_that_read_times_another_way_is_not_resumed(tmp_path: Path) -> None:
+    path = tmp_path / "log.txt"
+    path.write_bytes(_log(600))
+    cache = TemplateCache(tmp_path / "cache")
+    with path.open("rb") as handle:
+        cache.scan_templates(handle, BOUNDARY, processes=0)
+        (entry,) = (tmp_path / "cache").iterdir()
+        older = json.loads(entry.read_text())
+        assert older.pop("reading") == log_clock.READING
+        entry.write_text(json.dumps(older))
+        assert cache.load_resume(handle) is None

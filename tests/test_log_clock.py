@@ -14,6 +14,7 @@ from incident_desk.core.evidence.scan import scan_templates
 from incident_desk.core.evidence.tally import Boundary, line_time
 from incident_desk.core.log_clock import line_moment
 from incident_desk.core.timeline import levels as timeline
+from tests.log_times import utc_minute_start
 
 JUST_AFTER_MIDNIGHT = datetime(2026, 12, 4, 0, 10, tzinfo=UTC)
 JUST_BEFORE_MIDNIGHT = datetime(2026, 12, 3, 23, 55, tzinfo=UTC)
@@ -113,3 +114,18 @@ def test_an_offset_that_is_not_one_leaves_the_line_without_a_time() -> None:
     scan = timeline.scan_levels(io.BytesIO(data), anchor=JUST_AFTER_MIDNIGHT, processes=0)
     assert scan.minutes == [] and scan.unparsed_lines == 2
     assert line_time(b"2026-12-04T00:05:00+24:00 svc INFO x", JUST_AFTER_MIDNIGHT) is None
+
+
+@pytest.mark.parametrize("opened", [JUST_AFTER_MIDNIGHT, JUST_BEFORE_MIDNIGHT, JUST_AFTER_MIDNIGHT.replace(hour=12)])
+def test_the_evidence_and_the_timeline_place_a_bare_time_in_any_zone_alike(opened: datetime) -> None:
+    """A bare time with an offset may lie up to two days from the opening once the offset is off: both readings
+    put it on the day nearest the opening, as the tests' own reading does (every 37th minute, in zones from
+    -12:00 to +14:00)."""
+    zones = ["+14:00", "+13:00", "+05:45", "-0930", "-12:00", "+00:00"]
+    clocks = [divmod(minute, 60) for minute in range(0, 24 * 60, 37)]
+    lines = [f"{hour:02d}:{minute:02d}:00{zone} svc INFO x" for zone in zones for hour, minute in clocks]
+    data = ("\n".join(lines) + "\n").encode()
+    expected = [utc_minute_start("", line[:5], line[8:14].strip(), opened.date(), opened) for line in lines]
+    assert [line_time(line.encode(), opened) for line in lines] == [at.timestamp() for at in expected if at]
+    scan = timeline.scan_levels(io.BytesIO(data), anchor=opened, processes=0)
+    assert sorted(m.start for m in scan.minutes) == sorted({at for at in expected if at})

@@ -312,13 +312,15 @@ def test_a_log_in_one_zone_over_days_and_a_years_end_counts_as_a_line_by_line_re
     assert len(scan.minutes) == 23 * 60
 
 
-def test_the_arrays_key_each_zoned_line_as_one_line_read_alone_keys_it() -> None:
+@pytest.mark.parametrize("lines_per_pass", [8, timeline_scan.LINES_PER_PASS], ids=["passes of 8 lines", "one pass"])
+def test_the_arrays_key_each_zoned_line_as_one_line_read_alone_keys_it(lines_per_pass: int) -> None:
     """Keys, not only minutes: the arrays and ``log_clock.utc_minute`` (RE2's path) give each line the same (day,
     minute) key, days that are not one and offsets that are none included, so both count toward the minute limit
-    alike. Each line comes twice: first in the first line's layout, then in mixed zones."""
+    alike; and each key is the minute the tests' own reading gives. Passes of 8 lines put some in one zone (the
+    table) and some in several (line by line); the first line's layout takes some and not others."""
     days = [b"2026-12-31", b"2027-01-01", b"2026-13-45", b"9999-12-31", b"0001-01-01", b""]
     clocks = [b"23:30", b"00:15", b"12:00", b"99:99"]
-    zones = [b"+05:30", b"-0800", b"+14:00", b"-12:00", b"+24:00", b"+05:60", b"Z", b""]
+    zones = [b"+05:30", b"-0800", b"+14:00", b"-12:00", b"+23:59", b"-23:59", b"+24:00", b"+05:60", b"Z", b""]
     stamps = [
         (day, clock, zone) for day in days for clock in clocks for zone in zones if day or zone not in (b"Z", b"")
     ]
@@ -327,10 +329,18 @@ def test_the_arrays_key_each_zoned_line_as_one_line_read_alone_keys_it() -> None
     frame = timeline_scan.Frame(len(data))
     frame.buffer[1 : 1 + len(data)] = data
     frame.end_data(1 + len(data))
-    found = timeline_scan.levels_in(frame, 1 + len(data), timeline_patterns.patterns()[0], want_errors=False)
+    line_pattern = timeline_patterns.patterns()[0]
+    found = timeline_scan.levels_in(
+        frame, 1 + len(data), line_pattern, want_errors=False, lines_per_pass=lines_per_pass
+    )
     counts = timeline_counts.MinuteCounts({})
     counts.add(found)
     expected: Counter[tuple[bytes, bytes, bytes]] = Counter(
         (*log_clock.utc_minute(day, clock, zone), b"INFO") for day, clock, zone in stamps
     )
     assert counts.as_dict() == dict(expected)
+    read = [utc_minute_start(day.decode(), clock.decode(), zone.decode(), DAY, NOON) for day, clock, zone in stamps]
+    minutes = Counter(at for at in read if at is not None)
+    assert _as_counts(timeline.scan_levels(io.BytesIO(data), anchor=NOON, processes=0)) == {
+        at: Counter(info=count) for at, count in minutes.items()
+    }

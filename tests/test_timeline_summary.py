@@ -3,7 +3,9 @@ read only where it grew; a rewritten, truncated or rotated log is counted afresh
 
 from __future__ import annotations
 
+import base64
 import io
+import json
 import random
 import re
 from collections import Counter
@@ -13,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from incident_desk.core import log_clock
 from incident_desk.core.timeline import cache as timeline_cache
 from incident_desk.core.timeline import levels as timeline
 from incident_desk.core.timeline.cache import TimelineCache
@@ -229,3 +232,21 @@ def test_a_damaged_summary_is_ignored(tmp_path: Path) -> None:
         entry.write_text('{"offset": "nonsense"')
     scan, _read = _scan(cache, log)
     _same(scan, _fresh(log))
+
+
+def test_a_summary_written_by_a_desk_that_read_times_another_way_is_not_resumed(tmp_path: Path) -> None:
+    """Before zone offsets were taken off, a summary held minutes read as UTC: an upgraded desk counts afresh
+    rather than add its minutes to those."""
+    log = tmp_path / "log.txt"
+    log.write_bytes(b"2026-11-29T12:05:00+02:00 api INFO served\n" * 50)
+    cache = TimelineCache(tmp_path / "summaries")
+    _scan(cache, log)
+    (entry,) = (tmp_path / "summaries").iterdir()
+    older = json.loads(entry.read_text())
+    assert older.pop("reading") == log_clock.READING
+    as_utc = [base64.b64encode(part).decode() for part in (b"2026-11-29", b"12:05", b"INFO")]
+    older["counts"] = [[*as_utc, 50]]  # the minute as the old reading kept it
+    entry.write_text(json.dumps(older))
+    scan, read = _scan(cache, log)
+    assert read >= log.stat().st_size, "the old summary was resumed"
+    assert [(m.start, m.info) for m in scan.minutes] == [(datetime(2026, 11, 29, 10, 5, tzinfo=UTC), 50)]

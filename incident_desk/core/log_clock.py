@@ -2,7 +2,8 @@
 
 Many logs print the time of day alone (``HH:MM:SS``). The incident's opening says which day: a bare time is read
 on the day that puts it within twelve hours of the opening, so a log that runs over midnight keeps its order (23:58
-comes before 00:03 when the incident opened at 00:10). A line with its own date is read as written.
+comes before 00:03 when the incident opened at 00:10; a time twelve hours before it is read on the day after). A
+line with its own date is read as written.
 
 A time may end in a zone: ``Z`` or none is UTC, and an offset (``+02:00``, ``-0530``) is taken off, so a log written
 in local time lines up with the incident (an offset past 23:59 is no offset, and such a line has no time).
@@ -15,6 +16,9 @@ from datetime import UTC, date, datetime, time, timedelta
 _HALF_DAY = timedelta(hours=12)
 _DAY = timedelta(days=1)
 _MINUTES_A_DAY = 24 * 60
+# How line times are read, kept with every summary of a pass over a log (the timeline's, the evidence's): one
+# written by a desk that read them another way (before 2: a zone's offset was ignored) is not resumed.
+READING = 2
 NO_TIME = b"99:99"  # a minute no line can be at: the key of a line whose time cannot be read in UTC
 
 
@@ -65,8 +69,11 @@ def line_moment(
     at = written - timedelta(minutes=offset_minutes)
     if day is not None:
         return at
-    if at - opened > _HALF_DAY:
-        return at - _DAY
-    if opened - at > _HALF_DAY:
-        return at + _DAY
+    # Taking an offset off may put it up to two days from the opening: a day at a time to the nearest, and of two
+    # as near (twelve hours either side) the later, whichever day it was read on (the timeline reads the time of day
+    # first, the evidence the day first: both place it alike).
+    while at - opened > _HALF_DAY:
+        at -= _DAY
+    while opened - at >= _HALF_DAY:
+        at += _DAY
     return at

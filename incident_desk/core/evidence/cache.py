@@ -10,6 +10,7 @@ from typing import Any, BinaryIO
 
 from incident_desk.core.evidence.scan import Resume, TemplateScan, scan_templates
 from incident_desk.core.evidence.tally import Boundary, Tally
+from incident_desk.core.log_clock import READING
 from incident_desk.core.timeline.cache import TimelineCache
 
 MAX_ENTRY_BYTES = 32 * 1024 * 1024
@@ -27,12 +28,15 @@ def _encode(resume: Resume) -> str:
             "baseline_lines": tally.baseline_lines,
             "overflow": tally.overflow,
             "table": [[base64.b64encode(key).decode(), *row] for key, row in tally.table.items()],
+            "reading": READING,
         }
     )
 
 
 def _decode(text: str) -> Resume:
     data: dict[str, Any] = json.loads(text)
+    if data.get("reading") != READING:
+        raise ValueError("written by a desk that read line times another way")
     table = {base64.b64decode(key): [int(value) for value in row] for key, *row in data["table"]}
     if any(len(row) != 5 for row in table.values()):
         raise ValueError("a row of the template table is not five numbers")

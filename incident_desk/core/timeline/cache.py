@@ -18,6 +18,7 @@ from typing import Any, BinaryIO, TypeVar
 
 import structlog
 
+from incident_desk.core.log_clock import READING
 from incident_desk.core.timeline import levels as timeline
 
 MAX_ENTRIES = 64
@@ -39,12 +40,15 @@ def _encode(resume: timeline.Resume) -> str:
             "counts": [[_b64(d), _b64(m), _b64(level), n] for (d, m, level), n in resume.counts.items() if n > 0],
             "first_error": list(resume.first_error) if resume.first_error else None,
             "check": resume.check,
+            "reading": READING,
         }
     )
 
 
 def _decode(text: str) -> timeline.Resume:
     data: dict[str, Any] = json.loads(text)
+    if data.get("reading") != READING:
+        raise ValueError("written by a desk that read line times another way")
     place = data["first_error"]
     return timeline.Resume(
         offset=int(data["offset"]),

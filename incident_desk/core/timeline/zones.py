@@ -2,8 +2,9 @@
 is the same for one line read on its own).
 
 The arrays keep a minute as a code, HH * 100 + MM, and a day as a key of its date's digits. One offset (a log
-written by one host in one zone) moves every code the same way: a table per offset, looked up a pass at a time.
-A line moved to another day has its day key moved: a few distinct days a pass, in Python.
+written by one host in one zone) moves every code the same way: a table per offset, looked up a pass at a time;
+a pass of mixed offsets is moved line by line in arrays. A line moved to another day has its day key moved: a
+few distinct days a pass, in Python.
 """
 
 from __future__ import annotations
@@ -54,16 +55,17 @@ def to_utc(np: Any, minute: Any, day: Any, rows: Any | None, zones: Any) -> None
             code = minute[rows]
             days = moved_by[code]
             minute[rows] = shifted[code]
-    else:
+    else:  # zones of several offsets (logs of several hosts, or a hostile one): the same, line by line in arrays
         rows = np.arange(len(minute)) if rows is None else rows
         code = minute[rows]
-        days = np.zeros(len(rows), dtype=np.int64)
         offsets = _offsets(np, zones)
-        for offset in np.unique(offsets).tolist():
-            chosen = np.flatnonzero(offsets == offset)
-            shifted, moved_by = _shifted_minutes(np, offset)
-            minute[rows[chosen]] = shifted[code[chosen]]
-            days[chosen] = moved_by[code[chosen]]
+        is_offset = offsets != _NOT_AN_OFFSET
+        hour, written = code // 100, code % 100
+        is_time = (hour <= 23) & (written <= 59)
+        days, in_day = np.divmod(hour * 60 + written - np.where(is_offset, offsets, 0), _MINUTES_A_DAY)
+        shifted = np.where(is_time, (in_day // 60) * 100 + in_day % 60, code)
+        minute[rows] = np.where(is_offset, shifted, _NO_TIME_CODE)
+        days = np.where(is_offset & is_time, days, 0)
     moving = np.flatnonzero(days)
     if not len(moving):
         return
@@ -99,7 +101,7 @@ def _offsets(np: Any, zones: Any) -> Any:
     return np.where((hours <= 23) & (minutes <= 59), offsets, _NOT_AN_OFFSET)
 
 
-@functools.lru_cache(maxsize=64)  # a log's few zones (a hostile one's many cost a table each, then drop out)
+@functools.lru_cache(maxsize=64)  # a pass in one zone looks its table up; passes of mixed zones need none
 def _shifted_minutes(np: Any, offset: int) -> tuple[Any, Any]:
     """For every minute code, the code ``offset`` minutes earlier within a day and the days that moves it (-1, 0
     or 1); a code that is not a time keeps it, and an offset that is not one (past 23:59) gives ``NO_TIME``."""
