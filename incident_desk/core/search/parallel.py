@@ -23,7 +23,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from incident_desk.core.cores import usable_cores
+from incident_desk.core.helper_pool import usable_cores
 from incident_desk.core.search.runs import HugeLine, RawReader, Run, runs
 
 WORKERS = 2

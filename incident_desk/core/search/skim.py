@@ -24,7 +24,7 @@ import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Protocol
 
-from incident_desk.core.cores import usable_cores
+from incident_desk.core.helper_pool import usable_cores
 from incident_desk.core.search.run_indexes import RUN_INDEXES, RunIndex
 from incident_desk.core.search.runs import Run, long_lines, undecodable_lines
 
@@ -260,5 +260,5 @@ class _Ahead:
 
 
 def _cores_to_share() -> bool:
-    """Whether this process has a second core for the second thread (``core.cores``)."""
+    """Whether this process has a second core for the second thread (``core.helper_pool.usable_cores``)."""
     return usable_cores() >= 2
