@@ -92,6 +92,14 @@ def _filler(count: int, *, newline: bytes = b"\n", start: int = 0) -> bytes:
     return b"".join(b"%06d INFO all is well here" % i + newline for i in range(start, start + count))
 
 
+def _log_ending_in(tmp_path: Path, last_line: bytes) -> tuple[Path, bytes]:
+    """A log of 40,000 filler lines and then ``last_line`` (line 40,001), and its bytes."""
+    data = _filler(40_000) + last_line + b"\n"
+    log = tmp_path / "log.txt"
+    log.write_bytes(data)
+    return log, data
+
+
 def _reference(data: bytes, literal: bytes) -> list[int]:
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":
@@ -187,9 +195,7 @@ def test_long_and_undecodable_lines_past_the_split_are_shown_as_one_thread_shows
 def test_a_byte_budget_that_ends_in_the_second_half_stops_where_one_thread_stops(
     tmp_path: Path, split: Split, ahead_first: None
 ) -> None:
-    data = _filler(40_000) + b"needle-xyz\n"
-    log = tmp_path / "log.txt"
-    log.write_bytes(data)
+    log, data = _log_ending_in(tmp_path, b"needle-xyz")
     pattern = compile_pattern("needle-xyz")
     budget = 3 * len(data) // 4
     two = search(log, pattern, limit=10, sizes=SPLIT, byte_budget=budget)
@@ -204,9 +210,7 @@ def test_a_byte_budget_that_ends_in_the_second_half_stops_where_one_thread_stops
 def test_a_search_cancelled_while_passing_the_second_half_stops_there_and_the_thread_ends(
     tmp_path: Path, split: Split, ahead_first: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    data = _filler(40_000) + b"needle-xyz last\n"
-    log = tmp_path / "log.txt"
-    log.write_bytes(data)
+    log, data = _log_ending_in(tmp_path, b"needle-xyz last")
     cancelled = threading.Event()
     real = log_search._Search.pass_run
 
@@ -233,9 +237,7 @@ def test_a_search_cancelled_while_passing_the_second_half_stops_there_and_the_th
 def test_a_read_error_in_the_second_thread_leaves_the_reading_to_the_scan(
     tmp_path: Path, split: Split, ahead_first: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    data = _filler(40_000) + b"needle-xyz\n"
-    log = tmp_path / "log.txt"
-    log.write_bytes(data)
+    log, _data = _log_ending_in(tmp_path, b"needle-xyz")
     failed: list[int] = []
 
     def fail(offset: int) -> None:
@@ -275,9 +277,7 @@ def test_a_second_thread_that_falls_behind_is_stopped_and_the_scan_goes_on_alone
     tmp_path: Path, split: Split, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A busy machine gives the second thread no core: the scan does not wait for it past the run it is on."""
-    data = _filler(40_000) + b"needle-xyz\n"
-    log = tmp_path / "log.txt"
-    log.write_bytes(data)
+    log, _data = _log_ending_in(tmp_path, b"needle-xyz")
     read_here: list[int] = []
 
     def record(offset: int) -> None:
@@ -343,8 +343,6 @@ def test_no_thread_to_be_had_leaves_the_skim_to_go_on_alone(
         real(self)
 
     monkeypatch.setattr(threading.Thread, "start", start)
-    data = _filler(40_000) + b"needle-xyz\n"
-    log = tmp_path / "log.txt"
-    log.write_bytes(data)
+    log, _data = _log_ending_in(tmp_path, b"needle-xyz")
     assert [number for number, _ in _found(log, "needle-xyz", SPLIT)] == [40_001]
     assert refused and split.passed == 0

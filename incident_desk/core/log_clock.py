@@ -15,7 +15,7 @@ from datetime import UTC, date, datetime, time, timedelta
 
 _HALF_DAY = timedelta(hours=12)
 _DAY = timedelta(days=1)
-_MINUTES_A_DAY = 24 * 60
+MINUTES_A_DAY = 24 * 60
 # How line times are read, kept with every summary of a pass over a log (the timeline's, the evidence's): one
 # written by a desk that read them another way (before 2: a zone's offset was ignored) is not resumed.
 READING = 2
@@ -48,7 +48,7 @@ def utc_minute(day: bytes, hour_minute: bytes, zone: bytes) -> tuple[bytes, byte
     hour, minute = int(hour_minute[:2]), int(hour_minute[3:5])
     if hour > 23 or minute > 59:
         return day, hour_minute
-    days, minutes = divmod(hour * 60 + minute - offset, _MINUTES_A_DAY)
+    days, minutes = divmod(hour * 60 + minute - offset, MINUTES_A_DAY)
     shifted = b"%02d:%02d" % divmod(minutes, 60)
     if not day or not days:
         return day, shifted

@@ -13,12 +13,11 @@ import functools
 from datetime import date, timedelta
 from typing import Any
 
-from incident_desk.core.log_clock import NO_TIME, zone_minutes
+from incident_desk.core.log_clock import MINUTES_A_DAY, NO_TIME, zone_minutes
 
 MINUTE_CODES = 10_000  # HH:MM as HH * 100 + MM, two digits each as the pattern reads them
-_MINUTES_A_DAY = 24 * 60
 _NO_TIME_CODE = int(NO_TIME[:2] + NO_TIME[3:])  # log_clock.NO_TIME as a minute code
-_NOT_AN_OFFSET = _MINUTES_A_DAY  # every offset past 23:59, as one
+_NOT_AN_OFFSET = MINUTES_A_DAY  # every offset past 23:59, as one
 
 
 @functools.cache
@@ -57,15 +56,11 @@ def to_utc(np: Any, minute: Any, day: Any, rows: Any | None, zones: Any) -> None
             minute[rows] = shifted[code]
     else:  # zones of several offsets (logs of several hosts, or a hostile one): the same, line by line in arrays
         rows = np.arange(len(minute)) if rows is None else rows
-        code = minute[rows]
         offsets = _offsets(np, zones)
         is_offset = offsets != _NOT_AN_OFFSET
-        hour, written = code // 100, code % 100
-        is_time = (hour <= 23) & (written <= 59)
-        days, in_day = np.divmod(hour * 60 + written - np.where(is_offset, offsets, 0), _MINUTES_A_DAY)
-        shifted = np.where(is_time, (in_day // 60) * 100 + in_day % 60, code)
+        shifted, days = _moved(np, minute[rows], np.where(is_offset, offsets, 0))
         minute[rows] = np.where(is_offset, shifted, _NO_TIME_CODE)
-        days = np.where(is_offset & is_time, days, 0)
+        days = np.where(is_offset, days, 0)
     moving = np.flatnonzero(days)
     if not len(moving):
         return
@@ -105,12 +100,17 @@ def _offsets(np: Any, zones: Any) -> Any:
 def _shifted_minutes(np: Any, offset: int) -> tuple[Any, Any]:
     """For every minute code, the code ``offset`` minutes earlier within a day and the days that moves it (-1, 0
     or 1); a code that is not a time keeps it, and an offset that is not one (past 23:59) gives ``NO_TIME``."""
-    codes = np.arange(MINUTE_CODES, dtype=np.int64)
     if offset == _NOT_AN_OFFSET:
         return np.full(MINUTE_CODES, _NO_TIME_CODE, dtype=np.int64), np.zeros(MINUTE_CODES, dtype=np.int64)
+    return _moved(np, np.arange(MINUTE_CODES, dtype=np.int64), offset)
+
+
+def _moved(np: Any, codes: Any, offsets: Any) -> tuple[Any, Any]:
+    """``codes`` moved ``offsets`` minutes earlier (one, or one a code) within a day, and the days each moved (-1, 0
+    or 1); a code that is not a time is kept, and moves no day."""
     hour, written = codes // 100, codes % 100
     is_time = (hour <= 23) & (written <= 59)
-    days, in_day = np.divmod(hour * 60 + written - offset, _MINUTES_A_DAY)
+    days, in_day = np.divmod(hour * 60 + written - offsets, MINUTES_A_DAY)
     return np.where(is_time, (in_day // 60) * 100 + in_day % 60, codes), np.where(is_time, days, 0)
 
 
