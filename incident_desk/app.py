@@ -308,7 +308,12 @@ class DeskApp:
         return runs.ServiceRuns(incident.service, kept, cut=len(decisions) >= limit)
 
     async def standings(self) -> Mapping[str, Standing]:
-        """Who acknowledged and who resolved each incident, on this desk: read once per change of the journal."""
+        """Who acknowledged and who resolved each incident, on this desk: read once per change of the journal. While
+        it stands still they are told right here; a worker thread's hop cost more CPU per HTTP call than the rest
+        of a listing (docs/performance.md)."""
+        kept = self.journal.standings_at_once()
+        if kept is not None:
+            return kept
         return await anyio.to_thread.run_sync(self.journal.standings)
 
     async def silence(

@@ -8,14 +8,18 @@ another journal on the same file, another process), and with a file replaced or 
 
 from __future__ import annotations
 
+import sqlite3
 import subprocess
 import sys
+import time
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 
-from incident_desk.core.journal.activity import Act, Event
+from incident_desk.core.journal.activity import Act, Event, Standing
 from incident_desk.core.journal.audit import AuditJournal
+from incident_desk.core.journal.revision import SQLiteRevision
 from incident_desk.core.outcomes import Outcome
 from incident_desk.server import build_server
 from tests.helpers import AppFactory, connect, text_of
@@ -98,6 +102,85 @@ def test_revision_is_unknown_for_a_journal_gone_and_never_recreates_it(tmp_path:
         path.with_name(path.name + suffix).unlink(missing_ok=True)
     assert journal.revision() is None
     assert not path.exists()
+
+
+def test_standings_at_once_are_the_kept_ones_until_any_write(tmp_path: Path) -> None:
+    journal = AuditJournal(tmp_path / "audit.sqlite3")
+    assert journal.standings_at_once() is None  # nothing kept yet: a worker thread reads
+    first = journal.standings()
+    assert journal.standings_at_once() is first
+    AuditJournal(journal.path).record_event(_acknowledgement(journal.desk))
+    assert journal.standings_at_once() is None
+    second = journal.standings()
+    assert journal.standings_at_once() is second
+    assert second["INC-1042"].acknowledged is not None
+
+
+def test_revision_at_once_never_opens_the_journal(tmp_path: Path) -> None:
+    path = tmp_path / "audit.sqlite3"
+    journal = AuditJournal(path)
+    assert journal.revision_at_once() is None  # no watcher open yet
+    opened = journal.revision()
+    assert opened is not None and journal.revision_at_once() == opened
+    for suffix in ("", "-wal", "-shm"):
+        moved = path.with_name(path.name + suffix)
+        if moved.exists():
+            moved.rename(tmp_path / f"aside{suffix}")
+    AuditJournal(path)
+    assert journal.revision_at_once() is None  # the watcher is on the file moved aside
+    reopened = journal.revision()
+    assert reopened is not None and reopened != opened
+    assert journal.revision_at_once() == reopened
+
+
+def test_revision_never_waits_for_a_writer_and_keeps_its_watcher(tmp_path: Path) -> None:
+    # A journal in rollback mode (another tool's copy, a filesystem without WAL): a writer's lock keeps readers out.
+    path = tmp_path / "plain.sqlite3"
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("CREATE TABLE decisions (id INTEGER)")
+    revision = SQLiteRevision(path)
+    before = revision()
+    writer.execute("BEGIN EXCLUSIVE")
+    writer.execute("INSERT INTO decisions VALUES (1)")
+    started = time.monotonic()
+    assert revision.at_once() is None
+    assert revision() is None  # not known now: the caller's own read waits, with its own timeout
+    assert time.monotonic() - started < 1.0
+    writer.execute("COMMIT")
+    after = revision.at_once()  # the watcher stayed open through the writer's lock
+    assert before is not None and after is not None and after != before
+    writer.close()
+    revision.close()
+
+
+@pytest.mark.anyio
+async def test_list_incidents_reads_the_standings_in_a_worker_only_when_the_journal_changed(
+    make_app: AppFactory, era: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = make_app()
+    assert app.memory is not None
+    # The memory's tables share the journal's file: its writes, made in its own thread when it first sees the
+    # incidents, are changes too, so it is left out to make the journal stand still between the calls.
+    app.memory.stop(timeout=0)
+    app.memory = None
+    journal = app.journal
+    read = journal.standings
+    reads: list[Mapping[str, Standing]] = []
+
+    def counted() -> Mapping[str, Standing]:
+        reads.append(read())
+        return reads[-1]
+
+    monkeypatch.setattr(journal, "standings", counted)
+    async with connect(build_server(app), era) as client:
+        first = await client.call_tool("list_incidents", {})
+        second = await client.call_tool("list_incidents", {"status": "all"})
+        AuditJournal(Path(journal.location), desk=app.desk_name).record_event(_acknowledgement(app.desk_name))
+        third = await client.call_tool("list_incidents", {})
+    assert len(reads) == 2  # the first listing and the one after the write
+    assert [entry["state"] for entry in first.structured_content["incidents"]] == ["open", "open"]
+    assert second.structured_content == {**second.structured_content, "total": 2}
+    assert "acknowledged by bob" in text_of(third)
 
 
 @pytest.mark.anyio

@@ -328,6 +328,23 @@ async def test_a_log_over_the_inline_size_is_read_in_a_worker_thread(
     assert hops == ["_read"]
 
 
+async def test_listing_a_desk_whose_journal_stands_still_makes_no_thread_hop(
+    make_app: AppFactory, monkeypatch: pytest.MonkeyPatch, era: str
+) -> None:
+    # The standings hop was the whole HTTP gap to the bare SDK server (docs/performance.md).
+    app = make_app(data_freshness_seconds=60)
+    assert app.memory is not None
+    app.memory.stop(timeout=0)  # its writes share the journal's file: each would be a change
+    app.memory = None
+    async with connect(build_server(app), era) as client:
+        for status in ("open", "all"):  # the first look at the directory and the journal; each view's rendering
+            await client.call_tool("list_incidents", {"status": status})
+        hops = _counting_thread_hops(monkeypatch)
+        answers = [await client.call_tool("list_incidents", {"status": status}) for status in ["open", "all"] * 3]
+    assert hops == []
+    assert all(not answer.is_error for answer in answers)
+
+
 async def test_list_incidents_renders_each_view_of_the_data_directory_once(
     make_app: AppFactory, monkeypatch: pytest.MonkeyPatch, era: str
 ) -> None:

@@ -207,6 +207,7 @@ class Journal(Protocol):
     def count(self) -> int: ...
     def revision(self) -> Hashable | None: ...
     def standings(self) -> Mapping[str, Standing]: ...
+    def standings_at_once(self) -> Mapping[str, Standing] | None: ...
     def probe(self) -> None: ...
     def check_writable(self) -> None: ...
     def close(self) -> None: ...
@@ -233,7 +234,7 @@ class AuditJournal:
         with self._connect() as conn:
             self._initialise(conn)
             self.adopted = self._adopt(conn, derived, renamed_from)
-        self._revision = SQLiteRevision(self.path, BUSY_TIMEOUT_SECONDS)
+        self._revision = SQLiteRevision(self.path)
         self._standings = KeptStandings(self)
 
     def record(self, decision: Decision) -> int:
@@ -322,9 +323,18 @@ class AuditJournal:
         when it cannot be read now. What is derived from a read made after taking it holds while it stays equal."""
         return self._revision()
 
+    def revision_at_once(self) -> Hashable | None:
+        """The revision when it can be told without waiting or opening the file (``SQLiteRevision.at_once``)."""
+        return self._revision.at_once()
+
     def standings(self) -> Mapping[str, Standing]:
         """Who acknowledged and who resolved each incident: read once per revision (``KeptStandings``)."""
         return self._standings()
+
+    def standings_at_once(self) -> Mapping[str, Standing] | None:
+        """The standings kept while the journal is known unchanged, told on the caller's thread in microseconds;
+        None when a worker thread must call ``standings`` (nothing kept yet, a change, or the file busy)."""
+        return self._standings.at_once()
 
     def close(self) -> None:
         """Closes the connection that watches for changes; the others are opened per call."""

@@ -174,6 +174,12 @@ class PostgresJournal:
         """Never known without a query to the server, which costs what the read it would spare costs: every read
         goes to the journal."""
 
+    def revision_at_once(self) -> None:
+        """Never known at once either (``revision``)."""
+
+    def standings_at_once(self) -> None:
+        """Never kept (``revision``): every listing reads the journal in a worker thread."""
+
     def record(self, decision: Decision) -> int:
         """Append ``decision``, committed when this returns; a nonce already recorded raises ``DuplicateApproval``."""
         if decision.nonce is not None and len(decision.nonce) > MAX_NONCE_CHARS:

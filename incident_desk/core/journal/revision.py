@@ -24,40 +24,62 @@ Revision = tuple[tuple[int, int], int, int, int]
 
 
 class SQLiteRevision:
-    """The revision of the SQLite file at ``path`` (see the module docstring); safe to call from any thread."""
+    """The revision of the SQLite file at ``path`` (see the module docstring); safe to call from any thread.
 
-    def __init__(self, path: Path, busy_timeout: float) -> None:
+    The watching connection never waits for a lock: a journal busy with a writer is a revision not known now, and
+    the caller's own read (which does wait) says what is there."""
+
+    def __init__(self, path: Path) -> None:
         self._path = path
         self._uri = f"{path.absolute().as_uri()}?mode=rw"  # never creates a journal that is gone
-        self._busy_timeout = busy_timeout
         self._lock = threading.Lock()
         self._watcher: sqlite3.Connection | None = None
         self._watched: tuple[int, int] | None = None
 
     def __call__(self) -> Revision | None:
-        """The journal's revision now; None when it cannot be read (the caller's own read then says why)."""
+        """The journal's revision now, opening the watcher when needed; None when it cannot be read now."""
         with self._lock:
-            try:
-                found = self._path.stat()
-                identity = (found.st_dev, found.st_ino)
-                if self._watcher is None or self._watched != identity:
-                    # A connection opened on another file than the one at the path now sees none of its commits.
-                    self._close()
-                    self._watcher = sqlite3.connect(
-                        self._uri, uri=True, timeout=self._busy_timeout, isolation_level=None, check_same_thread=False
-                    )
-                    # Closed with its journal, even one nobody closes (a connection left to the collector warns).
-                    weakref.finalize(self, self._watcher.close)
-                    self._watched = identity
-                (version,) = self._watcher.execute("PRAGMA data_version").fetchone()
-            except (OSError, sqlite3.Error):
-                self._close()
-                return None
-        return identity, found.st_size, found.st_mtime_ns, int(version)
+            return self._read(may_open=True)
+
+    def at_once(self) -> Revision | None:
+        """The revision when it can be told without waiting for anything or opening anything: a stat and a counter
+        read on a watcher already open on the file (microseconds, so an event loop may call it). None when
+        another thread is asking, no watcher is open on the file now at the path, or SQLite is busy."""
+        if not self._lock.acquire(blocking=False):
+            return None
+        try:
+            return self._read(may_open=False)
+        finally:
+            self._lock.release()
 
     def close(self) -> None:
         with self._lock:
             self._close()
+
+    def _read(self, may_open: bool) -> Revision | None:
+        try:
+            found = self._path.stat()
+            identity = (found.st_dev, found.st_ino)
+            if self._watcher is None or self._watched != identity:
+                if not may_open:
+                    return None
+                # A connection opened on another file than the one at the path now sees none of its commits.
+                self._close()
+                self._watcher = sqlite3.connect(
+                    self._uri, uri=True, timeout=0, isolation_level=None, check_same_thread=False
+                )
+                # Closed with its journal, even one nobody closes (a connection left to the collector warns).
+                weakref.finalize(self, self._watcher.close)
+                self._watched = identity
+            (version,) = self._watcher.execute("PRAGMA data_version").fetchone()
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode & 0xFF not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):  # extended codes too
+                self._close()
+            return None
+        except (OSError, sqlite3.Error):
+            self._close()
+            return None
+        return identity, found.st_size, found.st_mtime_ns, int(version)
 
     def _close(self) -> None:
         if self._watcher is not None:
@@ -68,6 +90,7 @@ class SQLiteRevision:
 
 class _Journal(Protocol):
     def revision(self) -> Hashable | None: ...
+    def revision_at_once(self) -> Hashable | None: ...
     def activity(self, incident_id: str | None, limit: int = 500, acts: tuple[str, ...] = ()) -> list[Event]: ...
 
 
@@ -89,3 +112,12 @@ class KeptStandings:
         found = MappingProxyType(standings(reversed(events)))
         self._kept = None if revision is None else (revision, found)
         return found
+
+    def at_once(self) -> Mapping[str, Standing] | None:
+        """The standings kept, when the journal's revision, told at once (``revision_at_once``), is the one they
+        were read at; None otherwise (call this object in a worker thread then). Safe on an event loop."""
+        kept = self._kept
+        if kept is None:
+            return None
+        revision = self._journal.revision_at_once()
+        return kept[1] if revision is not None and revision == kept[0] else None
