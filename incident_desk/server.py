@@ -14,6 +14,7 @@ from typing import Any
 
 import anyio
 import structlog
+from mcp.server.apps import Apps
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.resources import FunctionResource, Resource, ResourceTemplate
@@ -23,7 +24,7 @@ from mcp_types import InputRequiredResult
 from incident_desk import __version__
 from incident_desk.app import DeskApp
 from incident_desk.core.activity import ACTIVITY, main_thread_finished
-from incident_desk.features import completions, skills, timeline, tool_catalog
+from incident_desk.features import completions, skills, tool_catalog
 from incident_desk.index_watcher import IndexWatcher
 from incident_desk.protocol.client_features import HideAppViewsFromPlainClients
 from incident_desk.protocol.client_logging import RequestLogContext, serve_set_level
@@ -87,11 +88,11 @@ def build_server(app: DeskApp, *, defer_features: bool = False, learn_history: b
         instructions=instructions(app),
         request_state_security=sealing,
         middleware=[log_context, HideAppViewsFromPlainClients(), DeclareOnTheHandshake([served_skills])],
-        extensions=[timeline.extension(app), served_skills],
+        # MCP Apps as the handshake shows it; its tool and view come with the other features (features.timeline).
+        extensions=[Apps(), served_skills],
         subscriptions=push.bus,
         lifespan=watcher.lifespan,
     )
-    timeline.TOOLS.publish(server)  # registered by its extension just now
     push.register(server)
     server.middleware.append(DeskWordsForArgumentErrors(server))
     server.middleware.append(CappedUriEchoes())
@@ -153,10 +154,12 @@ def register_listed_features(server: MCPServer, app: DeskApp) -> None:
         restart,
         service_actions,
         summarize,
+        timeline,
     )
     from incident_desk.features import resources as desk_resources  # importlib's ``resources`` is in use here
 
     for feature in (
+        timeline,
         desk_resources,
         prompts,
         read_tools,

@@ -141,6 +141,8 @@ NOT_NEEDED_TO_ANSWER = (
     "incident_desk.features.restart",
     "incident_desk.features.resources",
     "incident_desk.features.prompts",
+    "incident_desk.features.timeline",
+    "incident_desk.timeline_view",
     "incident_desk.core.neighbours.provider",
     "incident_desk.core.search.pattern",
     "incident_desk.observability.telemetry",

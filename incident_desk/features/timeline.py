@@ -1,7 +1,9 @@
 """``show_incident_timeline``: an incident's log as lines per minute by level, with its markers, for a model
 (a few lines of text with a sparkline) and for a host that renders MCP Apps (the ``ui://`` chart).
 
-The tool and its view come as the SDK's Apps extension, which the server factory passes to ``MCPServer``;
+The server factory passes an empty Apps extension to ``MCPServer``, which is what the handshake advertises (MCP
+Apps has no settings); the tool and its view are registered with the other features, as the SDK registers an
+extension's contributions, so a stdio desk's ``initialize`` waits for neither (docs/performance.md).
 ``client_features`` hides the view's link from clients that did not declare the extension.
 """
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from mcp.server.apps import Apps, ResourceCsp
+from mcp.server.mcpserver import MCPServer
 from mcp_types import CallToolResult
 
 from incident_desk.app import DeskApp
@@ -25,8 +28,17 @@ VIEW_URI = "ui://incident-desk/timeline"
 TOOLS = ToolKinds(show_incident_timeline=read(answer=Answer.FIELDS))
 
 
-def extension(app: DeskApp) -> Apps:
-    """The Apps extension holding the timeline tool and its view, for ``MCPServer(extensions=[...])``."""
+def register(server: MCPServer, app: DeskApp) -> None:
+    """The timeline tool and its view, added as ``MCPServer`` adds an extension's tools and resources."""
+    apps = _contributions(app)
+    for tool in apps.tools():  # checks that the tool's view is there
+        server.add_tool(tool.fn, meta=tool.meta, **tool.kwargs)
+    for resource in apps.resources():
+        server.add_resource(resource.resource)
+    TOOLS.publish(server)
+
+
+def _contributions(app: DeskApp) -> Apps:
     apps = Apps()
     apps.add_html_resource(
         VIEW_URI,
