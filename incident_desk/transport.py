@@ -64,7 +64,7 @@ def serve(settings: Settings) -> int:
 def _serve(settings: Settings) -> int:
     from incident_desk.assembly import build_app
     from incident_desk.core.journal.audit import AuditError
-    from incident_desk.server import build_server
+    from incident_desk.server import build_server, data_directory_counts
 
     try:
         app = build_app(settings, sealing_keys=_sealing_keys(settings))
@@ -81,23 +81,22 @@ def _serve(settings: Settings) -> int:
     # turned the collector off for the start (see cli.main); from here on it runs as usual.
     gc.freeze()
     gc.enable()
-    # Opens nothing that can block (see core.datafiles), so a FIFO in the data directory cannot stall the start.
-    # The data directory only: the start (and so a client's initialize) never waits on an outside source.
-    listing = app.sources.data.listing()
-    logger.info(
-        "incident-desk starting",
-        version=__version__,
-        transport=settings.transport,
-        data=str(app.data_root),
-        incidents=len(listing.incidents),
-        skipped_entries=len(listing.problems),
-        audit=settings.audit_location,
-    )
+    starting = {
+        "version": __version__,
+        "transport": settings.transport,
+        "data": str(app.data_root),
+        "audit": settings.audit_location,
+    }
     try:
         if settings.transport == "http":
             from incident_desk.http.serve import serve_http
 
+            # Ready before it listens. The data directory only: the start never waits on an outside source.
+            logger.info("incident-desk starting", **starting, **data_directory_counts(app))
             return serve_http(server, app)
+        # Over stdio the client waits for the initialize answer: the data directory is first read (its titles
+        # masked, which loads the redaction rules) with the first request after it (RegisterFeaturesOnFirstUse).
+        logger.info("incident-desk starting", **starting)
         if sys.stdin.isatty():
             # Started by hand on a terminal, the desk looks hung: it is waiting for a client to speak MCP.
             logger.info(

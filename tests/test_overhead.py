@@ -14,7 +14,7 @@ import pytest
 from mcp import Client
 from mcp_types import PromptReference
 
-from incident_desk.app import INLINE_LOG_MAX_BYTES
+from incident_desk.app import INLINE_LOG_MAX_BYTES, DeskApp
 from incident_desk.core import incidents as incidents_module
 from incident_desk.core.incidents import DataFolder, bundled_sample_data
 from incident_desk.features import read_tools
@@ -328,6 +328,53 @@ async def test_a_log_over_the_inline_size_is_read_in_a_worker_thread(
         hops = _counting_thread_hops(monkeypatch)
         assert text_of(await client.read_resource("incident://INC-1043/log")).endswith(line)
     assert hops == ["_read"]
+
+
+def _counting_looks(app: DeskApp, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every look at the data directory's disk (not the last view handed back while fresh)."""
+    data = app.sources.data
+    read = data.listing
+    looks: list[str] = []
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        if data.cached_listing() is None:
+            looks.append(threading.current_thread().name)
+        return read(*args, **kwargs)
+
+    monkeypatch.setattr(data, "listing", counted)
+    return looks
+
+
+async def test_a_deferred_desk_reads_its_data_directory_with_the_first_request_after_the_handshake(
+    make_app: AppFactory, monkeypatch: pytest.MonkeyPatch, era: str
+) -> None:
+    app = make_app(data_freshness_seconds=60)
+    looks = _counting_looks(app, monkeypatch)
+    async with connect(build_server(app, defer_features=True), era) as client:
+        at_handshake = len(looks)
+        await client.list_tools()
+        at_listing = len(looks)
+        first = await client.call_tool("list_incidents", {})
+    assert (at_handshake, at_listing, len(looks)) == (0, 1, 1)
+    assert looks[0] != threading.main_thread().name  # in a worker thread, not on the event loop
+    assert [entry["id"] for entry in (first.structured_content or {})["incidents"]] == ["INC-1042", "INC-1043"]
+
+
+async def test_a_call_beside_the_first_listing_waits_for_its_look_at_the_data_directory(
+    make_app: AppFactory, monkeypatch: pytest.MonkeyPatch, era: str
+) -> None:
+    app = make_app(data_freshness_seconds=60)
+    looks = _counting_looks(app, monkeypatch)
+    answers: list[Any] = []
+
+    async def call() -> None:
+        answers.append(await client.call_tool("list_incidents", {}))
+
+    async with connect(build_server(app, defer_features=True), era) as client, anyio.create_task_group() as tasks:
+        tasks.start_soon(client.list_tools)
+        tasks.start_soon(call)
+    assert len(looks) == 1
+    assert not answers[0].is_error
 
 
 async def test_listing_a_desk_whose_journal_stands_still_makes_no_thread_hop(

@@ -144,6 +144,47 @@ def test_every_byte_on_stdout_is_json_rpc(tmp_path: Path) -> None:
     assert "incident-desk starting" in stderr
 
 
+def test_the_data_directory_is_first_read_after_the_initialize_answer(tmp_path: Path) -> None:
+    """Reading it masks every title and so loads the redaction rules: the handshake's answer does not wait for it,
+    the first request after the handshake does (a first call then finds it read; docs/performance.md)."""
+    stderr_path = tmp_path / "stderr.log"
+    with stderr_path.open("w") as stderr_file:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "incident_desk"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=stderr_file,
+            text=True,
+            cwd=ROOT,
+            env=_env(tmp_path),
+        )
+    assert process.stdin is not None and process.stdout is not None
+    try:
+        hello: dict[str, object] = {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "order", "version": "1"},
+        }
+        process.stdin.write(_rpc(1, "initialize", hello) + "\n")
+        process.stdin.flush()
+        assert json.loads(process.stdout.readline())["id"] == 1
+        time.sleep(0.2)  # the loader would start here if it were the one to read the directory
+        at_handshake = stderr_path.read_text()
+        process.stdin.write(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}) + "\n")
+        process.stdin.write(_rpc(2, "tools/list") + "\n")
+        process.stdin.flush()
+        assert json.loads(process.stdout.readline())["id"] == 2
+        at_listing = stderr_path.read_text()
+    finally:
+        process.stdin.close()
+        process.wait(timeout=30)
+        process.stdout.close()
+    assert "incident-desk starting" in at_handshake
+    assert "data directory read" not in at_handshake
+    read = next(json.loads(line) for line in at_listing.splitlines() if "data directory read" in line)
+    assert (read["incidents"], read["skipped_entries"]) == (2, 0)
+
+
 def test_version_and_help_go_to_stdout_and_exit_zero(tmp_path: Path) -> None:
     version = subprocess.run(
         [sys.executable, "-m", "incident_desk", "--version"],
