@@ -308,13 +308,10 @@ class DeskApp:
         return runs.ServiceRuns(incident.service, kept, cut=len(decisions) >= limit)
 
     async def standings(self) -> Mapping[str, Standing]:
-        """Who acknowledged and who resolved each incident, on this desk: read once per change of the journal. While
-        it stands still they are told right here; a worker thread's hop cost more CPU per HTTP call than the rest
-        of a listing (docs/performance.md)."""
+        """Who acknowledged and who resolved each incident, on this desk: read once per change of the journal, and
+        told right here while it stands still (a hop cost more than the rest of a listing; docs/performance.md)."""
         kept = self.journal.standings_at_once()
-        if kept is not None:
-            return kept
-        return await anyio.to_thread.run_sync(self.journal.standings)
+        return kept if kept is not None else await anyio.to_thread.run_sync(self.journal.standings)
 
     async def silence(
         self, incident: Incident, ends: datetime, created_by: str, comment: str
