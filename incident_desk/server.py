@@ -20,6 +20,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.resources import FunctionResource, Resource, ResourceTemplate
 from mcp.server.request_state import RequestStateSecurity
 from mcp_types import InputRequiredResult
+from pydantic import ConfigDict
 
 from incident_desk import __version__
 from incident_desk.app import DeskApp
@@ -208,6 +209,10 @@ class ResultInHandTemplate(ResourceTemplate):
     read (docs/performance.md). The function did its work already (off the loop where it blocks), so
     its value is served from an async function instead.
     """
+
+    # Made with model_construct once the features are registered: its validator is not built before the
+    # handshake's answer (2 ms of a start).
+    model_config = ConfigDict(defer_build=True)
 
     async def create_resource(
         self, uri: str, params: dict[str, Any], context: Context[Any, Any]
