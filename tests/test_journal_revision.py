@@ -133,6 +133,25 @@ def test_revision_at_once_never_opens_the_journal(tmp_path: Path) -> None:
     assert journal.revision_at_once() == reopened
 
 
+def test_a_watcher_opened_again_on_the_same_file_never_answers_a_kept_revision(tmp_path: Path) -> None:
+    # data_version counts per connection: a new watcher starts where the last one started, commits or not, and a
+    # WAL commit leaves the file's size and time alone while another connection keeps it from checkpointing.
+    path = tmp_path / "audit.sqlite3"
+    journal = AuditJournal(path)
+    reader = sqlite3.connect(path, isolation_level=None)  # another process's connection on the journal
+    reader.execute("SELECT 1 FROM decisions LIMIT 1").fetchall()
+    kept = journal.standings()
+    path.rename(tmp_path / "aside")  # gone for a moment: the watcher is let go
+    assert journal.revision() is None
+    (tmp_path / "aside").rename(path)
+    AuditJournal(path, desk=journal.desk).record_event(_acknowledgement(journal.desk))
+    after = journal.standings()
+    assert after is not kept
+    assert after["INC-1042"].acknowledged is not None
+    assert journal.standings_at_once() is after
+    reader.close()
+
+
 def test_revision_never_waits_for_a_writer_and_keeps_its_watcher(tmp_path: Path) -> None:
     # A journal in rollback mode (another tool's copy, a filesystem without WAL): a writer's lock keeps readers out.
     path = tmp_path / "plain.sqlite3"

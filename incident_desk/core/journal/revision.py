@@ -19,8 +19,10 @@ from typing import Protocol
 
 from incident_desk.core.journal.activity import Event, Standing, standings
 
-# (device, inode) of the file, its size and modification time in ns, and SQLite's data_version.
-Revision = tuple[tuple[int, int], int, int, int]
+# (device, inode) of the file, its size and modification time in ns, how many watchers were opened so far, and
+# SQLite's data_version. data_version is the watcher's own count: a watcher opened again on the same file starts
+# from the same number, though commits came in between (WAL commits leave the file's size and time alone).
+Revision = tuple[tuple[int, int], int, int, int, int]
 
 
 class SQLiteRevision:
@@ -35,6 +37,8 @@ class SQLiteRevision:
         self._lock = threading.Lock()
         self._watcher: sqlite3.Connection | None = None
         self._watched: tuple[int, int] | None = None
+        self._opened = 0
+        self._finalizer: weakref.finalize[[], SQLiteRevision] | None = None
 
     def __call__(self) -> Revision | None:
         """The journal's revision now, opening the watcher when needed; None when it cannot be read now."""
@@ -43,8 +47,9 @@ class SQLiteRevision:
 
     def at_once(self) -> Revision | None:
         """The revision when it can be told without waiting for anything or opening anything: a stat and a counter
-        read on a watcher already open on the file (microseconds, so an event loop may call it). None when
-        another thread is asking, no watcher is open on the file now at the path, or SQLite is busy."""
+        read on a watcher already open on the file (microseconds on a local disk, so an event loop may call it).
+        None when another thread is asking, no watcher is open on the file now at the path, or it cannot be read;
+        closing a watcher that failed (which may checkpoint) is left to the next call in a worker thread."""
         if not self._lock.acquire(blocking=False):
             return None
         try:
@@ -69,21 +74,25 @@ class SQLiteRevision:
                     self._uri, uri=True, timeout=0, isolation_level=None, check_same_thread=False
                 )
                 # Closed with its journal, even one nobody closes (a connection left to the collector warns).
-                weakref.finalize(self, self._watcher.close)
+                self._finalizer = weakref.finalize(self, self._watcher.close)
                 self._watched = identity
+                self._opened += 1
             (version,) = self._watcher.execute("PRAGMA data_version").fetchone()
         except sqlite3.OperationalError as exc:
-            if exc.sqlite_errorcode & 0xFF not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):  # extended codes too
+            busy = exc.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)  # extended codes too
+            if may_open and not busy:
                 self._close()
             return None
         except (OSError, sqlite3.Error):
-            self._close()
+            if may_open:
+                self._close()
             return None
-        return identity, found.st_size, found.st_mtime_ns, int(version)
+        return identity, found.st_size, found.st_mtime_ns, self._opened, int(version)
 
     def _close(self) -> None:
-        if self._watcher is not None:
-            self._watcher.close()
+        if self._finalizer is not None:
+            self._finalizer()  # closes the watcher once, and forgets it
+        self._finalizer = None
         self._watcher = None
         self._watched = None
 
