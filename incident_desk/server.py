@@ -27,6 +27,7 @@ from incident_desk.app import DeskApp
 from incident_desk.core.activity import ACTIVITY, main_thread_finished
 from incident_desk.features import completions, skills, tool_catalog
 from incident_desk.index_watcher import IndexWatcher
+from incident_desk.observability.lean_structlog import rich_absent
 from incident_desk.protocol.client_features import HideAppViewsFromPlainClients
 from incident_desk.protocol.client_logging import RequestLogContext, serve_set_level
 from incident_desk.protocol.eras import DeclareOnTheHandshake
@@ -82,18 +83,19 @@ def build_server(app: DeskApp, *, defer_features: bool = False, learn_history: b
     served_skills = skills.extension()
     push = IndexPush()
     watcher = IndexWatcher(app, push)
-    server = MCPServer(
-        SERVER_NAME,
-        version=__version__,
-        title="Incident desk",
-        instructions=instructions(app),
-        request_state_security=sealing,
-        middleware=[log_context, HideAppViewsFromPlainClients(), DeclareOnTheHandshake([served_skills])],
-        # MCP Apps as the handshake shows it; its tool and view come with the other features (features.timeline).
-        extensions=[Apps(), served_skills],
-        subscriptions=push.bus,
-        lifespan=watcher.lifespan,
-    )
+    with rich_absent():  # the SDK's own logging set-up, which the desk's handler on the root logger replaces
+        server = MCPServer(
+            SERVER_NAME,
+            version=__version__,
+            title="Incident desk",
+            instructions=instructions(app),
+            request_state_security=sealing,
+            middleware=[log_context, HideAppViewsFromPlainClients(), DeclareOnTheHandshake([served_skills])],
+            # MCP Apps as the handshake shows it; its tool and view come with the other features (features.timeline).
+            extensions=[Apps(), served_skills],
+            subscriptions=push.bus,
+            lifespan=watcher.lifespan,
+        )
     push.register(server)
     server.middleware.append(DeskWordsForArgumentErrors(server))
     server.middleware.append(CappedUriEchoes())
