@@ -14,7 +14,6 @@ from typing import Any
 
 import anyio
 import structlog
-from mcp.server.apps import Apps
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.resources import FunctionResource, Resource, ResourceTemplate
@@ -28,7 +27,7 @@ from incident_desk.core.activity import ACTIVITY, main_thread_finished
 from incident_desk.features import completions, skills, tool_catalog
 from incident_desk.index_watcher import IndexWatcher
 from incident_desk.observability.lean_structlog import rich_absent
-from incident_desk.protocol.client_features import HideAppViewsFromPlainClients
+from incident_desk.protocol.client_features import AppsAdvertised, HideAppViewsFromPlainClients
 from incident_desk.protocol.client_logging import RequestLogContext, serve_set_level
 from incident_desk.protocol.eras import DeclareOnTheHandshake
 from incident_desk.protocol.library_hooks import sdk_resource_templates
@@ -91,8 +90,7 @@ def build_server(app: DeskApp, *, defer_features: bool = False, learn_history: b
             instructions=instructions(app),
             request_state_security=sealing,
             middleware=[log_context, HideAppViewsFromPlainClients(), DeclareOnTheHandshake([served_skills])],
-            # MCP Apps as the handshake shows it; its tool and view come with the other features (features.timeline).
-            extensions=[Apps(), served_skills],
+            extensions=[AppsAdvertised(), served_skills],
             subscriptions=push.bus,
             lifespan=watcher.lifespan,
         )

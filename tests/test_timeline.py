@@ -9,11 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from mcp import Client
 from mcp.client import advertise
 from mcp.server.apps import APP_MIME_TYPE, EXTENSION_ID
 
 from incident_desk.core.journal.audit import Decision
 from incident_desk.core.outcomes import Outcome
+from incident_desk.protocol.client_features import AppsAdvertised
 from incident_desk.server import build_server
 from tests.helpers import AppFactory, connect, text_of
 
@@ -88,6 +90,15 @@ async def test_a_log_too_big_for_the_budget_says_what_span_it_covers(
     assert f"of {total / 1e6:.1f} MB (" in text_of(result), "sizes in MB/GB, not raw byte counts"
     assert str(total) not in text_of(result) and str(timeline["scanned_bytes"]) not in text_of(result)
     assert "stopped at the time budget" in text_of(result)
+
+
+async def test_the_desk_declares_mcp_apps_by_the_sdks_identifier(make_server: Any) -> None:
+    # Declared without the SDK's Apps module (client_features.AppsAdvertised): the identifier must stay the SDK's.
+    # In 2026-07-28's server/discover, which "auto" reaches in-process; a 2025 initialize declares Skills alone.
+    assert AppsAdvertised.identifier == EXTENSION_ID
+    async with Client(make_server(), mode="auto") as client:
+        declared = client.server_capabilities.extensions or {}
+    assert declared[EXTENSION_ID] == {}
 
 
 async def test_a_client_that_declared_the_extension_is_sent_the_view_link(make_server: Any, era: str) -> None:

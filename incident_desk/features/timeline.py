@@ -1,9 +1,9 @@
 """``show_incident_timeline``: an incident's log as lines per minute by level, with its markers, for a model
 (a few lines of text with a sparkline) and for a host that renders MCP Apps (the ``ui://`` chart).
 
-The server factory passes an empty Apps extension to ``MCPServer``, which is what the handshake advertises (MCP
-Apps has no settings); the tool and its view are registered with the other features, as the SDK registers an
-extension's contributions, so a stdio desk's ``initialize`` waits for neither (docs/performance.md).
+The server factory passes ``client_features.AppsAdvertised`` to ``MCPServer``, which is what the handshake
+advertises (MCP Apps has no settings); the tool and its view are registered with the other features, as the SDK
+registers an extension's contributions, so a stdio desk's ``initialize`` waits for neither (docs/performance.md).
 ``client_features`` hides the view's link from clients that did not declare the extension.
 """
 

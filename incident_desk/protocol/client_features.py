@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
 import anyio
-from mcp.server.apps import client_supports_apps
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.extension import Extension
 from mcp.server.mcpserver import Context
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import ServerMessageMetadata
@@ -382,6 +382,15 @@ async def ask_approval(
 
 
 UI_META_KEYS = frozenset({"ui", "ui/resourceUri"})
+APPS_EXTENSION_ID = "io.modelcontextprotocol/ui"  # mcp.server.apps.EXTENSION_ID, without importing that module
+
+
+class AppsAdvertised(Extension):
+    """MCP Apps as the handshake advertises it (the extension has no settings). The SDK's ``Apps`` holding the
+    timeline tool and its view is made when the features are registered (``features.timeline``): its module and
+    models are no part of a stdio desk's ``initialize`` answer."""
+
+    identifier = APPS_EXTENSION_ID
 
 
 class HideAppViewsFromPlainClients:
@@ -394,7 +403,11 @@ class HideAppViewsFromPlainClients:
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         result = await call_next(ctx)
-        if ctx.method != "tools/list" or not isinstance(result, dict) or client_supports_apps(ctx):
+        if ctx.method != "tools/list" or not isinstance(result, dict):
+            return result
+        from mcp.server.apps import client_supports_apps  # loaded by the features' registration already
+
+        if client_supports_apps(ctx):
             return result
         for tool in result.get("tools", []):
             meta = tool.pop("_meta", None) or {}

@@ -8,7 +8,6 @@ the features that declare it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from difflib import get_close_matches
 from typing import TYPE_CHECKING, Any
 
 from incident_desk.protocol.tool_kinds import ToolDeclaration
@@ -32,6 +31,8 @@ def check_names(catalog: Catalog, *, enabled: Iterable[str] | None, disabled: It
     """Refuse a tool name the desk does not have, naming the setting that holds it and the nearest real name."""
     for setting, names in (("enabled_tools", enabled or []), ("disabled_tools", disabled)):
         if unknown := sorted(set(names) - set(catalog)):
+            from difflib import get_close_matches  # only when a name is wrong: a desk's start does not pay for it
+
             nearest = sorted({close for name in unknown for close in get_close_matches(name, catalog, n=1)})
             hint = f" (did you mean {', '.join(nearest)}?)" if nearest else ""
             raise SettingsError(
