@@ -8,6 +8,7 @@ import sys
 import time
 from functools import partial
 from pathlib import Path
+from typing import IO
 
 import anyio
 import pytest
@@ -75,6 +76,19 @@ async def test_transcripts_over_stdio(tmp_path: Path, mode: str) -> None:
     assert missing_prompt.value.message == "No such incident: INC-9999"
 
 
+def _spawn(tmp_path: Path, stderr: IO[str], *args: str) -> subprocess.Popen[str]:
+    """The desk as a client launches it, driven by hand through its pipes; its stderr to ``stderr``."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "incident_desk", *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        text=True,
+        cwd=ROOT,
+        env=_env(tmp_path),
+    )
+
+
 def _rpc(message_id: int, method: str, params: dict[str, object] | None = None) -> str:
     payload: dict[str, object] = {"jsonrpc": "2.0", "id": message_id, "method": method}
     if params is not None:
@@ -103,15 +117,7 @@ def test_every_byte_on_stdout_is_json_rpc(tmp_path: Path) -> None:
     ]
     stderr_path = tmp_path / "stderr.log"
     stderr_file = stderr_path.open("w")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "incident_desk", "--log-level", "debug"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=stderr_file,
-        text=True,
-        cwd=ROOT,
-        env=_env(tmp_path),
-    )
+    process = _spawn(tmp_path, stderr_file, "--log-level", "debug")
     assert process.stdin is not None and process.stdout is not None
     process.stdin.write("\n".join(lines) + "\n")
     process.stdin.flush()
@@ -149,15 +155,7 @@ def test_the_data_directory_is_first_read_after_the_initialize_answer(tmp_path: 
     the first request after the handshake does (a first call then finds it read; docs/performance.md)."""
     stderr_path = tmp_path / "stderr.log"
     with stderr_path.open("w") as stderr_file:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "incident_desk"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=stderr_file,
-            text=True,
-            cwd=ROOT,
-            env=_env(tmp_path),
-        )
+        process = _spawn(tmp_path, stderr_file)
     assert process.stdin is not None and process.stdout is not None
     try:
         hello: dict[str, object] = {
