@@ -19,7 +19,7 @@ import pytest
 
 from incident_desk.core.journal.activity import Act, Event, Standing
 from incident_desk.core.journal.audit import AuditJournal
-from incident_desk.core.journal.revision import SQLiteRevision
+from incident_desk.core.journal.revision import SQLiteRevision, filesystem_type
 from incident_desk.core.outcomes import Outcome
 from incident_desk.server import build_server
 from tests.helpers import AppFactory, connect, text_of
@@ -150,6 +150,40 @@ def test_a_watcher_opened_again_on_the_same_file_never_answers_a_kept_revision(t
     assert after["INC-1042"].acknowledged is not None
     assert journal.standings_at_once() is after
     reader.close()
+
+
+MOUNTS = (
+    "22 1 254:1 / / rw,relatime - ext4 /dev/vda1 rw\n"
+    "40 22 0:45 / /srv/on\\040call rw,relatime - nfs4 filer:/desk rw,vers=4.2\n"
+    "41 40 0:46 / /srv/on\\040call/scratch rw - tmpfs tmpfs rw\n"
+    "42 22 0:47 / /mnt/bucket rw - fuse.rclone remote: rw\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("path", "kind"),
+    [
+        ("/srv/on call/audit.sqlite3", "nfs4"),
+        ("/srv/on call/scratch/audit.sqlite3", "tmpfs"),
+        ("/srv/on/audit.sqlite3", "ext4"),  # a mount point's prefix in letters is not a parent
+        ("/mnt/bucket/audit.sqlite3", "fuse.rclone"),
+        ("/home/oncall/.local/share/incident-desk/audit.sqlite3", "ext4"),
+    ],
+)
+def test_the_filesystem_holding_a_journal_is_the_deepest_mount_above_it(path: str, kind: str) -> None:
+    assert filesystem_type(Path(path), MOUNTS) == kind
+
+
+def test_on_a_network_filesystem_only_worker_threads_ask_for_the_revision(tmp_path: Path) -> None:
+    # A stat there waits as long as the server does: the event loop must not be the one waiting.
+    journal = AuditJournal(tmp_path / "audit.sqlite3")
+    remote = SQLiteRevision(journal.path, on_network=True)
+    local = SQLiteRevision(journal.path, on_network=False)
+    assert remote() is not None and local() is not None  # each opens its watcher in the caller's thread
+    assert remote.at_once() is None
+    assert local.at_once() == local()
+    remote.close()
+    local.close()
 
 
 def test_revision_never_waits_for_a_writer_and_keeps_its_watcher(tmp_path: Path) -> None:

@@ -5,11 +5,16 @@ kept while the journal stands still, instead of opening the file and reading eve
 connection kept open for this alone asks SQLite's ``data_version``, which changes whenever any other connection
 (of this process or another) commits; the file's identity, size and time are part of the revision too, so a
 journal replaced or rewritten behind SQLite's back counts as changed.
+
+The event loop may ask too (``at_once``), since a stat and a counter read take microseconds on a local disk; on a
+network filesystem a stat can wait as long as the server does, so there only worker threads ask.
 """
 
 from __future__ import annotations
 
+import re
 import sqlite3
+import sys
 import threading
 import weakref
 from collections.abc import Hashable, Mapping
@@ -25,14 +30,55 @@ from incident_desk.core.journal.activity import Event, Standing, standings
 Revision = tuple[tuple[int, int], int, int, int, int]
 
 
+# Filesystems whose stat may wait on a server. FUSE counts too: sshfs, rclone and the cloud buckets are FUSE.
+_NETWORK_FILESYSTEMS = frozenset(
+    {"nfs", "nfs4", "cifs", "smb3", "smbfs", "ncpfs", "ceph", "glusterfs", "lustre", "gpfs", "beegfs", "afs", "9p"}
+)
+MOUNTINFO = Path("/proc/self/mountinfo")
+_OCTAL_ESCAPE = re.compile(r"\\([0-7]{3})")  # how mountinfo writes a space (\040), a tab or a backslash
+
+
+def filesystem_type(path: Path, mountinfo: str) -> str | None:
+    """The type of the filesystem holding the absolute, resolved ``path``, from the text of a Linux
+    ``/proc/self/mountinfo``: the mount with the longest mount point above it. None when no mount holds it."""
+    found: tuple[int, str] | None = None
+    for line in mountinfo.splitlines():
+        fields, _, rest = line.partition(" - ")
+        parts = fields.split(" ")
+        if len(parts) < 5 or not rest:
+            continue
+        mount_point = Path(_OCTAL_ESCAPE.sub(lambda code: chr(int(code[1], 8)), parts[4]))
+        if (path == mount_point or mount_point in path.parents) and (
+            found is None or len(mount_point.parts) > found[0]
+        ):
+            found = (len(mount_point.parts), rest.split(" ")[0])
+    return None if found is None else found[1]
+
+
+def on_network_filesystem(path: Path) -> bool:
+    """Whether a stat of ``path`` may wait on a network: a Windows share, or a network or FUSE filesystem on Linux.
+    Elsewhere, and where it cannot be told, the disk is taken to be local."""
+    resolved = path.absolute()
+    if sys.platform == "win32":
+        return resolved.drive.startswith("\\\\")  # a UNC share; a mapped drive letter is not told apart
+    try:
+        kind = filesystem_type(resolved.resolve(), MOUNTINFO.read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        return False
+    return kind is not None and (kind in _NETWORK_FILESYSTEMS or kind.startswith("fuse"))
+
+
 class SQLiteRevision:
     """The revision of the SQLite file at ``path`` (see the module docstring); safe to call from any thread.
 
     The watching connection never waits for a lock: a journal busy with a writer is a revision not known now, and
     the caller's own read (which does wait) says what is there."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, on_network: bool | None = None) -> None:
+        """``on_network``: whether the file lives on a network filesystem (told from the mounts when None); then
+        ``at_once`` never answers."""
         self._path = path
+        self._on_network = on_network_filesystem(path) if on_network is None else on_network
         self._uri = f"{path.absolute().as_uri()}?mode=rw"  # never creates a journal that is gone
         self._lock = threading.Lock()
         self._watcher: sqlite3.Connection | None = None
@@ -48,9 +94,10 @@ class SQLiteRevision:
     def at_once(self) -> Revision | None:
         """The revision when it can be told without waiting for anything or opening anything: a stat and a counter
         read on a watcher already open on the file (microseconds on a local disk, so an event loop may call it).
-        None when another thread is asking, no watcher is open on the file now at the path, or it cannot be read;
-        closing a watcher that failed (which may checkpoint) is left to the next call in a worker thread."""
-        if not self._lock.acquire(blocking=False):
+        None on a network filesystem, when another thread is asking, when no watcher is open on the file now at the
+        path, or when it cannot be read; closing a watcher that failed (which may checkpoint) is left to the next
+        call in a worker thread."""
+        if self._on_network or not self._lock.acquire(blocking=False):
             return None
         try:
             return self._read(may_open=False)
