@@ -157,6 +157,7 @@ MOUNTS = (
     "40 22 0:45 / /srv/on\\040call rw,relatime - nfs4 filer:/desk rw,vers=4.2\n"
     "41 40 0:46 / /srv/on\\040call/scratch rw - tmpfs tmpfs rw\n"
     "42 22 0:47 / /mnt/bucket rw - fuse.rclone remote: rw\n"
+    "43 22 0:48 / /mnt/back\\134slash\\0401 rw - cifs //filer/x rw\n"
 )
 
 
@@ -167,6 +168,7 @@ MOUNTS = (
         ("/srv/on call/scratch/audit.sqlite3", "tmpfs"),
         ("/srv/on/audit.sqlite3", "ext4"),  # a mount point's prefix in letters is not a parent
         ("/mnt/bucket/audit.sqlite3", "fuse.rclone"),
+        ("/mnt/back\\slash 1/audit.sqlite3", "cifs"),
         ("/home/oncall/.local/share/incident-desk/audit.sqlite3", "ext4"),
     ],
 )

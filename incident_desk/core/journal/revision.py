@@ -12,7 +12,6 @@ network filesystem a stat can wait as long as the server does, so there only wor
 
 from __future__ import annotations
 
-import re
 import sqlite3
 import sys
 import threading
@@ -35,7 +34,6 @@ _NETWORK_FILESYSTEMS = frozenset(
     {"nfs", "nfs4", "cifs", "smb3", "smbfs", "ncpfs", "ceph", "glusterfs", "lustre", "gpfs", "beegfs", "afs", "9p"}
 )
 MOUNTINFO = Path("/proc/self/mountinfo")
-_OCTAL_ESCAPE = re.compile(r"\\([0-7]{3})")  # how mountinfo writes a space (\040), a tab or a backslash
 
 
 def filesystem_type(path: Path, mountinfo: str) -> str | None:
@@ -47,12 +45,25 @@ def filesystem_type(path: Path, mountinfo: str) -> str | None:
         parts = fields.split(" ")
         if len(parts) < 5 or not rest:
             continue
-        mount_point = Path(_OCTAL_ESCAPE.sub(lambda code: chr(int(code[1], 8)), parts[4]))
+        mount_point = Path(_unescaped(parts[4]))
         if (path == mount_point or mount_point in path.parents) and (
             found is None or len(mount_point.parts) > found[0]
         ):
             found = (len(mount_point.parts), rest.split(" ")[0])
     return None if found is None else found[1]
+
+
+def _unescaped(field: str) -> str:
+    """A mountinfo field's text: mountinfo spells a space ``\\040``, a tab ``\\011`` and a backslash ``\\134``."""
+    first, *escaped = field.split("\\")
+    pieces = [first]
+    for piece in escaped:
+        code = piece[:3]
+        if len(code) == 3 and all(digit in "01234567" for digit in code):
+            pieces.append(chr(int(code, 8)) + piece[3:])
+        else:
+            pieces.append("\\" + piece)
+    return "".join(pieces)
 
 
 def on_network_filesystem(path: Path) -> bool:
