@@ -5,38 +5,30 @@ an entry that cannot be read or written is ignored."""
 from __future__ import annotations
 
 import base64
-import json
 from typing import Any, BinaryIO
 
 from incident_desk.core.evidence.scan import Resume, TemplateScan, scan_templates
 from incident_desk.core.evidence.tally import Boundary, Tally
-from incident_desk.core.log_clock import READING
 from incident_desk.core.timeline.cache import TimelineCache
 
 MAX_ENTRY_BYTES = 32 * 1024 * 1024
 
 
-def _encode(resume: Resume) -> str:
+def _encode(resume: Resume) -> dict[str, Any]:
     tally = resume.tally
-    return json.dumps(
-        {
-            "offset": resume.offset,
-            "baseline_end": resume.baseline_end,
-            "skipped": resume.skipped_lines,
-            "check": resume.check,
-            "lines": tally.lines,
-            "baseline_lines": tally.baseline_lines,
-            "overflow": tally.overflow,
-            "table": [[base64.b64encode(key).decode(), *row] for key, row in tally.table.items()],
-            "reading": READING,
-        }
-    )
+    return {
+        "offset": resume.offset,
+        "baseline_end": resume.baseline_end,
+        "skipped": resume.skipped_lines,
+        "check": resume.check,
+        "lines": tally.lines,
+        "baseline_lines": tally.baseline_lines,
+        "overflow": tally.overflow,
+        "table": [[base64.b64encode(key).decode(), *row] for key, row in tally.table.items()],
+    }
 
 
-def _decode(text: str) -> Resume:
-    data: dict[str, Any] = json.loads(text)
-    if data.get("reading") != READING:
-        raise ValueError("written by a desk that read line times another way")
+def _decode(data: dict[str, Any]) -> Resume:
     table = {base64.b64decode(key): [int(value) for value in row] for key, *row in data["table"]}
     if any(len(row) != 5 for row in table.values()):
         raise ValueError("a row of the template table is not five numbers")

@@ -334,7 +334,7 @@ class AuditJournal:
     def standings_at_once(self) -> Mapping[str, Standing] | None:
         """The standings kept while the journal is known unchanged, told on the caller's thread in microseconds;
         None when a worker thread must call ``standings`` (nothing kept yet, a change, or the file busy)."""
-        return self._standings.at_once()
+        return self._standings.at_once(self._revision.at_once)
 
     def close(self) -> None:
         """Closes the connection that watches for changes; the others are opened per call."""

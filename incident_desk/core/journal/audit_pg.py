@@ -174,9 +174,6 @@ class PostgresJournal:
         """Never known without a query to the server, which costs what the read it would spare costs: every read
         goes to the journal."""
 
-    def revision_at_once(self) -> None:
-        """Never known at once either (``revision``)."""
-
     def standings_at_once(self) -> None:
         """Never kept (``revision``): every listing reads the journal in a worker thread."""
 

@@ -16,7 +16,7 @@ import sqlite3
 import sys
 import threading
 import weakref
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Protocol
@@ -34,6 +34,7 @@ _NETWORK_FILESYSTEMS = frozenset(
     {"nfs", "nfs4", "cifs", "smb3", "smbfs", "ncpfs", "ceph", "glusterfs", "lustre", "gpfs", "beegfs", "afs", "9p"}
 )
 MOUNTINFO = Path("/proc/self/mountinfo")
+_BUSY = (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
 
 
 def filesystem_type(path: Path, mountinfo: str) -> str | None:
@@ -69,11 +70,10 @@ def _unescaped(field: str) -> str:
 def on_network_filesystem(path: Path) -> bool:
     """Whether a stat of ``path`` may wait on a network: a Windows share, or a network or FUSE filesystem on Linux.
     Elsewhere, and where it cannot be told, the disk is taken to be local."""
-    resolved = path.absolute()
     if sys.platform == "win32":
-        return resolved.drive.startswith("\\\\")  # a UNC share; a mapped drive letter is not told apart
+        return path.absolute().drive.startswith("\\\\")  # a UNC share; a mapped drive letter is not told apart
     try:
-        kind = filesystem_type(resolved.resolve(), MOUNTINFO.read_text(encoding="utf-8", errors="replace"))
+        kind = filesystem_type(path.resolve(), MOUNTINFO.read_text(encoding="utf-8", errors="replace"))
     except OSError:
         return False
     return kind is not None and (kind in _NETWORK_FILESYSTEMS or kind.startswith("fuse"))
@@ -136,13 +136,10 @@ class SQLiteRevision:
                 self._watched = identity
                 self._opened += 1
             (version,) = self._watcher.execute("PRAGMA data_version").fetchone()
-        except sqlite3.OperationalError as exc:
-            busy = exc.sqlite_errorcode & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)  # extended codes too
+        except (OSError, sqlite3.Error) as exc:
+            # A busy file keeps its watcher (extended codes too); the loop leaves closing one to a worker thread.
+            busy = isinstance(exc, sqlite3.OperationalError) and exc.sqlite_errorcode & 0xFF in _BUSY
             if may_open and not busy:
-                self._close()
-            return None
-        except (OSError, sqlite3.Error):
-            if may_open:
                 self._close()
             return None
         return identity, found.st_size, found.st_mtime_ns, self._opened, int(version)
@@ -157,7 +154,6 @@ class SQLiteRevision:
 
 class _Journal(Protocol):
     def revision(self) -> Hashable | None: ...
-    def revision_at_once(self) -> Hashable | None: ...
     def activity(self, incident_id: str | None, limit: int = 500, acts: tuple[str, ...] = ()) -> list[Event]: ...
 
 
@@ -180,11 +176,11 @@ class KeptStandings:
         self._kept = None if revision is None else (revision, found)
         return found
 
-    def at_once(self) -> Mapping[str, Standing] | None:
-        """The standings kept, when the journal's revision, told at once (``revision_at_once``), is the one they
-        were read at; None otherwise (call this object in a worker thread then). Safe on an event loop."""
+    def at_once(self, revision_at_once: Callable[[], Hashable | None]) -> Mapping[str, Standing] | None:
+        """The standings kept, when the journal's revision, told at once (``SQLiteRevision.at_once``), is the one
+        they were read at; None otherwise (call this object in a worker thread then). Safe on an event loop."""
         kept = self._kept
         if kept is None:
             return None
-        revision = self._journal.revision_at_once()
+        revision = revision_at_once()
         return kept[1] if revision is not None and revision == kept[0] else None

@@ -31,24 +31,18 @@ def _b64(raw: bytes) -> str:
     return base64.b64encode(raw).decode()
 
 
-def _encode(resume: timeline.Resume) -> str:
-    return json.dumps(
-        {
-            "offset": resume.offset,
-            "lines": resume.lines,
-            "parsed": resume.parsed,
-            "counts": [[_b64(d), _b64(m), _b64(level), n] for (d, m, level), n in resume.counts.items() if n > 0],
-            "first_error": list(resume.first_error) if resume.first_error else None,
-            "check": resume.check,
-            "reading": READING,
-        }
-    )
+def _encode(resume: timeline.Resume) -> dict[str, Any]:
+    return {
+        "offset": resume.offset,
+        "lines": resume.lines,
+        "parsed": resume.parsed,
+        "counts": [[_b64(d), _b64(m), _b64(level), n] for (d, m, level), n in resume.counts.items() if n > 0],
+        "first_error": list(resume.first_error) if resume.first_error else None,
+        "check": resume.check,
+    }
 
 
-def _decode(text: str) -> timeline.Resume:
-    data: dict[str, Any] = json.loads(text)
-    if data.get("reading") != READING:
-        raise ValueError("written by a desk that read line times another way")
+def _decode(data: dict[str, Any]) -> timeline.Resume:
     place = data["first_error"]
     return timeline.Resume(
         offset=int(data["offset"]),
@@ -80,16 +74,22 @@ class TimelineCache:
     def load(self, handle: BinaryIO) -> timeline.Resume | None:
         return self._read(handle, _decode, MAX_ENTRY_BYTES, "timeline summary unreadable, counting afresh")
 
-    def _read(self, handle: BinaryIO, decode: Callable[[str], T], max_bytes: int, unreadable: str) -> T | None:
-        """This log's entry decoded, or None when there is none, it is over ``max_bytes``, or it does not decode
-        (logged as ``unreadable``): a summary is only ever a shortcut, so any doubt means reading the log afresh."""
+    def _read(
+        self, handle: BinaryIO, decode: Callable[[dict[str, Any]], T], max_bytes: int, unreadable: str
+    ) -> T | None:
+        """This log's entry decoded, or None when there is none, it is over ``max_bytes``, it was written by a desk
+        that read line times another way (``log_clock.READING``), or it does not decode (logged as ``unreadable``):
+        a summary is only ever a shortcut, so any doubt means reading the log afresh."""
         entry = self._entry(handle)
         if entry is None:
             return None
         try:
             if entry.stat().st_size > max_bytes:
                 return None
-            return decode(entry.read_text())
+            data: dict[str, Any] = json.loads(entry.read_text())
+            if data.get("reading") != READING:
+                raise ValueError("written by a desk that read line times another way")
+            return decode(data)
         except FileNotFoundError:
             return None
         except (OSError, ValueError, KeyError, TypeError, IndexError) as exc:
@@ -100,16 +100,16 @@ class TimelineCache:
         if resume is not None:
             self._keep(handle, _encode(resume), "timeline summary")
 
-    def _keep(self, handle: BinaryIO, text: str, what: str) -> None:
-        """Write ``text`` as the log's entry, whole or not at all (a temporary file renamed over it); a cache
-        that cannot be written costs a later pass its head start, nothing more."""
+    def _keep(self, handle: BinaryIO, fields: dict[str, Any], what: str) -> None:
+        """Write ``fields`` (and how line times were read) as the log's entry, whole or not at all (a temporary
+        file renamed over it); a cache that cannot be written costs a later pass its head start, nothing more."""
         entry = self._entry(handle)
         if entry is None:
             return
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             partial = entry.with_suffix(".tmp")
-            partial.write_text(text)
+            partial.write_text(json.dumps({**fields, "reading": READING}))
             partial.replace(entry)
             self._trim()
         except OSError as exc:
